@@ -1,0 +1,8 @@
+//! Assay engine: everything that turns a model file into tokens.
+//!
+//! One folder per concern (see `shared/DESIGN.md`): `model_file` (GGUF, safetensors, mmap,
+//! validation) and `quant` (block formats: layout, dequant, reference dot, quantize) are the
+//! foundation the tokenizer, architectures, executors and server build on.
+
+pub mod model_file;
+pub mod quant;

@@ -1,0 +1,1 @@
+//! Shared helpers of the K-quants (scale search, 6-bit scale packing).

@@ -1,0 +1,17 @@
+//! Q5_1: placeholder while the format is being implemented (see quant/mod.rs).
+
+use super::BlockFormat;
+
+/// Q5_1 block format.
+pub struct Q5_1;
+
+impl BlockFormat for Q5_1 {
+    const BLOCK_ELEMS: usize = 32;
+    const BLOCK_BYTES: usize = 24;
+    fn dequantize_block(_block: &[u8], out: &mut [f32]) {
+        out.fill(f32::NAN);
+    }
+    fn quantize_block(_x: &[f32], out: &mut [u8]) {
+        out.fill(0);
+    }
+}
