@@ -1,5 +1,6 @@
 //! `assay`: the engine's command line. One module per subcommand.
 
+mod common;
 mod generate;
 mod inspect;
 mod tokenize;
