@@ -4,5 +4,6 @@
 //! validation) and `quant` (block formats: layout, dequant, reference dot, quantize) are the
 //! foundation the tokenizer, architectures, executors and server build on.
 
+pub mod catalog;
 pub mod model_file;
 pub mod quant;
