@@ -4,11 +4,17 @@
 //! architectures. Every error a file can cause is a named [`ModelFileError`] variant.
 
 pub mod gguf;
+mod gguf_meta;
+pub mod gguf_write;
 mod mmap;
+
+#[cfg(test)]
+mod gguf_tests;
 
 use std::path::{Path, PathBuf};
 
 pub use gguf::{GgufError, GgufHeader, MetaArray, MetaValue, TensorInfo};
+pub use gguf_write::{GgufWriteError, GgufWriter, TensorSpec};
 pub use mmap::FileBytes;
 
 use crate::quant::{self, QuantError};
@@ -17,7 +23,10 @@ use crate::quant::{self, QuantError};
 #[derive(Debug, thiserror::Error)]
 pub enum ModelFileError {
     #[error("cannot read {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path}: {source}")]
     Gguf { path: PathBuf, source: GgufError },
     #[error("no tensor named {0:?}")]
@@ -36,16 +45,24 @@ pub struct GgufModel {
 impl GgufModel {
     /// Memory-map and validate the GGUF file at `path`.
     pub fn open(path: &Path) -> Result<Self, ModelFileError> {
-        let bytes = FileBytes::map(path)
-            .map_err(|source| ModelFileError::Io { path: path.to_owned(), source })?;
+        let bytes = FileBytes::map(path).map_err(|source| ModelFileError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
         Self::from_bytes(path.to_owned(), bytes)
     }
 
     /// Validate GGUF `bytes`; `path` is only used in messages.
     pub fn from_bytes(path: PathBuf, bytes: FileBytes) -> Result<Self, ModelFileError> {
-        let header = gguf::parse(bytes.as_slice())
-            .map_err(|source| ModelFileError::Gguf { path: path.clone(), source })?;
-        Ok(Self { path, bytes, header })
+        let header = gguf::parse(bytes.as_slice()).map_err(|source| ModelFileError::Gguf {
+            path: path.clone(),
+            source,
+        })?;
+        Ok(Self {
+            path,
+            bytes,
+            header,
+        })
     }
 
     /// Path the file was opened from.
