@@ -12,8 +12,9 @@ For every format Assay implements this writes, under engine/tests/fixtures/quant
 The blocks are random bytes, except that every f16 scale field (d, dmin, m) is replaced
 by a finite random f16 of random sign whose magnitude is log-uniform over [2^-18, 2^1]
 (so some are f16 subnormals, none is zero, NaN or Inf). The plain float formats get
-random finite bit patterns (subnormals, signed zeros and large values included; never
-NaN or Inf). Everything is drawn from one seeded numpy PCG64 generator, so a rerun with
+random bit patterns with a random sign and mantissa and an exponent field drawn
+uniformly from zero (subnormals) up to the f16 maximum (F16) or 2^40 (F32, BF16, so that
+dot products stay finite in f32); never NaN or Inf. Everything is drawn from one seeded numpy PCG64 generator, so a rerun with
 the same pinned versions (requirements.txt) reproduces the fixtures byte for byte.
 
 Usage:  python3 -m venv .venv-golden && .venv-golden/bin/pip install -r tools/golden/requirements.txt
@@ -71,15 +72,16 @@ def random_scale_f16(rng: np.random.Generator, n: int) -> np.ndarray:
     return v.astype(np.float16)
 
 
-def random_finite_bits(rng: np.random.Generator, n: int, bits: int, exp_mask: int) -> np.ndarray:
-    """n random bit patterns of width `bits` whose exponent field is not all ones."""
-    dtype = np.uint16 if bits == 16 else np.uint32
-    out = np.empty(0, dtype=dtype)
-    while out.size < n:
-        cand = rng.integers(0, 1 << bits, size=2 * n, dtype=np.uint64).astype(dtype)
-        cand = cand[(cand & dtype(exp_mask)) != dtype(exp_mask)]
-        out = np.concatenate([out, cand])
-    return out[:n]
+def random_float_bits(rng: np.random.Generator, n: int, mant_bits: int, exp_bits: int, exp_max: int) -> np.ndarray:
+    """n random float bit patterns (sign, exponent field in [0, exp_max], random mantissa).
+
+    Exponent field 0 gives zeros and subnormals; exp_max stays below all-ones, so no NaN/Inf.
+    """
+    sign = rng.integers(0, 2, size=n, dtype=np.uint64)
+    exp = rng.integers(0, exp_max + 1, size=n, dtype=np.uint64)
+    mant = rng.integers(0, 1 << mant_bits, size=n, dtype=np.uint64)
+    bits = (sign << np.uint64(mant_bits + exp_bits)) | (exp << np.uint64(mant_bits)) | mant
+    return bits.astype(np.uint32 if mant_bits + exp_bits + 1 == 32 else np.uint16)
 
 
 def make_blocks(rng: np.random.Generator, name: str) -> tuple[np.ndarray, int, int, int]:
@@ -87,13 +89,14 @@ def make_blocks(rng: np.random.Generator, name: str) -> tuple[np.ndarray, int, i
     qtype = T[name]
     block_elems, block_bytes = GGML_QUANT_SIZES[qtype]
     if name == "F32":
-        raw = random_finite_bits(rng, N_SCALAR, 32, 0x7F800000).astype("<u4").view(np.uint8)
+        # exponents up to 2^40 so that dot products with O(1) activations stay finite in f32
+        raw = random_float_bits(rng, N_SCALAR, 23, 8, 127 + 40).astype("<u4").view(np.uint8)
         return raw, block_elems, block_bytes, N_SCALAR
     if name == "F16":
-        raw = random_finite_bits(rng, N_SCALAR, 16, 0x7C00).astype("<u2").view(np.uint8)
+        raw = random_float_bits(rng, N_SCALAR, 10, 5, 30).astype("<u2").view(np.uint8)
         return raw, block_elems, block_bytes, N_SCALAR
     if name == "BF16":
-        raw = random_finite_bits(rng, N_SCALAR, 16, 0x7F80).astype("<u2").view(np.uint8)
+        raw = random_float_bits(rng, N_SCALAR, 7, 8, 127 + 40).astype("<u2").view(np.uint8)
         return raw, block_elems, block_bytes, N_SCALAR
     blocks = rng.integers(0, 256, size=(N_BLOCKS, block_bytes), dtype=np.uint64).astype(np.uint8)
     for off in F16_FIELDS[name]:

@@ -26,6 +26,11 @@ mod q5_k;
 mod q6_k;
 mod q8_0;
 
+#[cfg(test)]
+mod golden_tests;
+#[cfg(test)]
+mod roundtrip_tests;
+
 pub use bf16::Bf16;
 pub use f16::F16;
 pub use f32::F32;

@@ -43,15 +43,15 @@ impl BlockFormat for Q5_1 {
     }
 
     fn dot_block(block: &[u8], x: &[f32]) -> f32 {
+        // element by element (not `d·Σq·x + m·Σx`): the two factored terms can cancel
+        // heavily when `m` is large, and the reference must stay accurate relative to Σ|y·x|
         let d = f16_at(block, 0);
         let m = f16_at(block, 2);
-        let mut qx = 0f32;
-        let mut sx = 0f32;
+        let mut acc = 0f32;
         for (i, &xi) in x.iter().enumerate().take(QK32) {
-            qx += q5(block, 4, i) as f32 * xi;
-            sx += xi;
+            acc += (d * q5(block, 4, i) as f32 + m) * xi;
         }
-        d * qx + m * sx
+        acc
     }
 }
 
