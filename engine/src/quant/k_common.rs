@@ -139,7 +139,7 @@ fn affine_sse(x: &[f32], a: f32, b: f32, nmax: i32, mut q: Option<&mut [u8]>) ->
 fn fit_affine(x: &[f32], nmax: i32) -> (f32, f32) {
     let hi = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let lo = x.iter().copied().fold(0f32, f32::min);
-    if !(hi > lo) || !hi.is_finite() || !lo.is_finite() {
+    if hi <= lo || !hi.is_finite() || !lo.is_finite() {
         // All values equal and ≤ 0 (or non-finite input): the offset alone is exact.
         return (0.0, if lo.is_finite() { -lo } else { 0.0 });
     }
@@ -174,7 +174,8 @@ fn fit_affine(x: &[f32], nmax: i32) -> (f32, f32) {
                 c = 0.0;
                 na = sxq / sqq;
             }
-            if !(na > 0.0) || !na.is_finite() || !c.is_finite() {
+            let usable = na > 0.0 && na.is_finite() && c.is_finite();
+            if !usable {
                 break;
             }
             a = na;

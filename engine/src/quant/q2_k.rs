@@ -53,8 +53,8 @@ impl BlockFormat for Q2K {
             return;
         }
         let blk = quantize_affine(x, 16, 3, 15);
-        for j in 0..16 {
-            out[j] = (blk.sc[j] & 0x0F) | ((blk.mn[j] & 0x0F) << 4);
+        for ((o, &sc), &mn) in out[..16].iter_mut().zip(&blk.sc).zip(&blk.mn) {
+            *o = (sc & 0x0F) | ((mn & 0x0F) << 4);
         }
         for h in 0..2 {
             for l in 0..32 {
@@ -101,10 +101,10 @@ mod tests {
         b[82..84].copy_from_slice(&half::f16::from_f32(0.5).to_le_bytes());
         let mut y = [0f32; 256];
         Q2K::dequantize_block(&b, &mut y);
-        for i in 0..256 {
+        for (i, &got) in y.iter().enumerate() {
             let j = i / 16;
             let want = 2.0 * j as f32 * f32::from(want_q(i)) - 0.5 * (15 - j) as f32;
-            assert_eq!(y[i], want, "element {i}");
+            assert_eq!(got, want, "element {i}");
         }
         assert_eq!(y[0], -7.5);
         // Element 255: j = 15, q = (255/3) % 4 = 1 → 2·15·1 − 0 = 30.

@@ -133,9 +133,9 @@ mod tests {
         b[108..110].copy_from_slice(&half::f16::from_f32(0.5).to_le_bytes());
         let mut y = [0f32; 256];
         Q3K::dequantize_block(&b, &mut y);
-        for i in 0..256 {
+        for (i, &got) in y.iter().enumerate() {
             let want = 0.5 * f32::from(sc[i / 16]) * ((i % 8) as f32 - 4.0);
-            assert_eq!(y[i], want, "element {i}");
+            assert_eq!(got, want, "element {i}");
         }
         // Element 0: 0.5·(−8)·(−4) = 16; element 255: 0.5·7·3 = 10.5.
         assert_eq!(y[0], 16.0);

@@ -98,12 +98,12 @@ mod tests {
         }
         let mut y = [0f32; 256];
         Q4K::dequantize_block(&b, &mut y);
-        for i in 0..256 {
+        for (i, &got) in y.iter().enumerate() {
             let j = i / 32;
             let l = i % 32;
             let q = if j % 2 == 0 { l % 16 } else { 15 - l % 16 } as f32;
             let want = sc[j] as f32 * q - 0.5 * mn[j] as f32;
-            assert_eq!(y[i], want, "element {i}");
+            assert_eq!(got, want, "element {i}");
         }
         // Spot values: element 0 is 1·1·0 − 0; element 255 is 63·(15−15) − 0.5·40 = −20.
         assert_eq!(y[0], 0.0);

@@ -109,10 +109,10 @@ mod tests {
         }
         let mut y = [0f32; 256];
         Q5K::dequantize_block(&b, &mut y);
-        for i in 0..256 {
+        for (i, &got) in y.iter().enumerate() {
             let j = i / 32;
             let want = sc[j] as f32 * f32::from(want_q(i)) - 0.25 * mn[j] as f32;
-            assert_eq!(y[i], want, "element {i}");
+            assert_eq!(got, want, "element {i}");
         }
         assert_eq!(y[0], 0.0);
         assert_eq!(y[31], 31.0);

@@ -20,8 +20,8 @@ fn decode(b: &[u8; BYTES], mut f: impl FnMut(usize, f32)) {
     let qh = &b[128..192];
     let scales = &b[192..208];
     let d = read_f16([b[208], b[209]]);
-    for j in 0..16 {
-        let dl = d * f32::from(scales[j] as i8);
+    for (j, &s) in scales.iter().enumerate() {
+        let dl = d * f32::from(s as i8);
         for i in 16 * j..16 * j + 16 {
             let (h, r) = (i / 128, i % 128);
             let low = (ql[64 * h + r % 64] >> (4 * (r / 64))) & 0x0F;
@@ -94,10 +94,10 @@ mod tests {
         b[208..210].copy_from_slice(&half::f16::from_f32(0.25).to_le_bytes());
         let mut y = [0f32; 256];
         Q6K::dequantize_block(&b, &mut y);
-        for i in 0..256 {
+        for (i, &got) in y.iter().enumerate() {
             let sc = (i / 16) as f32 * 17.0 - 128.0;
             let want = 0.25 * sc * ((i % 64) as f32 - 32.0);
-            assert_eq!(y[i], want, "element {i}");
+            assert_eq!(got, want, "element {i}");
         }
         // Element 0: 0.25·(−128)·(−32) = 1024; element 255: 0.25·127·31 = 984.25.
         assert_eq!(y[0], 1024.0);
