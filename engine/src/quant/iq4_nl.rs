@@ -6,7 +6,7 @@
 //!
 //! Quantizer: a small search for the scale. Candidate scales map the largest-magnitude
 //! element onto either end of the table (`-127` or `+113`) with the divisor stretched by
-//! up to ±15 %; for each candidate the elements are assigned to their nearest table entries
+//! up to ±14 % in steps of 2 %; for each candidate the elements are assigned to their nearest table entries
 //! and the scale is refitted by least squares (`d = Σ x·k / Σ k²`), twice. The candidate with
 //! the smallest squared error wins; its scale is rounded to f16 and every element is then
 //! assigned to the table entry nearest to it under that stored scale. The helpers here are
@@ -67,8 +67,8 @@ pub(super) fn best_scale(x: &[f32]) -> f32 {
     let mut q = [0u8; QK32];
     let q = &mut q[..x.len().min(QK32)];
     for end in [KVALUES[0], KVALUES[15]] {
-        for step in -15i32..=15 {
-            let divisor = end as f32 * (1.0 + step as f32 / 100.0);
+        for step in -7i32..=7 {
+            let divisor = end as f32 * (1.0 + step as f32 / 50.0);
             let mut d = max / divisor;
             let mut err = f64::INFINITY;
             for _ in 0..2 {
@@ -118,24 +118,31 @@ pub(super) fn assign(x: &[f32], d: f32, q: &mut [u8]) -> f64 {
     err
 }
 
-/// Like [`assign`] but in f64 with an unrounded scale (used inside the search).
+/// Like [`assign`] but in f64 with an unrounded scale (used inside the search): the nearest
+/// entry to `x / d` by bisection over the midpoints of the table.
 fn assign_ideal(x: &[f32], d: f32, q: &mut [u8]) -> f64 {
     let d = d as f64;
     let mut err = 0f64;
     for (qi, &xi) in q.iter_mut().zip(x) {
-        let xi = xi as f64;
-        let mut best = (f64::INFINITY, 8u8);
-        for (k, &kv) in KVALUES.iter().enumerate() {
-            let e = (xi - d * kv as f64).abs();
-            if e < best.0 {
-                best = (e, k as u8);
-            }
-        }
-        *qi = best.1;
-        err += best.0 * best.0;
+        let y = xi as f64 / d;
+        let k = MIDPOINTS.partition_point(|&m| m < y);
+        *qi = k as u8;
+        let r = xi as f64 - d * KVALUES[k] as f64;
+        err += r * r;
     }
     err
 }
+
+/// Midpoints between neighbouring [`KVALUES`] entries.
+const MIDPOINTS: [f64; 15] = {
+    let mut m = [0f64; 15];
+    let mut k = 0;
+    while k < 15 {
+        m[k] = (KVALUES[k] as f64 + KVALUES[k + 1] as f64) / 2.0;
+        k += 1;
+    }
+    m
+};
 
 /// Least-squares scale for fixed indices: `Σ x·k / Σ k²`.
 fn lsq_scale(x: &[f32], q: &[u8]) -> f32 {
