@@ -37,17 +37,14 @@ fn to_f16(v: f32) -> ([u8; 2], f32) {
     (h.to_le_bytes(), h.to_f32())
 }
 
-/// The two f16 values bracketing a scale: round-to-nearest, and the next f16 one step
-/// further from zero (useful when `v` is small and f16 steps are coarse, or when the
-/// nearest value would push the largest code past its limit).
+/// Two f16 candidates for a scale: round-to-nearest, and the next f16 one step further
+/// from zero (useful when `v` is small and f16 steps are coarse, when the nearest value
+/// would push the largest code past its limit, or when `v` rounds to zero).
 fn f16_pair(v: f32) -> [([u8; 2], f32); 2] {
     let (b, r) = to_f16(v);
     let bits = u16::from_le_bytes(b);
-    let up = if r == 0.0 || r.abs() >= F16_MAX {
-        bits
-    } else {
-        bits + 1
-    };
+    // One step further from zero; a value that rounded to ±0 gets the smallest subnormal.
+    let up = if r.abs() >= F16_MAX { bits } else { bits + 1 };
     let h = f16::from_bits(up);
     [(b, r), (h.to_le_bytes(), h.to_f32())]
 }
