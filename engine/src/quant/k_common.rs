@@ -94,6 +94,41 @@ pub(crate) struct SymmetricBlock {
     pub q: [i8; QK_K],
 }
 
+/// How far the fits may clip: no element's error should exceed `CLIP_CAP` × the step of
+/// its sub-block's naive grid (the grid whose end level(s) hold the sub-block's extreme
+/// values exactly). Least squares alone sometimes clips the largest weights by nearly a
+/// full step; the cap keeps every weight within 0.8 of a naive step for a small RMSE cost.
+const CLIP_CAP: f32 = 0.8;
+
+/// Relative slack added to each cap for the f16 rounding of the super-block scales.
+const F16_SLACK: f32 = 1.0 / 512.0;
+
+/// A candidate's quality: how far its worst element exceeds the cap (0 when within), then
+/// its squared error. Lower is better, compared in that order.
+#[derive(Clone, Copy, Default)]
+struct Score {
+    excess: f32,
+    sse: f32,
+}
+
+impl Score {
+    const WORST: Score = Score {
+        excess: f32::INFINITY,
+        sse: f32::INFINITY,
+    };
+
+    fn better_than(self, other: Score) -> bool {
+        self.excess < other.excess || (self.excess == other.excess && self.sse < other.sse)
+    }
+
+    fn add(self, other: Score) -> Score {
+        Score {
+            excess: self.excess + other.excess,
+            sse: self.sse + other.sse,
+        }
+    }
+}
+
 /// Nearest level of `v / a`, clamped to `lo..=hi`; 0-safe (`a == 0` gives 0 clamped).
 fn level(v: f32, inv_a: f32, lo: i32, hi: i32) -> i32 {
     let r = (v * inv_a).round();
@@ -112,45 +147,80 @@ fn inv(a: f32) -> f32 {
     }
 }
 
-/// Squared error of `x ≈ a·q − b`, `q = clamp(round((x + b)/a), 0, nmax)`; the levels are
-/// written to `q` when given.
-fn affine_sse(x: &[f32], a: f32, b: f32, nmax: i32, mut q: Option<&mut [u8]>) -> f32 {
+/// Score of `x ≈ a·q − b`, `q = clamp(round((x + b)/a), 0, nmax)`, against `cap`; the
+/// levels are written to `q` when given.
+fn affine_eval(x: &[f32], a: f32, b: f32, nmax: i32, cap: f32, mut q: Option<&mut [u8]>) -> Score {
     let ia = inv(a);
-    let mut err = 0f32;
+    let (mut sse, mut worst) = (0f32, 0f32);
     for (i, &v) in x.iter().enumerate() {
         let l = level(v + b, ia, 0, nmax);
         let e = a * l as f32 - b - v;
-        err += e * e;
+        sse += e * e;
+        worst = worst.max(e.abs());
         if let Some(q) = q.as_deref_mut() {
             q[i] = l as u8;
         }
     }
-    err
+    Score {
+        excess: (worst - cap).max(0.0),
+        sse,
+    }
 }
 
-/// Best real `(a, b)` with `a ≥ 0`, `b ≥ 0` for `x ≈ a·q − b`, `q ∈ 0..=nmax`.
+/// Score of `x ≈ s·q`, `q = clamp(round(x/s), lo, hi)`, against `cap`; the levels are
+/// written to `q` when given.
+fn symmetric_eval(
+    x: &[f32],
+    s: f32,
+    lo: i32,
+    hi: i32,
+    cap: f32,
+    mut q: Option<&mut [i8]>,
+) -> Score {
+    let is = inv(s);
+    let (mut sse, mut worst) = (0f32, 0f32);
+    for (i, &v) in x.iter().enumerate() {
+        let l = level(v, is, lo, hi);
+        let e = s * l as f32 - v;
+        sse += e * e;
+        worst = worst.max(e.abs());
+        if let Some(q) = q.as_deref_mut() {
+            q[i] = l as i8;
+        }
+    }
+    Score {
+        excess: (worst - cap).max(0.0),
+        sse,
+    }
+}
+
+/// Best real `(a, b)` with `a ≥ 0`, `b ≥ 0` for `x ≈ a·q − b`, `q ∈ 0..=nmax`, and the
+/// sub-block's error cap.
 ///
-/// Tries initial scales spread around `(max − min) / nmax` (with the range's low end clamped
-/// at 0, so `b ≥ 0`), refines each by two rounds of least squares on the assigned levels,
-/// and keeps the pair with the smallest squared error.
-fn fit_affine(x: &[f32], nmax: i32) -> (f32, f32) {
+/// Starts from the naive grid over `[min(x, 0), max(x)]`, then tries initial scales spread
+/// around it, refines each by least squares on the assigned levels (three rounds), and
+/// keeps the best-scoring pair.
+fn fit_affine(x: &[f32], nmax: i32) -> (f32, f32, f32) {
     let hi = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let lo = x.iter().copied().fold(0f32, f32::min);
     if hi <= lo || !hi.is_finite() || !lo.is_finite() {
         // All values equal and ≤ 0 (or non-finite input): the offset alone is exact.
-        return (0.0, if lo.is_finite() { -lo } else { 0.0 });
+        let b = if lo.is_finite() { -lo } else { 0.0 };
+        return (0.0, b, F16_SLACK * b);
     }
+    let cap = CLIP_CAP * (hi - lo) / nmax as f32 + F16_SLACK * hi.max(-lo);
     let n = x.len() as f32;
-    let mut best = (0f32, -lo, affine_sse(x, 0.0, -lo, nmax, None));
+    let naive = (hi - lo) / nmax as f32;
+    let mut best = (naive, -lo, affine_eval(x, naive, -lo, nmax, cap, None));
     let mut q = [0u8; 32];
     let q = &mut q[..x.len()];
     for step in -6..=12 {
         let mut a = (hi - lo) / (nmax as f32 + 0.1 * step as f32);
         let mut b = -lo;
         for _ in 0..3 {
-            let e = affine_sse(x, a, b, nmax, Some(q));
-            if e < best.2 {
-                best = (a, b, e);
+            let score = affine_eval(x, a, b, nmax, cap, Some(q));
+            if score.better_than(best.2) {
+                best = (a, b, score);
             }
             // Least squares for x ≈ a·q + c (c = −b), with c ≤ 0 enforced.
             let (mut sq, mut sqq, mut sx, mut sxq) = (0f32, 0f32, 0f32, 0f32);
@@ -179,12 +249,15 @@ fn fit_affine(x: &[f32], nmax: i32) -> (f32, f32) {
             b = -c;
         }
     }
-    (best.0, best.1)
+    (best.0, best.1, cap)
 }
 
 /// Best real scale `s` for `x ≈ s·q`, `q ∈ −nneg..=npos` (`s` may be negative, which maps
-/// the largest magnitude onto the longer negative side).
-fn fit_symmetric(x: &[f32], nneg: i32, npos: i32) -> f32 {
+/// the largest magnitude onto the longer negative side), and the sub-block's error cap.
+///
+/// Starts from the grid that holds both `±max|x|` within half a step, then tries scales
+/// mapping the largest magnitude near either end level, each refined by least squares.
+fn fit_symmetric(x: &[f32], nneg: i32, npos: i32) -> (f32, f32) {
     let mut m = 0f32;
     for &v in x {
         if v.abs() > m.abs() {
@@ -192,29 +265,20 @@ fn fit_symmetric(x: &[f32], nneg: i32, npos: i32) -> f32 {
         }
     }
     if m == 0.0 || !m.is_finite() {
-        return 0.0;
+        return (0.0, 0.0);
     }
-    let sse = |s: f32, q: &mut [i8]| {
-        let is = inv(s);
-        let mut err = 0f32;
-        for (i, &v) in x.iter().enumerate() {
-            let l = level(v, is, -nneg, npos);
-            q[i] = l as i8;
-            let e = s * l as f32 - v;
-            err += e * e;
-        }
-        err
-    };
+    let cap = CLIP_CAP * m.abs() / nneg as f32 + F16_SLACK * m.abs();
     let mut q = [0i8; 32];
     let q = &mut q[..x.len()];
-    let mut best = (0f32, x.iter().map(|v| v * v).sum::<f32>());
+    let s0 = m / (npos as f32 + 0.5);
+    let mut best = (s0, symmetric_eval(x, s0, -nneg, npos, cap, None));
     for (ends, sign) in [(nneg, -1.0f32), (npos, 1.0)] {
         for step in -4..=8 {
             let mut s = sign * m / (ends as f32 + 0.125 * step as f32);
             for _ in 0..3 {
-                let e = sse(s, q);
-                if e < best.1 {
-                    best = (s, e);
+                let score = symmetric_eval(x, s, -nneg, npos, cap, Some(q));
+                if score.better_than(best.1) {
+                    best = (s, score);
                 }
                 let (mut sxq, mut sqq) = (0f32, 0f32);
                 for (&v, &l) in x.iter().zip(q.iter()) {
@@ -228,7 +292,7 @@ fn fit_symmetric(x: &[f32], nneg: i32, npos: i32) -> f32 {
             }
         }
     }
-    best.0
+    (best.0, cap)
 }
 
 /// Quantize 256 values as `d·sc_j·q − dmin·m_j` over sub-blocks of `sub` elements, with
@@ -237,28 +301,28 @@ pub(crate) fn quantize_affine(x: &[f32], sub: usize, nmax: u8, code_max: u8) -> 
     let nsub = QK_K / sub;
     let nmax = i32::from(nmax);
     let cmax = i32::from(code_max);
-    let mut a = [0f32; 16];
-    let mut b = [0f32; 16];
+    let (mut a, mut b, mut cap) = ([0f32; 16], [0f32; 16], [0f32; 16]);
     for (j, xs) in x.chunks_exact(sub).take(nsub).enumerate() {
-        (a[j], b[j]) = fit_affine(xs, nmax);
+        (a[j], b[j], cap[j]) = fit_affine(xs, nmax);
     }
     let amax = a.iter().copied().fold(0f32, f32::max);
     let bmax = b.iter().copied().fold(0f32, f32::max);
 
-    // Codes for given (d, dmin): per sub-block, the best of the 3×3 neighbourhood of the
-    // rounded codes by element squared error.
-    let choose = |d: f32, dmin: f32, blk: &mut AffineBlock| -> f32 {
+    // Codes for given (d, dmin): per sub-block, the best-scoring of the 3×3 neighbourhood
+    // of the rounded codes.
+    let choose = |d: f32, dmin: f32, blk: &mut AffineBlock| -> Score {
         let (id, idm) = (inv(d), inv(dmin));
-        let mut total = 0f32;
+        let mut total = Score::default();
         for (j, xs) in x.chunks_exact(sub).take(nsub).enumerate() {
             let s0 = level(a[j], id, 0, cmax);
             let m0 = level(b[j], idm, 0, cmax);
-            let mut best = (0, 0, f32::INFINITY);
+            let mut best = (0, 0, Score::WORST);
             for s in (s0 - 1).max(0)..=(s0 + 1).min(cmax) {
                 for mc in (m0 - 1).max(0)..=(m0 + 1).min(cmax) {
-                    let e = affine_sse(xs, d * s as f32, dmin * mc as f32, nmax, None);
-                    if e < best.2 {
-                        best = (s, mc, e);
+                    let (sa, sb) = (d * s as f32, dmin * mc as f32);
+                    let score = affine_eval(xs, sa, sb, nmax, cap[j], None);
+                    if score.better_than(best.2) {
+                        best = (s, mc, score);
                     }
                 }
             }
@@ -266,31 +330,26 @@ pub(crate) fn quantize_affine(x: &[f32], sub: usize, nmax: u8, code_max: u8) -> 
             blk.mn[j] = best.1 as u8;
             let qs = &mut blk.q[j * sub..(j + 1) * sub];
             let (sa, sb) = (d * best.0 as f32, dmin * best.1 as f32);
-            total += affine_sse(xs, sa, sb, nmax, Some(qs));
+            total = total.add(affine_eval(xs, sa, sb, nmax, cap[j], Some(qs)));
         }
         total
     };
-
-    let mut blk = AffineBlock {
-        d: [0; 2],
-        dmin: [0; 2],
+    let empty = |d: [u8; 2], dmin: [u8; 2]| AffineBlock {
+        d,
+        dmin,
         sc: [0; 16],
         mn: [0; 16],
         q: [0; QK_K],
     };
-    let mut err = f32::INFINITY;
+
+    let mut blk = empty([0; 2], [0; 2]);
+    let mut score = Score::WORST;
     for (db, d) in f16_pair(amax / code_max as f32) {
         for (dmb, dmin) in f16_pair(bmax / code_max as f32) {
-            let mut cand = AffineBlock {
-                d: db,
-                dmin: dmb,
-                sc: [0; 16],
-                mn: [0; 16],
-                q: [0; QK_K],
-            };
-            let e = choose(d, dmin, &mut cand);
-            if e < err {
-                err = e;
+            let mut cand = empty(db, dmb);
+            let s = choose(d, dmin, &mut cand);
+            if s.better_than(score) {
+                score = s;
                 blk = cand;
             }
         }
@@ -323,16 +382,10 @@ pub(crate) fn quantize_affine(x: &[f32], sub: usize, nmax: u8, code_max: u8) -> 
         }
         let (ndb, nd) = to_f16(nd);
         let (ndmb, ndm) = to_f16(ndm);
-        let mut cand = AffineBlock {
-            d: ndb,
-            dmin: ndmb,
-            sc: [0; 16],
-            mn: [0; 16],
-            q: [0; QK_K],
-        };
-        let e = choose(nd, ndm, &mut cand);
-        if e < err {
-            err = e;
+        let mut cand = empty(ndb, ndmb);
+        let s = choose(nd, ndm, &mut cand);
+        if s.better_than(score) {
+            score = s;
             blk = cand;
         } else {
             break;
@@ -347,9 +400,9 @@ pub(crate) fn quantize_symmetric(x: &[f32], sub: usize, nneg: i8, cneg: i32) -> 
     let nsub = QK_K / sub;
     let (qlo, qhi) = (-i32::from(nneg), i32::from(nneg) - 1);
     let (clo, chi) = (-cneg, cneg - 1);
-    let mut s = [0f32; 16];
+    let (mut s, mut cap) = ([0f32; 16], [0f32; 16]);
     for (j, xs) in x.chunks_exact(sub).take(nsub).enumerate() {
-        s[j] = fit_symmetric(xs, -qlo, qhi);
+        (s[j], cap[j]) = fit_symmetric(xs, -qlo, qhi);
     }
     let mut sm = 0f32;
     for &v in &s {
@@ -358,60 +411,43 @@ pub(crate) fn quantize_symmetric(x: &[f32], sub: usize, nneg: i8, cneg: i32) -> 
         }
     }
 
-    let sub_sse = |xs: &[f32], scale: f32, q: Option<&mut [i8]>| -> f32 {
-        let is = inv(scale);
-        let mut err = 0f32;
-        let mut q = q;
-        for (i, &v) in xs.iter().enumerate() {
-            let l = level(v, is, qlo, qhi);
-            let e = scale * l as f32 - v;
-            err += e * e;
-            if let Some(q) = q.as_deref_mut() {
-                q[i] = l as i8;
-            }
-        }
-        err
-    };
-    let choose = |d: f32, blk: &mut SymmetricBlock| -> f32 {
+    // Codes for a given d: per sub-block, the best-scoring of the rounded code and its two
+    // neighbours.
+    let choose = |d: f32, blk: &mut SymmetricBlock| -> Score {
         let id = inv(d);
-        let mut total = 0f32;
+        let mut total = Score::default();
         for (j, xs) in x.chunks_exact(sub).take(nsub).enumerate() {
             let c0 = level(s[j], id, clo, chi);
-            let mut best = (0, f32::INFINITY);
+            let mut best = (0, Score::WORST);
             for c in (c0 - 1).max(clo)..=(c0 + 1).min(chi) {
-                let e = sub_sse(xs, d * c as f32, None);
-                if e < best.1 {
-                    best = (c, e);
+                let score = symmetric_eval(xs, d * c as f32, qlo, qhi, cap[j], None);
+                if score.better_than(best.1) {
+                    best = (c, score);
                 }
             }
             blk.sc[j] = best.0 as i8;
-            total += sub_sse(
-                xs,
-                d * best.0 as f32,
-                Some(&mut blk.q[j * sub..(j + 1) * sub]),
-            );
+            let qs = &mut blk.q[j * sub..(j + 1) * sub];
+            let sj = d * best.0 as f32;
+            total = total.add(symmetric_eval(xs, sj, qlo, qhi, cap[j], Some(qs)));
         }
         total
+    };
+    let empty = |d: [u8; 2]| SymmetricBlock {
+        d,
+        sc: [0; 16],
+        q: [0; QK_K],
     };
 
     // Two ways to place the largest sub-block scale: on the negative end (−cneg) or on the
     // positive end (cneg − 1) of the code range; keep the better.
-    let mut blk = SymmetricBlock {
-        d: [0; 2],
-        sc: [0; 16],
-        q: [0; QK_K],
-    };
-    let mut err = f32::INFINITY;
+    let mut blk = empty([0; 2]);
+    let mut score = Score::WORST;
     for denom in [-(cneg as f32), (cneg - 1) as f32] {
         for (db, d) in f16_pair(sm / denom) {
-            let mut cand = SymmetricBlock {
-                d: db,
-                sc: [0; 16],
-                q: [0; QK_K],
-            };
-            let e = choose(d, &mut cand);
-            if e < err {
-                err = e;
+            let mut cand = empty(db);
+            let sc = choose(d, &mut cand);
+            if sc.better_than(score) {
+                score = sc;
                 blk = cand;
             }
         }
@@ -428,14 +464,10 @@ pub(crate) fn quantize_symmetric(x: &[f32], sub: usize, nneg: i8, cneg: i32) -> 
             break;
         }
         let (db, d) = to_f16(sxa / saa);
-        let mut cand = SymmetricBlock {
-            d: db,
-            sc: [0; 16],
-            q: [0; QK_K],
-        };
-        let e = choose(d, &mut cand);
-        if e < err {
-            err = e;
+        let mut cand = empty(db);
+        let sc = choose(d, &mut cand);
+        if sc.better_than(score) {
+            score = sc;
             blk = cand;
         } else {
             break;
@@ -607,20 +639,16 @@ mod tests {
     fn affine_fit_is_exact_on_grid_values() {
         // Values already on a grid a·q − b with b ≥ 0 are reproduced exactly.
         let x: Vec<f32> = (0..32).map(|i| 0.5 * (i % 16) as f32 - 2.0).collect();
-        let (a, b) = fit_affine(&x, 15);
-        let e = affine_sse(&x, a, b, 15, None);
-        assert!(e < 1e-8, "sse {e} a {a} b {b}");
+        let (a, b, cap) = fit_affine(&x, 15);
+        let e = affine_eval(&x, a, b, 15, cap, None);
+        assert!(e.sse < 1e-8 && e.excess == 0.0, "sse {} a {a} b {b}", e.sse);
     }
 
     #[test]
     fn symmetric_fit_is_exact_on_grid_values() {
         let x: Vec<f32> = (0..16).map(|i| 0.25 * ((i % 8) as f32 - 4.0)).collect();
-        let s = fit_symmetric(&x, 4, 3);
-        let is = inv(s);
-        let e: f32 = x
-            .iter()
-            .map(|&v| (s * level(v, is, -4, 3) as f32 - v).powi(2))
-            .sum();
-        assert!(e < 1e-10, "sse {e} s {s}");
+        let (s, cap) = fit_symmetric(&x, 4, 3);
+        let e = symmetric_eval(&x, s, -4, 3, cap, None);
+        assert!(e.sse < 1e-10 && e.excess == 0.0, "sse {} s {s}", e.sse);
     }
 }
