@@ -214,8 +214,8 @@ fn fit_affine(x: &[f32], nmax: i32) -> (f32, f32, f32) {
     let mut best = (naive, -lo, affine_eval(x, naive, -lo, nmax, cap, None));
     let mut q = [0u8; 32];
     let q = &mut q[..x.len()];
-    for step in -6..=12 {
-        let mut a = (hi - lo) / (nmax as f32 + 0.1 * step as f32);
+    for step in -3..=6 {
+        let mut a = (hi - lo) / (nmax as f32 + 0.2 * step as f32);
         let mut b = -lo;
         for _ in 0..3 {
             let score = affine_eval(x, a, b, nmax, cap, Some(q));
@@ -273,8 +273,8 @@ fn fit_symmetric(x: &[f32], nneg: i32, npos: i32) -> (f32, f32) {
     let s0 = m / (npos as f32 + 0.5);
     let mut best = (s0, symmetric_eval(x, s0, -nneg, npos, cap, None));
     for (ends, sign) in [(nneg, -1.0f32), (npos, 1.0)] {
-        for step in -4..=8 {
-            let mut s = sign * m / (ends as f32 + 0.125 * step as f32);
+        for step in -2..=4 {
+            let mut s = sign * m / (ends as f32 + 0.25 * step as f32);
             for _ in 0..3 {
                 let score = symmetric_eval(x, s, -nneg, npos, cap, Some(q));
                 if score.better_than(best.1) {
