@@ -105,7 +105,7 @@ mod tests {
             let want = sc[j] as f32 * q - 0.5 * mn[j] as f32;
             assert_eq!(got, want, "element {i}");
         }
-        // Spot values: element 0 is 1·1·0 − 0; element 255 is 63·(15−15) − 0.5·40 = −20.
+        // Spot values: element 0 is 1·1·0 − 0; element 255 is 63·0 − 0.5·40 = −20.
         assert_eq!(y[0], 0.0);
         assert_eq!(y[255], -20.0);
         assert_eq!(y[224], 63.0 * 15.0 - 20.0);
@@ -123,8 +123,8 @@ mod tests {
 
     #[test]
     fn quantize_error_is_small_for_gaussian_data() {
-        // GGML's reference quantizer gives 0.0713 relative RMSE on Gaussian blocks (measured offline
-        // against its C code); ours must not be worse (it measures a few percent better).
+        // GGML's reference quantizer gives 0.0713 relative RMSE on Gaussian blocks
+        // (measured offline against its C code); ours must not be worse.
         let r = relative_rmse::<Q4K>(7, 64);
         eprintln!("Q4K relative rmse on N(0,1): {r:.5}");
         assert!(r < 0.073, "relative rmse {r}");

@@ -116,8 +116,8 @@ mod tests {
 
     #[test]
     fn quantize_error_is_small_for_gaussian_data() {
-        // GGML's reference quantizer gives 0.0178 relative RMSE on Gaussian blocks (measured offline
-        // against its C code); ours must not be worse (it measures a few percent better).
+        // GGML's reference quantizer gives 0.0178 relative RMSE on Gaussian blocks
+        // (measured offline against its C code); ours must not be worse.
         let r = relative_rmse::<Q6K>(7, 64);
         eprintln!("Q6K relative rmse on N(0,1): {r:.5}");
         assert!(r < 0.018, "relative rmse {r}");
