@@ -9,11 +9,13 @@
 //!
 //! Both work in three steps: (1) per sub-block, a small search over candidate scales, each
 //! refined by least squares, finds the best real-valued sub-block scale (and offset);
-//! (2) the super-block f16 scale(s) are set from the largest sub-block values, and each
-//! sub-block's integer codes are chosen by trying the neighbours of the rounded code and
-//! keeping the one with the smallest squared error of its elements; (3) the super-block
-//! scale(s) are refit by least squares over all 256 elements with the codes fixed, and kept
-//! only when the error drops. The objective everywhere is plain (unweighted) squared error.
+//! (2) the super-block f16 scale(s) are set from the largest sub-block values (nearest f16
+//! and the next one up are both tried), and each sub-block's integer codes are chosen by
+//! trying the neighbours of the rounded code and keeping the best for its elements; (3) the
+//! super-block scale(s) are refit by least squares over all 256 elements with the codes
+//! fixed, and kept only when the result improves. "Best" everywhere is plain (unweighted)
+//! squared error among candidates whose worst element stays within [`CLIP_CAP`] of a naive
+//! grid step (see [`Score`]); with no such candidate, the smallest excess wins.
 
 use super::QK_K;
 use half::f16;
