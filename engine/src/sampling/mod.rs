@@ -1,0 +1,356 @@
+//! Sampling: turning a row of logits into the next token.
+//!
+//! Owns the [`SamplerConfig`] (built by the binaries), the [`Sampler`] chain and its seeded
+//! PRNG ([`Rng`], xoshiro256** seeded through splitmix64: same seed, same tokens, on every
+//! platform). The chain, in order (llama.cpp's default order):
+//!
+//! 1. penalties over the last `penalty_last_n` accepted tokens (prompt included when the
+//!    caller accepts it): repetition (`l > 0 ? l / r : l * r`), then frequency
+//!    (`l -= f * count`) and presence (`l -= p` when `count > 0`);
+//! 2. `temperature <= 0`: greedy — the arg-max (lowest id among ties), nothing random;
+//! 3. candidates sorted by logit, descending, ties by id ascending; top-k keeps `k`;
+//! 4. top-p keeps the smallest prefix whose softmax mass reaches `p`;
+//! 5. min-p keeps tokens with probability `>= min_p * p_max`;
+//! 6. temperature: softmax of `l / T` over the survivors, one uniform draw from [`Rng`],
+//!    walk the cumulative sum in candidate order.
+//!
+//! Probabilities in steps 4-6 are computed in f64.
+
+/// Sampling parameters. The defaults are greedy decoding with no penalties.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct SamplerConfig {
+    /// 0 (or less) = greedy.
+    pub temperature: f32,
+    /// 0 = off.
+    pub top_k: usize,
+    /// 1 = off.
+    pub top_p: f32,
+    /// 0 = off.
+    pub min_p: f32,
+    /// 1 = off.
+    pub repeat_penalty: f32,
+    /// 0 = off.
+    pub presence_penalty: f32,
+    /// 0 = off.
+    pub frequency_penalty: f32,
+    /// How many recent tokens the penalties look at.
+    pub penalty_last_n: usize,
+    pub seed: u64,
+}
+
+impl Default for SamplerConfig {
+    fn default() -> Self {
+        Self {
+            temperature: 0.0,
+            top_k: 0,
+            top_p: 1.0,
+            min_p: 0.0,
+            repeat_penalty: 1.0,
+            presence_penalty: 0.0,
+            frequency_penalty: 0.0,
+            penalty_last_n: 64,
+            seed: 0,
+        }
+    }
+}
+
+/// xoshiro256** (Blackman & Vigna), state seeded from one `u64` through splitmix64.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rng {
+    s: [u64; 4],
+}
+
+impl Rng {
+    /// A generator seeded from `seed`.
+    pub fn new(seed: u64) -> Self {
+        let mut x = seed;
+        let mut next = || {
+            x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = x;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        };
+        Self {
+            s: [next(), next(), next(), next()],
+        }
+    }
+
+    /// Next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        let s = &mut self.s;
+        let result = s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
+        let t = s[1] << 17;
+        s[2] ^= s[0];
+        s[3] ^= s[1];
+        s[1] ^= s[2];
+        s[0] ^= s[3];
+        s[2] ^= t;
+        s[3] = s[3].rotate_left(45);
+        result
+    }
+
+    /// Uniform in `[0, 1)` with 53 random bits.
+    pub fn next_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+}
+
+/// The sampler chain with its state (RNG and penalty history).
+#[derive(Clone, Debug)]
+pub struct Sampler {
+    cfg: SamplerConfig,
+    rng: Rng,
+    history: Vec<u32>,
+}
+
+/// Greedy choice: index of the largest logit, lowest index among ties, NaN never chosen.
+pub fn greedy(logits: &[f32]) -> u32 {
+    let mut best = 0usize;
+    let mut best_v = f32::NEG_INFINITY;
+    for (i, &v) in logits.iter().enumerate() {
+        if v > best_v {
+            best = i;
+            best_v = v;
+        }
+    }
+    best as u32
+}
+
+impl Sampler {
+    pub fn new(cfg: SamplerConfig) -> Self {
+        let rng = Rng::new(cfg.seed);
+        Self {
+            cfg,
+            rng,
+            history: Vec::new(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SamplerConfig {
+        &self.cfg
+    }
+
+    /// Record a token (prompt or generated) for the penalties.
+    pub fn accept(&mut self, token: u32) {
+        self.history.push(token);
+        let keep = self.cfg.penalty_last_n.max(1) * 4;
+        if self.history.len() > keep {
+            let drop = self.history.len() - self.cfg.penalty_last_n;
+            self.history.drain(..drop);
+        }
+    }
+
+    fn penalized(&self, logits: &[f32]) -> Vec<f32> {
+        let mut l: Vec<f32> = logits
+            .iter()
+            .map(|&v| if v.is_nan() { f32::NEG_INFINITY } else { v })
+            .collect();
+        let c = &self.cfg;
+        if c.repeat_penalty == 1.0 && c.presence_penalty == 0.0 && c.frequency_penalty == 0.0 {
+            return l;
+        }
+        let start = self.history.len().saturating_sub(c.penalty_last_n);
+        let mut counts: Vec<(u32, u32)> = Vec::new();
+        for &t in &self.history[start..] {
+            match counts.iter_mut().find(|(id, _)| *id == t) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((t, 1)),
+            }
+        }
+        for (t, n) in counts {
+            let Some(v) = l.get_mut(t as usize) else {
+                continue;
+            };
+            if c.repeat_penalty != 1.0 && c.repeat_penalty > 0.0 {
+                *v = if *v > 0.0 {
+                    *v / c.repeat_penalty
+                } else {
+                    *v * c.repeat_penalty
+                };
+            }
+            *v -= c.frequency_penalty * n as f32 + c.presence_penalty;
+        }
+        l
+    }
+
+    /// Choose the next token from `logits` (does not accept it; call [`Sampler::accept`]).
+    pub fn sample(&mut self, logits: &[f32]) -> u32 {
+        let l = self.penalized(logits);
+        let c = &self.cfg;
+        if c.temperature <= 0.0 || l.is_empty() {
+            return greedy(&l);
+        }
+        let order = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        let mut cand: Vec<(u32, f32)> = l.iter().enumerate().map(|(i, &v)| (i as u32, v)).collect();
+        if c.top_k > 0 && c.top_k < cand.len() {
+            cand.select_nth_unstable_by(c.top_k - 1, order);
+            cand.truncate(c.top_k);
+        }
+        cand.sort_unstable_by(order);
+        let softmax = |cand: &[(u32, f32)], t: f64| -> Vec<f64> {
+            let m = f64::from(cand.first().map_or(0.0, |x| x.1));
+            let e: Vec<f64> = cand
+                .iter()
+                .map(|x| ((f64::from(x.1) - m) / t).exp())
+                .collect();
+            let s: f64 = e.iter().sum();
+            e.into_iter().map(|x| x / s).collect()
+        };
+        if c.top_p < 1.0 {
+            let p = softmax(&cand, 1.0);
+            let mut mass = 0.0;
+            let mut keep = cand.len();
+            for (i, pi) in p.iter().enumerate() {
+                mass += pi;
+                if mass >= f64::from(c.top_p) {
+                    keep = i + 1;
+                    break;
+                }
+            }
+            cand.truncate(keep.max(1));
+        }
+        if c.min_p > 0.0 {
+            let p = softmax(&cand, 1.0);
+            let pmax = p.first().copied().unwrap_or(0.0);
+            let keep = p
+                .iter()
+                .take_while(|&&pi| pi >= f64::from(c.min_p) * pmax)
+                .count();
+            cand.truncate(keep.max(1));
+        }
+        let p = softmax(&cand, f64::from(c.temperature));
+        let u = self.rng.next_f64();
+        let mut acc = 0.0;
+        for (x, pi) in cand.iter().zip(&p) {
+            acc += pi;
+            if u < acc {
+                return x.0;
+            }
+        }
+        cand.last().map_or(0, |x| x.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(t: f32) -> SamplerConfig {
+        SamplerConfig {
+            temperature: t,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn rng_is_deterministic_and_uniform_enough() {
+        let mut a = Rng::new(42);
+        let mut b = Rng::new(42);
+        let xs: Vec<u64> = (0..10).map(|_| a.next_u64()).collect();
+        let ys: Vec<u64> = (0..10).map(|_| b.next_u64()).collect();
+        assert_eq!(xs, ys);
+        assert_ne!(
+            xs,
+            (0..10).map(|_| Rng::new(43).next_u64()).collect::<Vec<_>>()
+        );
+        let mut r = Rng::new(7);
+        let mean: f64 = (0..10000).map(|_| r.next_f64()).sum::<f64>() / 10000.0;
+        assert!((mean - 0.5).abs() < 0.02, "{mean}");
+    }
+
+    #[test]
+    fn greedy_picks_max_lowest_index_and_ignores_nan() {
+        assert_eq!(greedy(&[1.0, 3.0, 3.0, 2.0]), 1);
+        assert_eq!(greedy(&[f32::NAN, 0.5, 0.1]), 1);
+        let mut s = Sampler::new(cfg(0.0));
+        assert_eq!(s.sample(&[0.1, 0.2, 5.0, 0.3]), 2);
+    }
+
+    #[test]
+    fn same_seed_same_tokens_different_seed_differs() {
+        let logits: Vec<f32> = (0..50).map(|i| (i as f32 * 0.37).sin()).collect();
+        let run = |seed| {
+            let mut s = Sampler::new(SamplerConfig { seed, ..cfg(1.0) });
+            (0..64).map(|_| s.sample(&logits)).collect::<Vec<_>>()
+        };
+        assert_eq!(run(1), run(1));
+        assert_ne!(run(1), run(2));
+    }
+
+    #[test]
+    fn top_k_one_is_greedy_and_top_k_restricts() {
+        let logits = [0.0f32, 2.0, 1.0, 1.9, -1.0];
+        let mut s = Sampler::new(SamplerConfig {
+            top_k: 1,
+            ..cfg(5.0)
+        });
+        for _ in 0..20 {
+            assert_eq!(s.sample(&logits), 1);
+        }
+        let mut s = Sampler::new(SamplerConfig {
+            top_k: 2,
+            ..cfg(100.0)
+        });
+        let seen: std::collections::BTreeSet<u32> = (0..200).map(|_| s.sample(&logits)).collect();
+        assert_eq!(seen, [1, 3].into_iter().collect());
+    }
+
+    #[test]
+    fn top_p_and_min_p_cut_the_tail() {
+        // probabilities ~ [0.643, 0.237, 0.087, 0.032] for logits [3, 2, 1, 0]
+        let logits = [3.0f32, 2.0, 1.0, 0.0];
+        let mut s = Sampler::new(SamplerConfig {
+            top_p: 0.85,
+            ..cfg(50.0)
+        });
+        let seen: std::collections::BTreeSet<u32> = (0..300).map(|_| s.sample(&logits)).collect();
+        assert_eq!(seen, [0, 1].into_iter().collect());
+        let mut s = Sampler::new(SamplerConfig {
+            min_p: 0.1,
+            ..cfg(50.0)
+        });
+        let seen: std::collections::BTreeSet<u32> = (0..300).map(|_| s.sample(&logits)).collect();
+        assert_eq!(seen, [0, 1, 2].into_iter().collect());
+    }
+
+    #[test]
+    fn temperature_shapes_the_distribution() {
+        let logits = [1.0f32, 0.0];
+        let frac = |t: f32| {
+            let mut s = Sampler::new(SamplerConfig { seed: 9, ..cfg(t) });
+            (0..4000).filter(|_| s.sample(&logits) == 0).count() as f64 / 4000.0
+        };
+        let expect = |t: f64| 1.0 / (1.0 + (-1.0 / t).exp());
+        assert!((frac(1.0) - expect(1.0)).abs() < 0.03);
+        assert!((frac(0.25) - expect(0.25)).abs() < 0.03);
+        assert!((frac(10.0) - expect(10.0)).abs() < 0.03);
+    }
+
+    #[test]
+    fn penalties() {
+        let mut s = Sampler::new(SamplerConfig {
+            repeat_penalty: 2.0,
+            presence_penalty: 0.5,
+            frequency_penalty: 0.25,
+            ..cfg(0.0)
+        });
+        for t in [0, 1, 1] {
+            s.accept(t);
+        }
+        let l = s.penalized(&[4.0, -1.0, 3.0]);
+        assert_eq!(l, vec![4.0 / 2.0 - 0.25 - 0.5, -1.0 * 2.0 - 0.5 - 0.5, 3.0]);
+        // 4/2 - .75 = 1.25 < 3: the penalty changes the greedy choice.
+        assert_eq!(s.sample(&[4.0, -1.0, 3.0]), 2);
+        // penalty_last_n bounds the window.
+        let mut s = Sampler::new(SamplerConfig {
+            repeat_penalty: 2.0,
+            penalty_last_n: 1,
+            ..cfg(0.0)
+        });
+        s.accept(0);
+        s.accept(1);
+        assert_eq!(s.penalized(&[4.0, 4.0]), vec![4.0, 2.0]);
+    }
+}
