@@ -67,8 +67,10 @@ pub fn resolve(spec: &str, models_dir: &Path) -> Result<PathBuf, CatalogError> {
     let models = models()?;
     let lower = spec.to_ascii_lowercase();
     let exact = models.iter().find(|m| m.name.to_ascii_lowercase() == lower);
-    let prefixed: Vec<&CatalogModel> =
-        models.iter().filter(|m| m.name.to_ascii_lowercase().starts_with(&lower)).collect();
+    let prefixed: Vec<&CatalogModel> = models
+        .iter()
+        .filter(|m| m.name.to_ascii_lowercase().starts_with(&lower))
+        .collect();
     let hit = match (exact, prefixed.as_slice()) {
         (Some(m), _) => Some(m),
         (None, [m]) => Some(*m),
@@ -80,12 +82,19 @@ pub fn resolve(spec: &str, models_dir: &Path) -> Result<PathBuf, CatalogError> {
             if path.exists() {
                 Ok(path)
             } else {
-                Err(CatalogError::NotFetched { name: m.name.clone(), path })
+                Err(CatalogError::NotFetched {
+                    name: m.name.clone(),
+                    path,
+                })
             }
         }
         None => Err(CatalogError::Unknown {
             spec: spec.to_owned(),
-            known: models.iter().map(|m| m.name.as_str()).collect::<Vec<_>>().join(", "),
+            known: models
+                .iter()
+                .map(|m| m.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
         }),
     }
 }
@@ -110,11 +119,23 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("assay-catalog-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("Gemma-3-270M.Q4_K_M.gguf"), b"x").unwrap();
-        assert_eq!(resolve("gemma", &dir).unwrap(), dir.join("Gemma-3-270M.Q4_K_M.gguf"));
-        assert_eq!(resolve("GEMMA-3-270M", &dir).unwrap(), dir.join("Gemma-3-270M.Q4_K_M.gguf"));
+        assert_eq!(
+            resolve("gemma", &dir).unwrap(),
+            dir.join("Gemma-3-270M.Q4_K_M.gguf")
+        );
+        assert_eq!(
+            resolve("GEMMA-3-270M", &dir).unwrap(),
+            dir.join("Gemma-3-270M.Q4_K_M.gguf")
+        );
         // "qwen" is ambiguous (two Qwen models); "nope" is unknown.
-        assert!(matches!(resolve("qwen", &dir), Err(CatalogError::Unknown { .. })));
-        assert!(matches!(resolve("nope", &dir), Err(CatalogError::Unknown { .. })));
+        assert!(matches!(
+            resolve("qwen", &dir),
+            Err(CatalogError::Unknown { .. })
+        ));
+        assert!(matches!(
+            resolve("nope", &dir),
+            Err(CatalogError::Unknown { .. })
+        ));
         assert!(matches!(
             resolve("SmolLM2-135M-Instruct", &dir),
             Err(CatalogError::NotFetched { .. })

@@ -106,9 +106,18 @@ pub enum QuantFormat {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum QuantError {
     #[error("{format}: {elems} values is not a multiple of the block size {block}")]
-    NotBlockMultiple { format: QuantFormat, elems: usize, block: usize },
+    NotBlockMultiple {
+        format: QuantFormat,
+        elems: usize,
+        block: usize,
+    },
     #[error("{format}: expected {expected} bytes for {elems} values, got {got}")]
-    ByteLength { format: QuantFormat, elems: usize, expected: usize, got: usize },
+    ByteLength {
+        format: QuantFormat,
+        elems: usize,
+        expected: usize,
+        got: usize,
+    },
     #[error("length mismatch: {a} vs {b}")]
     LengthMismatch { a: usize, b: usize },
 }
@@ -227,7 +236,9 @@ impl QuantFormat {
 
     /// Parse a name as printed by [`QuantFormat::name`] (case-insensitive).
     pub fn from_name(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|f| f.name().eq_ignore_ascii_case(s))
+        Self::ALL
+            .into_iter()
+            .find(|f| f.name().eq_ignore_ascii_case(s))
     }
 
     /// (values per block, bytes per block).
@@ -258,11 +269,19 @@ impl QuantFormat {
     pub fn bytes_for(self, elems: usize) -> Result<usize, QuantError> {
         let (be, bb) = self.block_geometry();
         if elems % be != 0 {
-            return Err(QuantError::NotBlockMultiple { format: self, elems, block: be });
+            return Err(QuantError::NotBlockMultiple {
+                format: self,
+                elems,
+                block: be,
+            });
         }
         (elems / be)
             .checked_mul(bb)
-            .ok_or(QuantError::NotBlockMultiple { format: self, elems, block: be })
+            .ok_or(QuantError::NotBlockMultiple {
+                format: self,
+                elems,
+                block: be,
+            })
     }
 
     /// Bits per weight, including scales.
@@ -278,12 +297,21 @@ fn check<B: BlockFormat>(
     bytes: usize,
 ) -> Result<usize, QuantError> {
     if elems % B::BLOCK_ELEMS != 0 {
-        return Err(QuantError::NotBlockMultiple { format, elems, block: B::BLOCK_ELEMS });
+        return Err(QuantError::NotBlockMultiple {
+            format,
+            elems,
+            block: B::BLOCK_ELEMS,
+        });
     }
     let nblocks = elems / B::BLOCK_ELEMS;
     let expected = nblocks * B::BLOCK_BYTES;
     if bytes != expected {
-        return Err(QuantError::ByteLength { format, elems, expected, got: bytes });
+        return Err(QuantError::ByteLength {
+            format,
+            elems,
+            expected,
+            got: bytes,
+        });
     }
     Ok(nblocks)
 }
@@ -294,7 +322,10 @@ fn dequantize_as<B: BlockFormat>(
     out: &mut [f32],
 ) -> Result<(), QuantError> {
     check::<B>(format, out.len(), data.len())?;
-    for (blk, o) in data.chunks_exact(B::BLOCK_BYTES).zip(out.chunks_exact_mut(B::BLOCK_ELEMS)) {
+    for (blk, o) in data
+        .chunks_exact(B::BLOCK_BYTES)
+        .zip(out.chunks_exact_mut(B::BLOCK_ELEMS))
+    {
         B::dequantize_block(blk, o);
     }
     Ok(())
@@ -306,7 +337,10 @@ fn quantize_as<B: BlockFormat>(
     out: &mut [u8],
 ) -> Result<(), QuantError> {
     check::<B>(format, x.len(), out.len())?;
-    for (xs, o) in x.chunks_exact(B::BLOCK_ELEMS).zip(out.chunks_exact_mut(B::BLOCK_BYTES)) {
+    for (xs, o) in x
+        .chunks_exact(B::BLOCK_ELEMS)
+        .zip(out.chunks_exact_mut(B::BLOCK_BYTES))
+    {
         B::quantize_block(xs, o);
     }
     Ok(())
@@ -315,7 +349,10 @@ fn quantize_as<B: BlockFormat>(
 fn dot_as<B: BlockFormat>(format: QuantFormat, data: &[u8], x: &[f32]) -> Result<f32, QuantError> {
     check::<B>(format, x.len(), data.len())?;
     let mut acc = 0f32;
-    for (blk, xs) in data.chunks_exact(B::BLOCK_BYTES).zip(x.chunks_exact(B::BLOCK_ELEMS)) {
+    for (blk, xs) in data
+        .chunks_exact(B::BLOCK_BYTES)
+        .zip(x.chunks_exact(B::BLOCK_ELEMS))
+    {
         acc += B::dot_block(blk, xs);
     }
     Ok(acc)

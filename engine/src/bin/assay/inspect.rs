@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use engine::model_file::{GgufHeader, GgufModel, MetaArray, MetaValue};
+use engine::model_file::{
+    GgufHeader, GgufModel, MetaArray, MetaValue, ModelFile, SafetensorsModel,
+};
 use serde_json::{Value, json};
 
 /// Arrays longer than this are summarized (type, length, first items) unless `--full`.
@@ -33,9 +35,13 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let path = crate::common::resolve_model(args.model.as_deref(), args.models_dir.clone())?;
-    let model = GgufModel::open(&path).with_context(|| format!("opening {}", path.display()))?;
-    if let Some(name) = &args.tensor {
-        let report = tensor_report(&model, name)?;
+    let file = ModelFile::open(&path).with_context(|| format!("opening {}", path.display()))?;
+    let report = match (&file, &args.tensor) {
+        (ModelFile::Gguf(m), Some(name)) => Some(tensor_report(m, name)?),
+        (ModelFile::Safetensors(m), Some(name)) => Some(st_tensor_report(m, name)?),
+        _ => None,
+    };
+    if let Some(report) = report {
         if args.json {
             println!("{}", serde_json::to_string(&report)?);
         } else {
@@ -43,7 +49,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    let report = model_report(&model, args.full);
+    let report = match &file {
+        ModelFile::Gguf(m) => model_report(m, args.full),
+        ModelFile::Safetensors(m) => st_model_report(m),
+    };
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
     } else {
@@ -73,7 +82,10 @@ fn meta_json(v: &MetaValue, full: bool) -> Value {
 
 fn f32_json(x: f32) -> Value {
     // Go through the shortest decimal spelling so 1e-5f32 prints as 1e-5, not 9.99999974e-6.
-    format!("{x}").parse::<f64>().map(|f| json!(f)).unwrap_or(Value::Null)
+    format!("{x}")
+        .parse::<f64>()
+        .map(|f| json!(f))
+        .unwrap_or(Value::Null)
 }
 
 fn array_items(a: &MetaArray, take: usize, full: bool) -> Vec<Value> {
@@ -129,12 +141,19 @@ fn model_report(model: &GgufModel, full: bool) -> Value {
     let hyper: BTreeMap<&str, Value> = h
         .metadata
         .iter()
-        .filter_map(|(k, v)| k.strip_prefix(&prefix).map(|short| (short, meta_json(v, false))))
+        .filter_map(|(k, v)| {
+            k.strip_prefix(&prefix)
+                .map(|short| (short, meta_json(v, false)))
+        })
         .collect();
-    let metadata: BTreeMap<&str, Value> =
-        h.metadata.iter().map(|(k, v)| (k.as_str(), meta_json(v, full))).collect();
+    let metadata: BTreeMap<&str, Value> = h
+        .metadata
+        .iter()
+        .map(|(k, v)| (k.as_str(), meta_json(v, full)))
+        .collect();
     json!({
         "path": model.path().display().to_string(),
+        "format": "gguf",
         "gguf_version": h.version,
         "architecture": arch,
         "name": h.get("general.name").and_then(MetaValue::as_str),
@@ -174,15 +193,13 @@ fn tensor_report(model: &GgufModel, name: &str) -> anyhow::Result<Value> {
             .filter(|n| n.contains(name) || name.contains(*n))
             .take(5)
             .collect();
-        format!("no tensor named {name:?} (similar: {near:?}; {} tensors in file)", h.tensors.len())
+        format!(
+            "no tensor named {name:?} (similar: {near:?}; {} tensors in file)",
+            h.tensors.len()
+        )
     })?;
     let values = model.dequantize(name)?;
-    let (mut sum, mut sq) = (0f64, 0f64);
-    for &v in &values {
-        sum += f64::from(v);
-        sq += f64::from(v) * f64::from(v);
-    }
-    let first: Vec<Value> = values.iter().take(16).map(|&v| json!(f64::from(v))).collect();
+    let (first, sum, l2) = value_stats(&values);
     Ok(json!({
         "name": t.name,
         "type": t.format.name(),
@@ -191,7 +208,76 @@ fn tensor_report(model: &GgufModel, name: &str) -> anyhow::Result<Value> {
         "bytes": t.bytes,
         "first": first,
         "sum": sum,
-        "l2": sq.sqrt(),
+        "l2": l2,
+    }))
+}
+
+/// Statistics of a tensor's values: first 16, sum and L2 norm accumulated in f64.
+fn value_stats(values: &[f32]) -> (Vec<Value>, f64, f64) {
+    let (mut sum, mut sq) = (0f64, 0f64);
+    for &v in values {
+        sum += f64::from(v);
+        sq += f64::from(v) * f64::from(v);
+    }
+    let first = values
+        .iter()
+        .take(16)
+        .map(|&v| json!(f64::from(v)))
+        .collect();
+    (first, sum, sq.sqrt())
+}
+
+fn st_model_report(model: &SafetensorsModel) -> Value {
+    let mut census: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
+    let (mut params, mut bytes) = (0u64, 0u64);
+    for t in model.tensors() {
+        let e = census.entry(t.dtype.name().to_owned()).or_default();
+        e.0 += t.end - t.begin;
+        e.1 += 1;
+        e.2 += t.elems;
+        params += t.elems;
+        bytes += t.end - t.begin;
+    }
+    let census: BTreeMap<String, Value> = census
+        .into_iter()
+        .map(|(k, (b, n, e))| (k, json!({"bytes": b, "tensors": n, "parameters": e})))
+        .collect();
+    let config = model.config().cloned().unwrap_or(Value::Null);
+    let arch = config["model_type"]
+        .as_str()
+        .unwrap_or("unknown")
+        .to_owned();
+    json!({
+        "path": model.root().display().to_string(),
+        "format": "safetensors",
+        "architecture": arch,
+        "name": config["_name_or_path"].as_str(),
+        "tensor_count": model.len(),
+        "parameters": params,
+        "weight_bytes": bytes,
+        "quant_census": census,
+        "hyperparameters": config.clone(),
+        "tokenizer": Value::Null,
+        "chat_template": false,
+        "metadata": config,
+    })
+}
+
+fn st_tensor_report(model: &SafetensorsModel, name: &str) -> anyhow::Result<Value> {
+    let t = model
+        .tensor(name)
+        .with_context(|| format!("no tensor named {name:?}"))?;
+    let values = model.dequantize(name)?;
+    let (first, sum, l2) = value_stats(&values);
+    Ok(json!({
+        "name": t.name,
+        "type": t.dtype.name(),
+        "shape": t.shape,
+        "elements": t.elems,
+        "bytes": t.end - t.begin,
+        "first": first,
+        "sum": sum,
+        "l2": l2,
     }))
 }
 
@@ -209,13 +295,20 @@ fn human_bytes(b: u64) -> String {
 fn print_model(r: &Value) {
     let u = |k: &str| r[k].as_u64().unwrap_or(0);
     println!("file          {}", r["path"].as_str().unwrap_or(""));
-    println!("architecture  {}", r["architecture"].as_str().unwrap_or("?"));
+    println!(
+        "architecture  {}",
+        r["architecture"].as_str().unwrap_or("?")
+    );
     if let Some(n) = r["name"].as_str() {
         println!("name          {n}");
     }
     println!("parameters    {:.1} M", u("parameters") as f64 / 1e6);
     println!("tensors       {}", u("tensor_count"));
-    println!("weight bytes  {} ({})", u("weight_bytes"), human_bytes(u("weight_bytes")));
+    println!(
+        "weight bytes  {} ({})",
+        u("weight_bytes"),
+        human_bytes(u("weight_bytes"))
+    );
     println!("hyper-parameters:");
     if let Some(m) = r["hyperparameters"].as_object() {
         for (k, v) in m {
@@ -233,6 +326,9 @@ fn print_model(r: &Value) {
         }
     }
     let t = &r["tokenizer"];
+    if t.is_null() {
+        return;
+    }
     println!(
         "tokenizer     {} (pre {}), {} tokens, {} merges, bos {}, eos {}",
         t["model"].as_str().unwrap_or("none"),
@@ -242,14 +338,18 @@ fn print_model(r: &Value) {
         t["bos_token_id"],
         t["eos_token_id"]
     );
-    let chat = if r["chat_template"].as_bool().unwrap_or(false) { "present" } else { "absent" };
+    let chat = if r["chat_template"].as_bool().unwrap_or(false) {
+        "present"
+    } else {
+        "absent"
+    };
     println!("chat template {chat}");
 }
 
 fn print_tensor(r: &Value) {
     println!("tensor   {}", r["name"].as_str().unwrap_or(""));
     println!("type     {}", r["type"].as_str().unwrap_or(""));
-    println!("shape    {} (GGUF order)", r["shape"]);
+    println!("shape    {}", r["shape"]);
     println!("bytes    {}", r["bytes"]);
     println!("first    {}", r["first"]);
     println!("sum      {}", r["sum"]);
