@@ -7,3 +7,4 @@
 pub mod catalog;
 pub mod model_file;
 pub mod quant;
+pub mod tokenizer;
