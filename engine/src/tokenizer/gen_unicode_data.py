@@ -8,7 +8,6 @@ therefore pre-tokenization) identical for every code point.
 
     pip install --target /tmp/ud unicodedata2==15.1.0
     PYTHONPATH=/tmp/ud python3 engine/src/tokenizer/gen_unicode_data.py > engine/src/tokenizer/unicode_data.rs
-    rustfmt --edition 2024 engine/src/tokenizer/unicode_data.rs
 """
 import sys
 
@@ -48,6 +47,7 @@ for c in range(MAX):
     if f != prev:
         ranges.append((c, f))
         prev = f
+w("#[rustfmt::skip]")
 w(f"pub(super) static CATEGORY_RANGES: [(u32, u8); {len(ranges)}] = [")
 for ch in chunks(ranges, 8):
     w("    " + " ".join(f"(0x{a:X}, {b})," for a, b in ch))
@@ -56,6 +56,7 @@ w("];")
 # White_Space (PropList.txt), listed explicitly: Python's isspace() also accepts U+001C..U+001F.
 white_space = [0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x20, 0x85, 0xA0, 0x1680] + list(range(0x2000, 0x200B)) + [
     0x2028, 0x2029, 0x202F, 0x205F, 0x3000]
+w("#[rustfmt::skip]")
 w(f"pub(super) static WHITESPACE: [u32; {len(white_space)}] = [")
 w("    " + " ".join(f"0x{c:X}," for c in white_space))
 w("];")
@@ -67,6 +68,7 @@ for c in range(MAX):
         lower.append((c, ord(lo)))
     elif len(lo) > 1 and c == 0x130:  # simple mapping of U+0130 is U+0069
         lower.append((c, 0x69))
+w("#[rustfmt::skip]")
 w(f"pub(super) static LOWERCASE: [(u32, u32); {len(lower)}] = [")
 for ch in chunks(lower, 8):
     w("    " + " ".join(f"(0x{a:X}, 0x{b:X})," for a, b in ch))
@@ -81,6 +83,7 @@ for c in range(1, MAX):
             nfd[-1][1] = c
         else:
             nfd.append([c, c, first])
+w("#[rustfmt::skip]")
 w(f"pub(super) static NFD_FIRST: [(u32, u32, u32); {len(nfd)}] = [")
 for ch in chunks(nfd, 6):
     w("    " + " ".join(f"(0x{a:X}, 0x{b:X}, 0x{n:X})," for a, b, n in ch))

@@ -13,6 +13,7 @@
 
 mod bpe;
 mod chat;
+mod chat_json;
 mod hash;
 mod pretok;
 mod special;
@@ -27,7 +28,7 @@ use std::borrow::Cow;
 
 use crate::model_file::GgufHeader;
 
-pub use chat::{ChatMessage, ChatTemplate, TemplateError};
+pub use chat::{ChatMessage, ChatTemplate, GEMMA_FALLBACK_TEMPLATE, TemplateError};
 pub use stream::StreamDecoder;
 
 use pretok::{Class, Cpts, Prefix, Step};
