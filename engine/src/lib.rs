@@ -5,6 +5,7 @@
 //! foundation the tokenizer, architectures, executors and server build on.
 
 pub mod catalog;
+pub mod cuda;
 pub mod model_file;
 pub mod quant;
 pub mod tokenizer;

@@ -3,6 +3,8 @@
 //! The gate battery itself (kernel-check, argmax parity, speculative self-consistency,
 //! batch/graph/cache identity) arrives with the CUDA backend and harness issues.
 
+pub mod kernel_check;
+
 use serde::Serialize;
 
 /// The outcome of one gate.

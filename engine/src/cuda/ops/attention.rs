@@ -1,0 +1,207 @@
+//! Wrappers of `attention.cu`: split-KV decode attention and the f16 KV-cache store.
+
+use super::{Arg, int, launch, need, rd, wr};
+use crate::cuda::select::{self, AttentionKernel};
+use crate::cuda::sources::consts::ATT_WARPS;
+use crate::cuda::{CudaError, Gpu};
+use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig};
+use half::f16;
+
+/// The shape of one attention call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttnShape {
+    /// Query tokens in the launch.
+    pub ntok: usize,
+    /// Query heads.
+    pub n_heads: usize,
+    /// KV heads (`n_heads` must be a multiple).
+    pub n_kv_heads: usize,
+    /// Head size.
+    pub head_dim: usize,
+    /// KV cache capacity in positions.
+    pub capacity: usize,
+    /// Sliding window in positions (0: none).
+    pub window: usize,
+}
+
+/// Device scratch of the split-KV attention: per (token, head, split) the unnormalised
+/// output and (max, sum). Sized for at most `max_tok` tokens of one shape.
+pub struct AttnScratch {
+    part_o: CudaSlice<f32>,
+    part_ml: CudaSlice<f32>,
+    max_tok: usize,
+    n_heads: usize,
+    head_dim: usize,
+    max_splits: usize,
+}
+
+impl AttnScratch {
+    /// Scratch for up to `max_tok` query tokens of `n_heads` heads of `head_dim` over a
+    /// cache of `capacity` positions.
+    pub fn new(
+        gpu: &Gpu,
+        max_tok: usize,
+        n_heads: usize,
+        head_dim: usize,
+        capacity: usize,
+    ) -> Result<AttnScratch, CudaError> {
+        let max_splits = capacity
+            .div_ceil(crate::cuda::sources::consts::ATT_SPLIT)
+            .max(1);
+        let slots = max_tok * n_heads * max_splits;
+        Ok(AttnScratch {
+            part_o: gpu.zeros(slots * head_dim)?,
+            part_ml: gpu.zeros(slots * 2)?,
+            max_tok,
+            n_heads,
+            head_dim,
+            max_splits,
+        })
+    }
+}
+
+/// Attention of `s.ntok` query tokens (q: `[ntok][n_heads][head_dim]`, positions `pos`)
+/// over a layer's f16 caches (`[n_kv_heads][capacity][head_dim]` each) into `out` (shaped
+/// like q). `scale` multiplies q.k. Returns the kernel used.
+#[allow(clippy::too_many_arguments)]
+pub fn attention(
+    gpu: &Gpu,
+    q: &dyn DevicePtr<f32>,
+    k_cache: &dyn DevicePtr<f16>,
+    v_cache: &dyn DevicePtr<f16>,
+    pos: &dyn DevicePtr<i32>,
+    s: AttnShape,
+    scale: f32,
+    scratch: &mut AttnScratch,
+    out: &mut dyn DevicePtrMut<f32>,
+) -> Result<AttentionKernel, CudaError> {
+    const OP: &str = "attention";
+    let choice = select::choose_attention(
+        s.head_dim,
+        s.n_heads,
+        s.n_kv_heads,
+        s.capacity,
+        &gpu.facts(),
+    )?;
+    let AttentionKernel::SplitKv { max_splits, .. } = choice;
+    let qlen = s.ntok * s.n_heads * s.head_dim;
+    let cache_len = s.n_kv_heads * s.capacity * s.head_dim;
+    need(OP, "q", q.len(), qlen)?;
+    need(OP, "out", out.len(), qlen)?;
+    need(OP, "k cache", k_cache.len(), cache_len)?;
+    need(OP, "v cache", v_cache.len(), cache_len)?;
+    need(OP, "pos", pos.len(), s.ntok)?;
+    if s.ntok > scratch.max_tok
+        || s.n_heads != scratch.n_heads
+        || s.head_dim != scratch.head_dim
+        || max_splits != scratch.max_splits
+    {
+        return Err(crate::cuda::shape_err(
+            OP,
+            format!(
+                "scratch was sized for {} tokens x {} heads x {} dims x {} splits",
+                scratch.max_tok, scratch.n_heads, scratch.head_dim, scratch.max_splits
+            ),
+        ));
+    }
+    if s.ntok == 0 {
+        return Ok(choice);
+    }
+    let (qp, kp, vp, pp) = (rd(gpu, q), rd(gpu, k_cache), rd(gpu, v_cache), rd(gpu, pos));
+    let (pop, pmp) = (wr(gpu, &mut scratch.part_o), wr(gpu, &mut scratch.part_ml));
+    let op = wr(gpu, out);
+    let nh = int(OP, "n_heads", s.n_heads)?;
+    let hd = int(OP, "head_dim", s.head_dim)?;
+    let ms = int(OP, "max_splits", max_splits)?;
+    let nt = int(OP, "ntok", s.ntok)? as u32;
+    launch(
+        gpu,
+        "attn_partial",
+        LaunchConfig {
+            grid_dim: (nh as u32, ms as u32, nt),
+            block_dim: (ATT_WARPS * 32, 1, 1),
+            shared_mem_bytes: 0,
+        },
+        &[
+            Arg::Ptr(qp),
+            Arg::Ptr(kp),
+            Arg::Ptr(vp),
+            Arg::Ptr(pp),
+            Arg::Ptr(pop),
+            Arg::Ptr(pmp),
+            Arg::I32(nh),
+            Arg::I32(int(OP, "n_kv_heads", s.n_kv_heads)?),
+            Arg::I32(hd),
+            Arg::I32(int(OP, "capacity", s.capacity)?),
+            Arg::I32(int(OP, "window", s.window)?),
+            Arg::F32(scale),
+            Arg::I32(ms),
+        ],
+    )?;
+    let threads = (s.head_dim.div_ceil(32) * 32) as u32;
+    launch(
+        gpu,
+        "attn_combine",
+        LaunchConfig {
+            grid_dim: (nh as u32, nt, 1),
+            block_dim: (threads, 1, 1),
+            shared_mem_bytes: 0,
+        },
+        &[
+            Arg::Ptr(pop),
+            Arg::Ptr(pmp),
+            Arg::Ptr(pp),
+            Arg::Ptr(op),
+            Arg::I32(nh),
+            Arg::I32(hd),
+            Arg::I32(ms),
+        ],
+    )?;
+    Ok(choice)
+}
+
+/// Store K and V of `ntok` tokens (`[ntok][n_kv_heads][head_dim]` f32 each) into a layer's
+/// f16 caches (`[n_kv_heads][capacity][head_dim]`) at positions `pos` (round to nearest
+/// even; a position outside the cache is skipped).
+#[allow(clippy::too_many_arguments)]
+pub fn kv_store(
+    gpu: &Gpu,
+    k: &dyn DevicePtr<f32>,
+    v: &dyn DevicePtr<f32>,
+    k_cache: &mut dyn DevicePtrMut<f16>,
+    v_cache: &mut dyn DevicePtrMut<f16>,
+    pos: &dyn DevicePtr<i32>,
+    ntok: usize,
+    n_kv_heads: usize,
+    head_dim: usize,
+    capacity: usize,
+) -> Result<(), CudaError> {
+    const OP: &str = "kv_store";
+    let n = ntok * n_kv_heads * head_dim;
+    let cache_len = n_kv_heads * capacity * head_dim;
+    need(OP, "k", k.len(), n)?;
+    need(OP, "v", v.len(), n)?;
+    need(OP, "k cache", k_cache.len(), cache_len)?;
+    need(OP, "v cache", v_cache.len(), cache_len)?;
+    need(OP, "pos", pos.len(), ntok)?;
+    if ntok == 0 {
+        return Ok(());
+    }
+    let (kp, vp, pp) = (rd(gpu, k), rd(gpu, v), rd(gpu, pos));
+    let (kcp, vcp) = (wr(gpu, k_cache), wr(gpu, v_cache));
+    launch(
+        gpu,
+        "kv_store",
+        super::cfg1(int(OP, "ntok", ntok)? as u32, 256),
+        &[
+            Arg::Ptr(kp),
+            Arg::Ptr(vp),
+            Arg::Ptr(kcp),
+            Arg::Ptr(vcp),
+            Arg::Ptr(pp),
+            Arg::I32(int(OP, "n_kv_heads", n_kv_heads)?),
+            Arg::I32(int(OP, "head_dim", head_dim)?),
+            Arg::I32(int(OP, "capacity", capacity)?),
+        ],
+    )
+}

@@ -1,0 +1,310 @@
+//! Kernel choice: pure functions of (op, shape, format, device) returning an enum.
+//!
+//! Owns: the list of weight formats with CUDA kernels ([`KERNEL_FORMATS`]) and the
+//! entry-point suffix of each, the compile target for a compute capability
+//! ([`arch_for`]), and one `choose_*` function per op. Each choice is recorded in receipts
+//! by its [`std::fmt::Display`] name. Today every op has one variant; tuned variants
+//! (issue 7) arrive as new enum variants chosen here, with unit tests.
+
+use super::CudaError;
+use super::sources::consts::{ATT_MAX_HD, ATT_SPLIT, MV_MAX_TOK};
+use crate::quant::QuantFormat;
+
+/// Weight formats that have matvec and embedding kernels.
+pub const KERNEL_FORMATS: [QuantFormat; 11] = [
+    QuantFormat::F32,
+    QuantFormat::F16,
+    QuantFormat::BF16,
+    QuantFormat::Q4_0,
+    QuantFormat::Q4_1,
+    QuantFormat::Q5_0,
+    QuantFormat::Q5_1,
+    QuantFormat::Q8_0,
+    QuantFormat::Q4_K,
+    QuantFormat::Q5_K,
+    QuantFormat::Q6_K,
+];
+
+/// Entry-point suffix of a format (`matvec_<suffix>`, `embed_<suffix>`), or `None` when the
+/// format has no kernel.
+pub fn format_suffix_of(format: QuantFormat) -> Option<&'static str> {
+    Some(match format {
+        QuantFormat::F32 => "f32",
+        QuantFormat::F16 => "f16",
+        QuantFormat::BF16 => "bf16",
+        QuantFormat::Q4_0 => "q4_0",
+        QuantFormat::Q4_1 => "q4_1",
+        QuantFormat::Q5_0 => "q5_0",
+        QuantFormat::Q5_1 => "q5_1",
+        QuantFormat::Q8_0 => "q8_0",
+        QuantFormat::Q4_K => "q4_k",
+        QuantFormat::Q5_K => "q5_k",
+        QuantFormat::Q6_K => "q6_k",
+        QuantFormat::Q2_K | QuantFormat::Q3_K | QuantFormat::IQ4_NL | QuantFormat::IQ4_XS => {
+            return None;
+        }
+    })
+}
+
+/// Suffix of a format listed in [`KERNEL_FORMATS`] ("?" for any other).
+pub fn format_suffix(format: QuantFormat) -> &'static str {
+    format_suffix_of(format).unwrap_or("?")
+}
+
+/// What kernel choice needs to know about a device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceFacts {
+    pub compute_capability: (i32, i32),
+    pub sm_count: u32,
+}
+
+/// NVRTC target for a compute capability: `sm_90a` on Hopper (wgmma and the other
+/// arch-specific features), the device's own `sm_XY` elsewhere.
+pub fn arch_for(cc: (i32, i32)) -> String {
+    match cc {
+        (9, 0) => "sm_90a".to_string(),
+        (major, minor) => format!("sm_{major}{minor}"),
+    }
+}
+
+/// Matrix-vector product kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MatvecKernel {
+    /// One warp per output row, GGUF block layout, f32 activations, up to
+    /// [`MV_MAX_TOK`] token vectors per launch with per-token accumulators.
+    WarpPerRow { format: QuantFormat },
+}
+
+impl std::fmt::Display for MatvecKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MatvecKernel::WarpPerRow { format } => {
+                write!(f, "matvec_{}/warp-per-row", format_suffix(*format))
+            }
+        }
+    }
+}
+
+/// Choose the matvec kernel for a `rows x k` weight in `format` applied to `ntok` vectors.
+pub fn choose_matvec(
+    format: QuantFormat,
+    rows: usize,
+    k: usize,
+    ntok: usize,
+    _dev: &DeviceFacts,
+) -> Result<MatvecKernel, CudaError> {
+    if format_suffix_of(format).is_none() {
+        return Err(CudaError::UnsupportedFormat {
+            op: "matvec",
+            format,
+        });
+    }
+    let (block, _) = format.block_geometry();
+    if k == 0 || k % 32 != 0 || k % block != 0 {
+        return Err(super::shape_err(
+            "matvec",
+            format!(
+                "k = {k} must be a positive multiple of 32 and of the {format} block ({block})"
+            ),
+        ));
+    }
+    if rows == 0 || rows > i32::MAX as usize {
+        return Err(super::shape_err(
+            "matvec",
+            format!("rows = {rows} out of range"),
+        ));
+    }
+    if ntok == 0 || ntok > MV_MAX_TOK {
+        return Err(super::shape_err(
+            "matvec",
+            format!("{ntok} token vectors; one launch takes 1..={MV_MAX_TOK}"),
+        ));
+    }
+    Ok(MatvecKernel::WarpPerRow { format })
+}
+
+/// Embedding lookup kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EmbedKernel {
+    /// One block per token, threads over 32-value chunks.
+    ChunkPerThread { format: QuantFormat },
+}
+
+impl std::fmt::Display for EmbedKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EmbedKernel::ChunkPerThread { format } => {
+                write!(f, "embed_{}/chunk-per-thread", format_suffix(*format))
+            }
+        }
+    }
+}
+
+/// Choose the embedding kernel for rows of `k` values in `format`.
+pub fn choose_embed(format: QuantFormat, k: usize) -> Result<EmbedKernel, CudaError> {
+    if format_suffix_of(format).is_none() {
+        return Err(CudaError::UnsupportedFormat {
+            op: "embed",
+            format,
+        });
+    }
+    let (block, _) = format.block_geometry();
+    if k == 0 || k % 32 != 0 || k % block != 0 {
+        return Err(super::shape_err(
+            "embed",
+            format!("row length {k} is not a block multiple"),
+        ));
+    }
+    Ok(EmbedKernel::ChunkPerThread { format })
+}
+
+/// Decode attention kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttentionKernel {
+    /// Split the KV range into fixed absolute splits of `split` positions, one block per
+    /// (head, split, token), then combine the splits in order.
+    SplitKv { split: usize, max_splits: usize },
+}
+
+impl std::fmt::Display for AttentionKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AttentionKernel::SplitKv { split, max_splits } => {
+                write!(
+                    f,
+                    "attention/split-kv(split={split},max_splits={max_splits})"
+                )
+            }
+        }
+    }
+}
+
+/// Choose the attention kernel for `n_heads` query heads over `n_kv_heads` KV heads of size
+/// `head_dim`, with a KV cache of `capacity` positions.
+pub fn choose_attention(
+    head_dim: usize,
+    n_heads: usize,
+    n_kv_heads: usize,
+    capacity: usize,
+    _dev: &DeviceFacts,
+) -> Result<AttentionKernel, CudaError> {
+    if head_dim == 0 || head_dim > ATT_MAX_HD {
+        return Err(super::shape_err(
+            "attention",
+            format!("head size {head_dim} not in 1..={ATT_MAX_HD}"),
+        ));
+    }
+    if n_kv_heads == 0 || n_heads == 0 || n_heads % n_kv_heads != 0 {
+        return Err(super::shape_err(
+            "attention",
+            format!("{n_heads} query heads do not share {n_kv_heads} KV heads evenly"),
+        ));
+    }
+    if capacity == 0 || capacity > i32::MAX as usize / 2 {
+        return Err(super::shape_err(
+            "attention",
+            format!("KV capacity {capacity} out of range"),
+        ));
+    }
+    Ok(AttentionKernel::SplitKv {
+        split: ATT_SPLIT,
+        max_splits: capacity.div_ceil(ATT_SPLIT),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const H200: DeviceFacts = DeviceFacts {
+        compute_capability: (9, 0),
+        sm_count: 132,
+    };
+    const RTX: DeviceFacts = DeviceFacts {
+        compute_capability: (8, 6),
+        sm_count: 82,
+    };
+
+    #[test]
+    fn arch_is_sm_90a_on_hopper_and_own_elsewhere() {
+        assert_eq!(arch_for((9, 0)), "sm_90a");
+        assert_eq!(arch_for((8, 6)), "sm_86");
+        assert_eq!(arch_for((12, 0)), "sm_120");
+    }
+
+    #[test]
+    fn every_kernel_format_has_a_distinct_suffix() {
+        let mut seen: Vec<&str> = KERNEL_FORMATS.iter().map(|f| format_suffix(*f)).collect();
+        assert!(!seen.contains(&"?"));
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen.len(), KERNEL_FORMATS.len());
+        for f in QuantFormat::ALL {
+            assert_eq!(
+                format_suffix_of(f).is_some(),
+                KERNEL_FORMATS.contains(&f),
+                "{f}"
+            );
+        }
+    }
+
+    #[test]
+    fn matvec_choice() {
+        for dev in [H200, RTX] {
+            let c = choose_matvec(QuantFormat::Q4_K, 896, 4864, 1, &dev).unwrap();
+            assert_eq!(
+                c,
+                MatvecKernel::WarpPerRow {
+                    format: QuantFormat::Q4_K
+                }
+            );
+            assert_eq!(c.to_string(), "matvec_q4_k/warp-per-row");
+        }
+        // K-quant rows must be whole super-blocks; 32-blocks must be whole too.
+        assert!(matches!(
+            choose_matvec(QuantFormat::Q4_K, 8, 896, 1, &H200),
+            Err(CudaError::Shape { .. })
+        ));
+        assert!(choose_matvec(QuantFormat::Q8_0, 8, 896, 8, &H200).is_ok());
+        assert!(choose_matvec(QuantFormat::Q8_0, 8, 896, 9, &H200).is_err());
+        assert!(choose_matvec(QuantFormat::Q8_0, 8, 896, 0, &H200).is_err());
+        assert!(choose_matvec(QuantFormat::F32, 8, 40, 1, &H200).is_err());
+        assert!(matches!(
+            choose_matvec(QuantFormat::Q3_K, 8, 256, 1, &H200),
+            Err(CudaError::UnsupportedFormat { .. })
+        ));
+    }
+
+    #[test]
+    fn embed_choice() {
+        assert_eq!(
+            choose_embed(QuantFormat::Q6_K, 2048).unwrap().to_string(),
+            "embed_q6_k/chunk-per-thread"
+        );
+        assert!(choose_embed(QuantFormat::Q6_K, 896).is_err());
+        assert!(choose_embed(QuantFormat::IQ4_XS, 256).is_err());
+    }
+
+    #[test]
+    fn attention_choice() {
+        let c = choose_attention(64, 9, 3, 8192, &H200).unwrap();
+        assert_eq!(
+            c,
+            AttentionKernel::SplitKv {
+                split: ATT_SPLIT,
+                max_splits: 8192 / ATT_SPLIT
+            }
+        );
+        let c = choose_attention(256, 4, 1, 300, &RTX).unwrap();
+        assert_eq!(
+            c,
+            AttentionKernel::SplitKv {
+                split: ATT_SPLIT,
+                max_splits: 2
+            }
+        );
+        assert!(choose_attention(512, 8, 8, 100, &H200).is_err());
+        assert!(choose_attention(64, 9, 2, 100, &H200).is_err());
+        assert!(choose_attention(64, 8, 2, 0, &H200).is_err());
+    }
+}

@@ -1,0 +1,300 @@
+//! The kernel sources, embedded at build time, and the kernel identity.
+//!
+//! Owns: [`SOURCES`] (every file under `kernels/`, sorted by path), the kernel families
+//! (one `.cu` file each) with the `-D` shape constants each is compiled with, the textual
+//! expansion of `#include "common/..."` lines (NVRTC sees one self-contained source; no
+//! CUDA header is used), and [`kernel_identity`]: sha256 over every source, which receipts
+//! record and the cubin cache key builds on.
+
+use super::CudaError;
+use sha2::{Digest, Sha256};
+
+/// One embedded file of `kernels/`: its path relative to `kernels/` and its text.
+#[derive(Clone, Copy, Debug)]
+pub struct KernelSource {
+    pub path: &'static str,
+    pub text: &'static str,
+}
+
+macro_rules! src {
+    ($p:literal) => {
+        KernelSource {
+            path: $p,
+            text: include_str!(concat!("../../../kernels/", $p)),
+        }
+    };
+}
+
+/// Every kernel source file, sorted by path (a test checks this list against `kernels/`).
+pub const SOURCES: &[KernelSource] = &[
+    src!("argmax.cu"),
+    src!("attention.cu"),
+    src!("common/common.cuh"),
+    src!("common/formats.cuh"),
+    src!("elementwise.cu"),
+    src!("embed.cu"),
+    src!("matvec.cu"),
+    src!("norm.cu"),
+    src!("rope.cu"),
+];
+
+/// Compile-time constants shared by the kernels (as `-D` defines) and their launch
+/// wrappers (as launch shapes). Changing one changes the cubin cache key.
+pub mod consts {
+    /// Warps (= output rows) per matvec block.
+    pub const MV_WARPS: u32 = 4;
+    /// Most token vectors one matvec launch takes.
+    pub const MV_MAX_TOK: usize = 8;
+    /// Threads per RMSNorm block.
+    pub const NORM_THREADS: u32 = 256;
+    /// KV positions per attention split (absolute, fixed boundaries).
+    pub const ATT_SPLIT: usize = 256;
+    /// Warps per attention split block.
+    pub const ATT_WARPS: u32 = 4;
+    /// Largest head size the attention kernel takes.
+    pub const ATT_MAX_HD: usize = 256;
+}
+
+/// A kernel family: one `.cu` file compiled into one module.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Family {
+    Argmax,
+    Attention,
+    Elementwise,
+    Embed,
+    Matvec,
+    Norm,
+    Rope,
+}
+
+impl Family {
+    /// Every family.
+    pub const ALL: [Family; 7] = [
+        Family::Argmax,
+        Family::Attention,
+        Family::Elementwise,
+        Family::Embed,
+        Family::Matvec,
+        Family::Norm,
+        Family::Rope,
+    ];
+
+    /// The family's source file under `kernels/`.
+    pub fn file(self) -> &'static str {
+        match self {
+            Family::Argmax => "argmax.cu",
+            Family::Attention => "attention.cu",
+            Family::Elementwise => "elementwise.cu",
+            Family::Embed => "embed.cu",
+            Family::Matvec => "matvec.cu",
+            Family::Norm => "norm.cu",
+            Family::Rope => "rope.cu",
+        }
+    }
+
+    /// The `-D` defines this family is compiled with.
+    pub fn defines(self) -> Vec<String> {
+        use consts::*;
+        match self {
+            Family::Matvec => {
+                vec![
+                    format!("-DMV_WARPS={MV_WARPS}"),
+                    format!("-DMV_MAX_TOK={MV_MAX_TOK}"),
+                ]
+            }
+            Family::Norm => vec![format!("-DNORM_THREADS={NORM_THREADS}")],
+            Family::Attention => vec![
+                format!("-DATT_SPLIT={ATT_SPLIT}"),
+                format!("-DATT_WARPS={ATT_WARPS}"),
+                format!("-DATT_MAX_HD={ATT_MAX_HD}"),
+            ],
+            Family::Argmax | Family::Elementwise | Family::Embed | Family::Rope => Vec::new(),
+        }
+    }
+
+    /// The entry points the wrappers load from this family's module.
+    pub fn entry_points(self) -> Vec<String> {
+        let per_format = |prefix: &str| {
+            super::select::KERNEL_FORMATS
+                .iter()
+                .map(|f| format!("{prefix}_{}", super::select::format_suffix(*f)))
+                .collect()
+        };
+        match self {
+            Family::Argmax => vec!["argmax_rows".into()],
+            Family::Attention => {
+                vec![
+                    "attn_partial".into(),
+                    "attn_combine".into(),
+                    "kv_store".into(),
+                ]
+            }
+            Family::Elementwise => {
+                vec![
+                    "gated_act".into(),
+                    "add_inplace".into(),
+                    "scale_inplace".into(),
+                ]
+            }
+            Family::Embed => per_format("embed"),
+            Family::Matvec => per_format("matvec"),
+            Family::Norm => vec!["rmsnorm".into()],
+            Family::Rope => vec!["rope".into()],
+        }
+    }
+}
+
+/// The embedded source at `path`, if any.
+pub fn source(path: &str) -> Option<&'static str> {
+    SOURCES.iter().find(|s| s.path == path).map(|s| s.text)
+}
+
+/// The family's source with every `#include "..."` of an embedded file replaced by that
+/// file's text (each file once; `#pragma once` lines dropped).
+pub fn expand(family: Family) -> Result<String, CudaError> {
+    let file = family.file();
+    let text = source(file).ok_or_else(|| CudaError::MissingInclude {
+        file: "(engine)".into(),
+        include: file.into(),
+    })?;
+    let mut out = String::with_capacity(text.len() * 2);
+    let mut seen = Vec::new();
+    expand_into(file, text, &mut seen, &mut out)?;
+    Ok(out)
+}
+
+fn expand_into(
+    file: &str,
+    text: &str,
+    seen: &mut Vec<String>,
+    out: &mut String,
+) -> Result<(), CudaError> {
+    for line in text.lines() {
+        let t = line.trim();
+        if t == "#pragma once" {
+            continue;
+        }
+        if let Some(rest) = t.strip_prefix("#include") {
+            let name = rest.trim().trim_matches('"');
+            if rest.trim().starts_with('"') {
+                if !seen.iter().any(|s| s == name) {
+                    seen.push(name.to_string());
+                    let inc = source(name).ok_or_else(|| CudaError::MissingInclude {
+                        file: file.into(),
+                        include: name.into(),
+                    })?;
+                    expand_into(name, inc, seen, out)?;
+                }
+                continue;
+            }
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    Ok(())
+}
+
+/// The kernel identity: sha256 over every source (sorted by path) as
+/// `path NUL length(u64 LE) text`, in lowercase hex.
+pub fn kernel_identity() -> String {
+    identity_of(SOURCES)
+}
+
+fn identity_of(sources: &[KernelSource]) -> String {
+    let mut sorted: Vec<&KernelSource> = sources.iter().collect();
+    sorted.sort_by_key(|s| s.path);
+    let mut h = Sha256::new();
+    for s in sorted {
+        h.update(s.path.as_bytes());
+        h.update([0u8]);
+        h.update((s.text.len() as u64).to_le_bytes());
+        h.update(s.text.as_bytes());
+    }
+    hex::encode(h.finalize())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn files_under(dir: &Path, prefix: &str, out: &mut Vec<String>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let e = e.unwrap();
+            let name = e.file_name().to_string_lossy().to_string();
+            if e.file_type().unwrap().is_dir() {
+                files_under(&e.path(), &format!("{prefix}{name}/"), out);
+            } else if name.ends_with(".cu") || name.ends_with(".cuh") {
+                out.push(format!("{prefix}{name}"));
+            }
+        }
+    }
+
+    #[test]
+    fn sources_list_every_kernel_file_sorted() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../kernels");
+        let mut on_disk = Vec::new();
+        files_under(&dir, "", &mut on_disk);
+        on_disk.sort();
+        let listed: Vec<String> = SOURCES.iter().map(|s| s.path.to_string()).collect();
+        assert_eq!(
+            listed, on_disk,
+            "SOURCES must list every kernels/ file, sorted"
+        );
+        for f in Family::ALL {
+            assert!(source(f.file()).is_some(), "{f:?}");
+        }
+    }
+
+    #[test]
+    fn identity_changes_with_any_byte_and_ignores_order() {
+        let a = [
+            KernelSource {
+                path: "a.cu",
+                text: "x",
+            },
+            KernelSource {
+                path: "b.cu",
+                text: "y",
+            },
+        ];
+        let b = [a[1], a[0]];
+        assert_eq!(identity_of(&a), identity_of(&b));
+        let c = [
+            KernelSource {
+                path: "a.cu",
+                text: "x",
+            },
+            KernelSource {
+                path: "b.cu",
+                text: "z",
+            },
+        ];
+        assert_ne!(identity_of(&a), identity_of(&c));
+        // Moving a byte between files changes the identity too.
+        let d = [
+            KernelSource {
+                path: "a.cu",
+                text: "xy",
+            },
+            KernelSource {
+                path: "b.cu",
+                text: "",
+            },
+        ];
+        assert_ne!(identity_of(&a), identity_of(&d));
+        assert_eq!(kernel_identity().len(), 64);
+    }
+
+    #[test]
+    fn expansion_inlines_headers_once() {
+        let s = expand(Family::Matvec).unwrap();
+        assert!(
+            !s.lines().any(|l| l.trim_start().starts_with("#include")),
+            "includes left in"
+        );
+        assert_eq!(s.matches("typedef unsigned char u8;").count(), 1);
+        assert!(s.contains("struct FmtQ6_K"));
+        assert!(!s.contains("#pragma once"));
+    }
+}

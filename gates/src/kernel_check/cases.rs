@@ -1,0 +1,518 @@
+//! The GPU cases of kernel-check: random inputs, shapes, launches, references.
+//!
+//! Owns: the seeded generator ([`Rng`]), random weights in every kernel format
+//! ([`random_weight`]), and one function per kernel family that runs its shapes and returns
+//! a [`CheckLine`] per comparison. A launch or copy error becomes a failing line, never a
+//! crash of the gate.
+
+use super::{CheckLine, compare_exact, compare_f32};
+use engine::cuda::cudarc::driver::CudaSlice;
+use engine::cuda::ops::{self, Activation, AttnScratch, AttnShape, RopeStyle};
+use engine::cuda::{CudaError, DeviceWeight, Gpu, cpu, select};
+use engine::quant::QuantFormat;
+use half::f16;
+
+/// Every op name the cases report under (each must have one tolerance).
+pub const OPS: [&str; 12] = [
+    "matvec",
+    "embed",
+    "rmsnorm",
+    "qk_norm",
+    "rope",
+    "attention",
+    "gated_act",
+    "add",
+    "scale",
+    "kv_store",
+    "argmax",
+    "batch_invariance",
+];
+
+/// SplitMix64: small, seeded, the same sequence on every machine.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed ^ 0x9E37_79B9_7F4A_7C15)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in [0, 1).
+    pub fn unit(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32
+    }
+    /// Uniform in [-1, 1), never exactly 0.
+    pub fn symmetric(&mut self) -> f32 {
+        let v = 2.0 * self.unit() - 1.0;
+        if v == 0.0 { 0.5 } else { v }
+    }
+    /// Uniform in [lo, hi).
+    pub fn range(&mut self, lo: f32, hi: f32) -> f32 {
+        lo + (hi - lo) * self.unit()
+    }
+    /// Uniform integer in 0..n.
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n.max(1) as u64) as usize
+    }
+}
+
+/// Byte offsets of the f16 scale fields inside one block of `format` (the rest of a
+/// block is quants and packed codes, any bit pattern of which is valid).
+fn f16_fields(format: QuantFormat) -> &'static [usize] {
+    match format {
+        QuantFormat::Q4_0 | QuantFormat::Q5_0 | QuantFormat::Q8_0 => &[0],
+        QuantFormat::Q4_1 | QuantFormat::Q5_1 | QuantFormat::Q4_K | QuantFormat::Q5_K => &[0, 2],
+        QuantFormat::Q6_K => &[208],
+        _ => &[],
+    }
+}
+
+/// A random `rows x k` weight in `format`: float formats get values in [-1, 1); block
+/// formats get random bytes with every f16 scale set to a finite random value.
+pub fn random_weight(rng: &mut Rng, format: QuantFormat, rows: usize, k: usize) -> Vec<u8> {
+    let n = rows * k;
+    match format {
+        QuantFormat::F32 => (0..n).flat_map(|_| rng.symmetric().to_le_bytes()).collect(),
+        QuantFormat::F16 => (0..n)
+            .flat_map(|_| f16::from_f32(rng.symmetric()).to_le_bytes())
+            .collect(),
+        QuantFormat::BF16 => (0..n)
+            .flat_map(|_| half::bf16::from_f32(rng.symmetric()).to_le_bytes())
+            .collect(),
+        _ => {
+            let (be, bb) = format.block_geometry();
+            let mut w: Vec<u8> = (0..n / be * bb).map(|_| rng.next_u64() as u8).collect();
+            let big = be == 256;
+            for blk in w.chunks_exact_mut(bb) {
+                for &off in f16_fields(format) {
+                    // K-quant super-block scales multiply 6/8-bit sub-scales: keep them small.
+                    let mag = if big {
+                        rng.range(0.002, 0.02)
+                    } else {
+                        rng.range(0.01, 0.1)
+                    };
+                    let v = if big || rng.unit() < 0.5 { mag } else { -mag };
+                    blk[off..off + 2].copy_from_slice(&f16::from_f32(v).to_le_bytes());
+                }
+            }
+            w
+        }
+    }
+}
+
+fn rand_vec(rng: &mut Rng, n: usize, scale: f32) -> Vec<f32> {
+    (0..n).map(|_| scale * rng.symmetric()).collect()
+}
+
+fn poison(gpu: &Gpu, n: usize) -> Result<CudaSlice<f32>, CudaError> {
+    gpu.upload(&vec![f32::NAN; n])
+}
+
+/// Collect the lines of one case, turning an error into a failing line.
+fn case(
+    lines: &mut Vec<CheckLine>,
+    op: &'static str,
+    name: String,
+    f: impl FnOnce(&str) -> Result<Vec<CheckLine>, String>,
+) {
+    match f(&name) {
+        Ok(mut ls) => lines.append(&mut ls),
+        Err(e) => lines.push(CheckLine::error(op, name, e)),
+    }
+}
+
+/// Run every case on `gpu` with inputs from `seed`.
+pub fn run_all(gpu: &Gpu, seed: u64) -> Vec<CheckLine> {
+    let mut rng = Rng::new(seed);
+    let mut lines = Vec::new();
+    for format in select::KERNEL_FORMATS {
+        matvec_cases(gpu, &mut rng, format, &mut lines);
+        embed_cases(gpu, &mut rng, format, &mut lines);
+    }
+    norm_cases(gpu, &mut rng, &mut lines);
+    rope_cases(gpu, &mut rng, &mut lines);
+    attention_cases(gpu, &mut rng, &mut lines);
+    pointwise_cases(gpu, &mut rng, &mut lines);
+    lines
+}
+
+fn e2s(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+fn matvec_cases(gpu: &Gpu, rng: &mut Rng, format: QuantFormat, lines: &mut Vec<CheckLine>) {
+    let unit = format.block_geometry().0.max(32);
+    // (rows, k, ntok, bias): one block; odd rows and block counts; a long row at 8 tokens.
+    let k_odd = if unit == 256 { 3 * 256 } else { 25 * 32 };
+    let shapes = [
+        (1, unit, 1, false),
+        (67, k_odd, 3, true),
+        (129, 4864, 8, false),
+        (7, 2 * unit, 5, true),
+    ];
+    for (rows, k, ntok, with_bias) in shapes {
+        let name = format!(
+            "{format} rows={rows} k={k} ntok={ntok}{}",
+            if with_bias { " +bias" } else { "" }
+        );
+        case(lines, "matvec", name, |name| {
+            let w = random_weight(rng, format, rows, k);
+            let x = rand_vec(rng, ntok * k, 1.0);
+            let bias = with_bias.then(|| rand_vec(rng, rows, 1.0));
+            let want = cpu::matvec(format, &w, rows, k, &x, ntok, bias.as_deref()).map_err(e2s)?;
+            let dw = DeviceWeight::upload(gpu, format, rows, k, &w).map_err(e2s)?;
+            let dx = gpu.upload(&x).map_err(e2s)?;
+            let db = bias
+                .as_ref()
+                .map(|b| gpu.upload(b))
+                .transpose()
+                .map_err(e2s)?;
+            let mut dy = poison(gpu, ntok * rows).map_err(e2s)?;
+            let choice = ops::matvec(
+                gpu,
+                &dw,
+                &dx,
+                ntok,
+                db.as_ref()
+                    .map(|b| b as &dyn engine::cuda::cudarc::driver::DevicePtr<f32>),
+                &mut dy,
+            )
+            .map_err(e2s)?;
+            let got = gpu.download(&dy).map_err(e2s)?;
+            let mut out = vec![compare_f32(
+                "matvec",
+                format!("{name} [{choice}]"),
+                &got,
+                &want,
+            )];
+            if ntok > 1 {
+                // Each token alone must give the very bits it got in the shared launch.
+                let mut single = Vec::with_capacity(ntok * rows);
+                for t in 0..ntok {
+                    let dxt = gpu.upload(&x[t * k..(t + 1) * k]).map_err(e2s)?;
+                    let mut dyt = poison(gpu, rows).map_err(e2s)?;
+                    ops::matvec(
+                        gpu,
+                        &dw,
+                        &dxt,
+                        1,
+                        db.as_ref()
+                            .map(|b| b as &dyn engine::cuda::cudarc::driver::DevicePtr<f32>),
+                        &mut dyt,
+                    )
+                    .map_err(e2s)?;
+                    single.extend(gpu.download(&dyt).map_err(e2s)?);
+                }
+                out.push(compare_f32(
+                    "batch_invariance",
+                    format!("matvec {name}: 1 vs {ntok} per launch"),
+                    &single,
+                    &got,
+                ));
+            }
+            Ok(out)
+        });
+    }
+}
+
+fn embed_cases(gpu: &Gpu, rng: &mut Rng, format: QuantFormat, lines: &mut Vec<CheckLine>) {
+    let unit = format.block_geometry().0.max(32);
+    let vocab = 37;
+    for (k, scale) in [
+        (unit, 1.0f32),
+        (if unit == 256 { 768 } else { 800 }, 24.0f32.sqrt()),
+    ] {
+        let name = format!("{format} vocab={vocab} k={k} scale={scale:.3}");
+        case(lines, "embed", name, |name| {
+            let w = random_weight(rng, format, vocab, k);
+            // First and last ids, random ones, and one out of range (a NaN row both sides).
+            let tokens = [
+                0,
+                vocab as i32 - 1,
+                rng.below(vocab) as i32,
+                vocab as i32,
+                rng.below(vocab) as i32,
+            ];
+            let want = cpu::embed(format, &w, vocab, k, &tokens, scale).map_err(e2s)?;
+            let dw = DeviceWeight::upload(gpu, format, vocab, k, &w).map_err(e2s)?;
+            let dt = gpu.upload(&tokens).map_err(e2s)?;
+            let mut out = poison(gpu, tokens.len() * k).map_err(e2s)?;
+            let choice = ops::embed(gpu, &dw, &dt, tokens.len(), scale, &mut out).map_err(e2s)?;
+            let got = gpu.download(&out).map_err(e2s)?;
+            Ok(vec![compare_f32(
+                "embed",
+                format!("{name} [{choice}]"),
+                &got,
+                &want,
+            )])
+        });
+    }
+}
+
+fn norm_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
+    for (rows, dim, off) in [
+        (1, 576, 0.0f32),
+        (3, 896, 0.0),
+        (5, 2048, 1.0),
+        (2, 999, 0.0),
+    ] {
+        case(
+            lines,
+            "rmsnorm",
+            format!("rows={rows} dim={dim} w_offset={off}"),
+            |name| {
+                let x = rand_vec(rng, rows * dim, 3.0);
+                let w: Vec<f32> = (0..dim).map(|_| rng.range(0.5, 1.5)).collect();
+                let want = cpu::rmsnorm(&x, &w, rows, dim, 1e-6, off);
+                let (dx, dw) = (gpu.upload(&x).map_err(e2s)?, gpu.upload(&w).map_err(e2s)?);
+                let mut dy = poison(gpu, rows * dim).map_err(e2s)?;
+                ops::rmsnorm(gpu, &dx, &dw, &mut dy, rows, dim, 1e-6, off).map_err(e2s)?;
+                let got = gpu.download(&dy).map_err(e2s)?;
+                Ok(vec![compare_f32("rmsnorm", name.to_string(), &got, &want)])
+            },
+        );
+    }
+    for (ntok, nheads, hd, off) in [(1, 16, 128, 0.0f32), (3, 8, 64, 0.0), (2, 4, 256, 1.0)] {
+        case(
+            lines,
+            "qk_norm",
+            format!("ntok={ntok} heads={nheads} head_dim={hd} w_offset={off}"),
+            |name| {
+                let x = rand_vec(rng, ntok * nheads * hd, 2.0);
+                let w: Vec<f32> = (0..hd).map(|_| rng.range(0.5, 1.5)).collect();
+                let want = cpu::rmsnorm(&x, &w, ntok * nheads, hd, 1e-6, off);
+                let (mut dx, dw) = (gpu.upload(&x).map_err(e2s)?, gpu.upload(&w).map_err(e2s)?);
+                ops::qk_norm(gpu, &mut dx, &dw, ntok, nheads, hd, 1e-6, off).map_err(e2s)?;
+                let got = gpu.download(&dx).map_err(e2s)?;
+                Ok(vec![compare_f32("qk_norm", name.to_string(), &got, &want)])
+            },
+        );
+    }
+}
+
+fn rope_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
+    let shapes = [
+        (1, 9, 64, 64, RopeStyle::Normal, 10000.0f32, 4000),
+        (3, 14, 64, 64, RopeStyle::Neox, 1_000_000.0, 30000),
+        (2, 4, 128, 64, RopeStyle::Neox, 10000.0, 100),
+        (2, 4, 256, 256, RopeStyle::Neox, 1_000_000.0, 8000),
+    ];
+    for (ntok, nheads, hd, n_rot, style, base, max_pos) in shapes {
+        let name =
+            format!("{style:?} ntok={ntok} heads={nheads} head_dim={hd} n_rot={n_rot} base={base}");
+        case(lines, "rope", name, |name| {
+            let mut x = rand_vec(rng, ntok * nheads * hd, 1.0);
+            let pos: Vec<i32> = (0..ntok).map(|_| rng.below(max_pos) as i32).collect();
+            let inv = cpu::rope_inv_freq(base, n_rot, None);
+            let mut dx = gpu.upload(&x).map_err(e2s)?;
+            let (dp, di) = (
+                gpu.upload(&pos).map_err(e2s)?,
+                gpu.upload(&inv).map_err(e2s)?,
+            );
+            ops::rope(gpu, &mut dx, &dp, &di, ntok, nheads, hd, n_rot, style).map_err(e2s)?;
+            let got = gpu.download(&dx).map_err(e2s)?;
+            cpu::rope(&mut x, &pos, &inv, ntok, nheads, hd, n_rot, style);
+            Ok(vec![compare_f32(
+                "rope",
+                format!("{name} pos<{max_pos}"),
+                &got,
+                &x,
+            )])
+        });
+    }
+}
+
+fn attention_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
+    // (heads, kv heads, head_dim, capacity, window, positions of the query tokens)
+    let shapes: [(usize, usize, usize, usize, usize, Vec<i32>); 6] = [
+        (9, 3, 64, 700, 0, vec![650]),
+        (14, 2, 64, 300, 0, vec![0]),
+        (14, 2, 64, 300, 0, vec![257]),
+        (4, 1, 256, 1500, 512, vec![1300]),
+        (4, 1, 256, 1500, 512, vec![1100, 1101, 1102]),
+        (8, 8, 80, 64, 0, vec![10, 11, 12, 13]),
+    ];
+    for (nh, nkv, hd, cap, window, pos) in shapes {
+        let ntok = pos.len();
+        let s = AttnShape {
+            ntok,
+            n_heads: nh,
+            n_kv_heads: nkv,
+            head_dim: hd,
+            capacity: cap,
+            window,
+        };
+        let name = format!("heads={nh}/{nkv} head_dim={hd} cap={cap} window={window} pos={pos:?}");
+        case(lines, "attention", name, |name| {
+            let q = rand_vec(rng, ntok * nh * hd, 1.0);
+            let cache = |rng: &mut Rng| -> Vec<f16> {
+                (0..nkv * cap * hd)
+                    .map(|_| f16::from_f32(rng.symmetric()))
+                    .collect()
+            };
+            let (kc, vc) = (cache(rng), cache(rng));
+            let scale = 1.0 / (hd as f32).sqrt();
+            let want = cpu::attention(&q, &kc, &vc, &pos, s, scale);
+            let (dq, dk, dv) = (
+                gpu.upload(&q).map_err(e2s)?,
+                gpu.upload(&kc).map_err(e2s)?,
+                gpu.upload(&vc).map_err(e2s)?,
+            );
+            let dp = gpu.upload(&pos).map_err(e2s)?;
+            let mut scratch = AttnScratch::new(gpu, ntok, nh, hd, cap).map_err(e2s)?;
+            let mut out = poison(gpu, ntok * nh * hd).map_err(e2s)?;
+            let choice = ops::attention(gpu, &dq, &dk, &dv, &dp, s, scale, &mut scratch, &mut out)
+                .map_err(e2s)?;
+            let got = gpu.download(&out).map_err(e2s)?;
+            let mut res = vec![compare_f32(
+                "attention",
+                format!("{name} [{choice}]"),
+                &got,
+                &want,
+            )];
+            if ntok > 1 {
+                let mut single = Vec::new();
+                for t in 0..ntok {
+                    let one = AttnShape { ntok: 1, ..s };
+                    let dqt = gpu
+                        .upload(&q[t * nh * hd..(t + 1) * nh * hd])
+                        .map_err(e2s)?;
+                    let dpt = gpu.upload(&pos[t..t + 1]).map_err(e2s)?;
+                    let mut o = poison(gpu, nh * hd).map_err(e2s)?;
+                    ops::attention(gpu, &dqt, &dk, &dv, &dpt, one, scale, &mut scratch, &mut o)
+                        .map_err(e2s)?;
+                    single.extend(gpu.download(&o).map_err(e2s)?);
+                }
+                res.push(compare_f32(
+                    "batch_invariance",
+                    format!("attention {name}: 1 vs {ntok} per launch"),
+                    &single,
+                    &got,
+                ));
+            }
+            Ok(res)
+        });
+    }
+    for (ntok, nkv, hd, cap) in [(1, 3, 64, 100), (5, 2, 128, 40), (2, 1, 256, 600)] {
+        case(
+            lines,
+            "kv_store",
+            format!("ntok={ntok} kv_heads={nkv} head_dim={hd} cap={cap}"),
+            |name| {
+                let (k, v) = (
+                    rand_vec(rng, ntok * nkv * hd, 4.0),
+                    rand_vec(rng, ntok * nkv * hd, 4.0),
+                );
+                let mut pos: Vec<i32> = (0..ntok).map(|_| rng.below(cap) as i32).collect();
+                pos.sort_unstable();
+                pos.dedup();
+                let ntok = pos.len();
+                let init: Vec<f16> = (0..nkv * cap * hd)
+                    .map(|_| f16::from_f32(rng.symmetric()))
+                    .collect();
+                let (mut kc, mut vc) = (init.clone(), init.clone());
+                cpu::kv_store(&k, &v, &mut kc, &mut vc, &pos, nkv, hd, cap);
+                let (dk, dv, dp) = (
+                    gpu.upload(&k).map_err(e2s)?,
+                    gpu.upload(&v).map_err(e2s)?,
+                    gpu.upload(&pos).map_err(e2s)?,
+                );
+                let (mut dkc, mut dvc) = (
+                    gpu.upload(&init).map_err(e2s)?,
+                    gpu.upload(&init).map_err(e2s)?,
+                );
+                ops::kv_store(gpu, &dk, &dv, &mut dkc, &mut dvc, &dp, ntok, nkv, hd, cap)
+                    .map_err(e2s)?;
+                let bits = |v: Vec<f16>| v.into_iter().map(f16::to_bits).collect::<Vec<u16>>();
+                let (gk, gv) = (
+                    bits(gpu.download(&dkc).map_err(e2s)?),
+                    bits(gpu.download(&dvc).map_err(e2s)?),
+                );
+                Ok(vec![
+                    compare_exact("kv_store", format!("{name} K"), &gk, &bits(kc)),
+                    compare_exact("kv_store", format!("{name} V"), &gv, &bits(vc)),
+                ])
+            },
+        );
+    }
+}
+
+fn pointwise_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
+    for (n, act) in [
+        (4871, Activation::Silu),
+        (4871, Activation::GeluTanh),
+        (64, Activation::Silu),
+    ] {
+        case(lines, "gated_act", format!("{act:?} n={n}"), |name| {
+            let (g, u) = (rand_vec(rng, n, 6.0), rand_vec(rng, n, 2.0));
+            let want = cpu::gated_act(&g, &u, act);
+            let (dg, du) = (gpu.upload(&g).map_err(e2s)?, gpu.upload(&u).map_err(e2s)?);
+            let mut out = poison(gpu, n).map_err(e2s)?;
+            ops::gated_act(gpu, &dg, &du, &mut out, n, act).map_err(e2s)?;
+            let got = gpu.download(&out).map_err(e2s)?;
+            Ok(vec![compare_f32(
+                "gated_act",
+                name.to_string(),
+                &got,
+                &want,
+            )])
+        });
+    }
+    case(lines, "add", "n=1001".to_string(), |name| {
+        let (y, x) = (rand_vec(rng, 1001, 10.0), rand_vec(rng, 1001, 1.0));
+        let want: Vec<f32> = y.iter().zip(&x).map(|(a, b)| a + b).collect();
+        let (mut dy, dx) = (gpu.upload(&y).map_err(e2s)?, gpu.upload(&x).map_err(e2s)?);
+        ops::add_inplace(gpu, &mut dy, &dx, 1001).map_err(e2s)?;
+        Ok(vec![compare_f32(
+            "add",
+            name.to_string(),
+            &gpu.download(&dy).map_err(e2s)?,
+            &want,
+        )])
+    });
+    case(lines, "scale", "n=1001 s=33.941".to_string(), |name| {
+        let y = rand_vec(rng, 1001, 1.0);
+        let s = 1152f32.sqrt();
+        let want: Vec<f32> = y.iter().map(|a| a * s).collect();
+        let mut dy = gpu.upload(&y).map_err(e2s)?;
+        ops::scale_inplace(gpu, &mut dy, s, 1001).map_err(e2s)?;
+        Ok(vec![compare_f32(
+            "scale",
+            name.to_string(),
+            &gpu.download(&dy).map_err(e2s)?,
+            &want,
+        )])
+    });
+    for n in [151_936usize, 49_152, 3] {
+        case(
+            lines,
+            "argmax",
+            format!("rows=4 n={n} (ties, NaN, all-equal row)"),
+            |name| {
+                let rows = 4;
+                let mut x = rand_vec(rng, rows * n, 10.0);
+                // Row 0: the maximum twice (the smaller index wins). Row 1: NaN around the max at
+                // the last index. Row 2: all equal (index 0). Row 3: plain random.
+                let (a, b) = (rng.below(n), rng.below(n));
+                x[a] = 20.0;
+                x[b] = 20.0;
+                for i in (n..2 * n).step_by(7) {
+                    x[i] = f32::NAN;
+                }
+                x[2 * n - 1] = 25.0;
+                x[2 * n..3 * n].fill(-1.5);
+                let want = cpu::argmax(&x, rows, n);
+                let dx = gpu.upload(&x).map_err(e2s)?;
+                let mut out = gpu.upload(&vec![-7i32; rows]).map_err(e2s)?;
+                ops::argmax(gpu, &dx, rows, n, &mut out).map_err(e2s)?;
+                let got = gpu.download(&out).map_err(e2s)?;
+                Ok(vec![compare_exact("argmax", name.to_string(), &got, &want)])
+            },
+        );
+    }
+}

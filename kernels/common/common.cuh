@@ -1,0 +1,54 @@
+// common.cuh — shared device helpers for every kernel family.
+//
+// Owns: the integer type names, f16/bf16 <-> f32 conversion without any CUDA header (inline
+// PTX, so NVRTC needs no include path and the kernel identity covers every byte compiled),
+// and the fixed-order warp reduction. The engine expands `#include "common/..."` lines
+// itself before handing a family to NVRTC.
+#pragma once
+
+typedef unsigned char u8;
+typedef signed char i8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+#define ASSAY_NEG_INF (__int_as_float(0xff800000))
+#define ASSAY_NAN (__int_as_float(0x7fc00000))
+
+__device__ __forceinline__ float f16_to_f32(u16 h) {
+    float f;
+    asm("{ .reg .b16 t; mov.b16 t, %1; cvt.f32.f16 %0, t; }" : "=f"(f) : "h"(h));
+    return f;
+}
+
+// Round to nearest even, like half::f16::from_f32 on the CPU side.
+__device__ __forceinline__ u16 f32_to_f16(float f) {
+    u16 h;
+    asm("{ .reg .b16 t; cvt.rn.f16.f32 t, %1; mov.b16 %0, t; }" : "=h"(h) : "f"(f));
+    return h;
+}
+
+__device__ __forceinline__ float bf16_to_f32(u16 b) {
+    return __uint_as_float(((u32)b) << 16);
+}
+
+// Butterfly sum over the 32 lanes of a warp. Every lane ends with the same bits (IEEE
+// addition is commutative), and the order depends only on the lane values: a fixed tree.
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// Little-endian loads from a byte pointer with the alignment stated in the name.
+__device__ __forceinline__ u32 ld_u16(const u8* p) { return *(const u16*)p; }
+__device__ __forceinline__ u32 ld_u32_a2(const u8* p) {
+    return ld_u16(p) | (ld_u16(p + 2) << 16);
+}
+__device__ __forceinline__ u32 ld_u32(const u8* p) { return *(const u32*)p; }
