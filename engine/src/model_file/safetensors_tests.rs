@@ -594,3 +594,50 @@ fn detection_by_extension_and_magic() {
     let p = d.write("short.gguf", b"GG");
     assert_eq!(ModelFile::open(&p).err().unwrap().kind(), "Truncated");
 }
+
+/// `testdata/reference.safetensors` is written by Hugging Face's `safetensors` package and
+/// its expected values by numpy / `ml_dtypes` (see `testdata/gen_reference_safetensors.py`):
+/// the reader and every converter against implementations that are not ours.
+#[test]
+fn reads_a_file_written_by_the_reference_implementation() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/model_file/testdata");
+    let expected: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("reference.expected.json")).unwrap())
+            .unwrap();
+    let m = SafetensorsModel::open(&dir.join("reference.safetensors")).unwrap();
+    let meta = &m.shards()[0].header().metadata;
+    assert_eq!(
+        meta.get("producer").map(String::as_str),
+        Some("gen_reference_safetensors.py")
+    );
+    let want = expected["tensors"].as_object().unwrap();
+    assert_eq!(m.len(), want.len());
+    for (name, e) in want {
+        let t = m.tensor(name).unwrap();
+        assert_eq!(t.dtype.name(), e["dtype"].as_str().unwrap(), "{name}");
+        let shape: Vec<u64> = e["shape"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d.as_u64().unwrap())
+            .collect();
+        assert_eq!(t.shape, shape, "{name}");
+        let Some(bits) = e.get("f32_bits").and_then(|b| b.as_array()) else {
+            assert_eq!(m.dequantize(name).unwrap_err().kind(), "UnsupportedDtype");
+            continue;
+        };
+        let got = m.dequantize(name).unwrap();
+        assert_eq!(got.len(), bits.len(), "{name}");
+        for (i, (g, b)) in got.iter().zip(bits).enumerate() {
+            let w = f32::from_bits(b.as_u64().unwrap() as u32);
+            if w.is_nan() {
+                assert!(
+                    g.is_nan() && g.is_sign_negative() == w.is_sign_negative(),
+                    "{name}[{i}]"
+                );
+            } else {
+                assert_eq!(g.to_bits(), w.to_bits(), "{name}[{i}]: {g} vs {w}");
+            }
+        }
+    }
+}
