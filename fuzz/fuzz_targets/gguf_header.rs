@@ -7,9 +7,9 @@
 
 #![no_main]
 
+use engine::model_file::TensorSpec;
 use engine::model_file::gguf::{self, GgufHeader};
 use engine::model_file::gguf_write::{GgufWriteError, GgufWriter};
-use engine::model_file::TensorSpec;
 use libfuzzer_sys::fuzz_target;
 
 fn check_consistent(h: &GgufHeader, len: u64) {
@@ -30,8 +30,11 @@ fn check_consistent(h: &GgufHeader, len: u64) {
 }
 
 fn round_trip(h: &GgufHeader, data: &[u8]) {
-    let specs: Vec<TensorSpec> =
-        h.tensors.iter().map(|t| TensorSpec::new(t.name.clone(), &t.dims, t.format)).collect();
+    let specs: Vec<TensorSpec> = h
+        .tensors
+        .iter()
+        .map(|t| TensorSpec::new(t.name.clone(), &t.dims, t.format))
+        .collect();
     let mut w = match GgufWriter::new(Vec::new(), &h.metadata, &specs) {
         Ok(w) => w,
         // The reader accepts any integer type for general.alignment; the writer only u32.
@@ -40,7 +43,8 @@ fn round_trip(h: &GgufHeader, data: &[u8]) {
     };
     for t in &h.tensors {
         let start = (h.data_offset + t.offset) as usize;
-        w.write_tensor(&data[start..start + t.bytes as usize]).unwrap();
+        w.write_tensor(&data[start..start + t.bytes as usize])
+            .unwrap();
     }
     let out = w.finish().unwrap();
     let h2 = gguf::parse(&out).unwrap();
@@ -48,7 +52,10 @@ fn round_trip(h: &GgufHeader, data: &[u8]) {
     assert_eq!(format!("{:?}", h.metadata), format!("{:?}", h2.metadata));
     assert_eq!(h.tensors.len(), h2.tensors.len());
     for (a, b) in h.tensors.iter().zip(&h2.tensors) {
-        assert_eq!((&a.name, &a.dims, a.format, a.bytes), (&b.name, &b.dims, b.format, b.bytes));
+        assert_eq!(
+            (&a.name, &a.dims, a.format, a.bytes),
+            (&b.name, &b.dims, b.format, b.bytes)
+        );
     }
 }
 
