@@ -292,3 +292,47 @@ impl Bpe {
         }
     }
 }
+
+/// Tokens of words already encoded during one `encode` call (natural text repeats words a
+/// lot; BPE of a word depends on the word alone).
+#[derive(Default)]
+pub struct WordCache {
+    map: HashMap<Box<str>, (u32, u32), FxBuild>,
+    tokens: Vec<u32>,
+}
+
+impl WordCache {
+    /// Words longer than this are encoded without caching.
+    const MAX_WORD: usize = 64;
+    /// Stop adding entries past this many (bounds memory on huge inputs).
+    const MAX_ENTRIES: usize = 1 << 16;
+
+    /// Encode `word` through the cache.
+    pub fn encode(
+        &mut self,
+        bpe: &Bpe,
+        vocab: &Vocab,
+        word: &str,
+        scratch: &mut Scratch,
+        out: &mut Vec<u32>,
+    ) {
+        if word.len() > Self::MAX_WORD {
+            bpe.encode_word(vocab, word, scratch, out);
+            return;
+        }
+        if let Some(&(s, n)) = self.map.get(word) {
+            if let Some(t) = self.tokens.get(s as usize..(s + n) as usize) {
+                out.extend_from_slice(t);
+                return;
+            }
+        }
+        let before = out.len();
+        bpe.encode_word(vocab, word, scratch, out);
+        if self.map.len() < Self::MAX_ENTRIES {
+            let new = out.get(before..).unwrap_or(&[]);
+            self.map
+                .insert(word.into(), (self.tokens.len() as u32, new.len() as u32));
+            self.tokens.extend_from_slice(new);
+        }
+    }
+}

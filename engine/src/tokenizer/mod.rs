@@ -356,6 +356,7 @@ impl Tokenizer {
                     bos(&mut out)?;
                 }
                 let mut scratch = bpe::Scratch::default();
+                let mut cache = bpe::WordCache::default();
                 let mut cpts = Vec::new();
                 let mut fl = Vec::new();
                 let mut offs = Vec::new();
@@ -393,7 +394,7 @@ impl Tokenizer {
                                 );
                                 at += len;
                                 if let Some(word) = escaped.get(s..e) {
-                                    bpe.encode_word(v, word, &mut scratch, &mut out);
+                                    cache.encode(bpe, v, word, &mut scratch, &mut out);
                                 }
                             }
                         }
