@@ -536,3 +536,165 @@ impl std::fmt::Debug for Tokenizer {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::model_file::{MetaArray, MetaValue};
+
+    fn strings(v: &[&str]) -> MetaValue {
+        MetaValue::Array(MetaArray::String(
+            v.iter().map(|s| (*s).to_owned()).collect(),
+        ))
+    }
+
+    /// A tiny byte-level BPE vocabulary: bytes a, b, c, space (as `Ġ`), merges `a b`, `ab c`,
+    /// `Ġ ab`, plus one control token.
+    fn bpe_header(pre: Option<&str>, merges: bool) -> GgufHeader {
+        let mut m = BTreeMap::new();
+        m.insert(
+            "tokenizer.ggml.model".to_owned(),
+            MetaValue::String("gpt2".to_owned()),
+        );
+        if let Some(p) = pre {
+            m.insert(
+                "tokenizer.ggml.pre".to_owned(),
+                MetaValue::String(p.to_owned()),
+            );
+        }
+        m.insert(
+            "tokenizer.ggml.tokens".to_owned(),
+            strings(&["a", "b", "c", "Ġ", "ab", "abc", "Ġab", "<|end|>"]),
+        );
+        m.insert(
+            "tokenizer.ggml.token_type".to_owned(),
+            MetaValue::Array(MetaArray::I32(vec![1, 1, 1, 1, 1, 1, 1, 3])),
+        );
+        if merges {
+            m.insert(
+                "tokenizer.ggml.merges".to_owned(),
+                strings(&["a b", "ab c", "Ġ ab"]),
+            );
+        }
+        m.insert("tokenizer.ggml.eos_token_id".to_owned(), MetaValue::U32(7));
+        GgufHeader {
+            version: 3,
+            metadata: m,
+            tensors: Vec::new(),
+            alignment: 32,
+            data_offset: 0,
+        }
+    }
+
+    #[test]
+    fn tiny_bpe_encodes_and_decodes() {
+        let t = Tokenizer::from_gguf(&bpe_header(Some("gpt-2"), true)).expect("loads");
+        assert_eq!(t.encode("abc ab", false, false).expect("encode"), [5, 6]);
+        assert_eq!(
+            t.encode("ba<|end|>", false, true).expect("encode"),
+            [1, 0, 7]
+        );
+        assert_eq!(t.decode(&[5, 6, 7]).expect("decode"), "abc ab<|end|>");
+        assert_eq!(t.decode_skip_special(&[5, 6, 7]).expect("decode"), "abc ab");
+        assert!(t.is_eog(7) && !t.is_eog(5));
+        assert!(matches!(
+            t.decode(&[99]),
+            Err(TokenizerError::BadTokenId { id: 99, n: 8 })
+        ));
+    }
+
+    #[test]
+    fn unknown_pre_tokenizer_is_named() {
+        let e =
+            Tokenizer::from_gguf(&bpe_header(Some("klingon-v2"), true)).expect_err("unknown pre");
+        assert!(matches!(e, TokenizerError::UnknownPreTokenizer(ref p) if p == "klingon-v2"));
+        assert!(e.to_string().contains("\"klingon-v2\""), "{e}");
+    }
+
+    #[test]
+    fn missing_merges_is_named() {
+        let e = Tokenizer::from_gguf(&bpe_header(Some("gpt-2"), false)).expect_err("no merges");
+        assert!(matches!(e, TokenizerError::MissingMerges), "{e}");
+    }
+
+    #[test]
+    fn unsupported_model_and_missing_keys_are_named() {
+        let mut h = bpe_header(Some("gpt-2"), true);
+        h.metadata.insert(
+            "tokenizer.ggml.model".to_owned(),
+            MetaValue::String("rwkv".to_owned()),
+        );
+        assert!(
+            matches!(Tokenizer::from_gguf(&h), Err(TokenizerError::UnsupportedModel(ref m)) if m == "rwkv")
+        );
+        h.metadata.remove("tokenizer.ggml.model");
+        assert!(matches!(
+            Tokenizer::from_gguf(&h),
+            Err(TokenizerError::MissingKey("tokenizer.ggml.model"))
+        ));
+        let mut h = bpe_header(Some("gpt-2"), true);
+        h.metadata.remove("tokenizer.ggml.tokens");
+        assert!(matches!(
+            Tokenizer::from_gguf(&h),
+            Err(TokenizerError::MissingKey("tokenizer.ggml.tokens"))
+        ));
+        let mut h = bpe_header(Some("gpt-2"), true);
+        h.metadata.insert(
+            "tokenizer.ggml.token_type".to_owned(),
+            MetaValue::Array(MetaArray::I32(vec![1])),
+        );
+        assert!(matches!(
+            Tokenizer::from_gguf(&h),
+            Err(TokenizerError::ArrayTooShort { .. })
+        ));
+    }
+
+    #[test]
+    fn every_listed_pre_tokenizer_resolves() {
+        for p in SUPPORTED_PRE_TOKENIZERS {
+            assert!(pre_tokenizer(p).is_ok(), "{p}");
+        }
+    }
+
+    #[test]
+    fn tiny_spm_uses_scores_and_byte_fallback() {
+        let mut m = BTreeMap::new();
+        m.insert(
+            "tokenizer.ggml.model".to_owned(),
+            MetaValue::String("llama".to_owned()),
+        );
+        let mut toks = vec!["<unk>", "<s>", "</s>", "▁", "a", "b", "▁a", "ab", "▁ab"];
+        let bytes: Vec<String> = (0..=255u8).map(|b| format!("<0x{b:02X}>")).collect();
+        toks.extend(bytes.iter().map(String::as_str));
+        let mut types = vec![2, 3, 3, 1, 1, 1, 1, 1, 1];
+        types.extend(std::iter::repeat_n(6, 256));
+        let mut scores = vec![0.0, 0.0, 0.0, -1.0, -2.0, -2.0, -1.5, -3.0, -0.5];
+        scores.extend(std::iter::repeat_n(0.0, 256));
+        m.insert("tokenizer.ggml.tokens".to_owned(), strings(&toks));
+        m.insert(
+            "tokenizer.ggml.token_type".to_owned(),
+            MetaValue::Array(MetaArray::I32(types)),
+        );
+        m.insert(
+            "tokenizer.ggml.scores".to_owned(),
+            MetaValue::Array(MetaArray::F32(scores)),
+        );
+        let h = GgufHeader {
+            version: 3,
+            metadata: m,
+            tensors: Vec::new(),
+            alignment: 32,
+            data_offset: 0,
+        };
+        let t = Tokenizer::from_gguf(&h).expect("loads");
+        // "ab" -> "▁ab" (space prefix); "é" is not in the vocabulary -> its two UTF-8 bytes.
+        assert_eq!(t.encode("ab", true, false).expect("encode"), [1, 8]);
+        assert_eq!(
+            t.encode("é", false, false).expect("encode"),
+            [3, 9 + 0xC3, 9 + 0xA9]
+        );
+        assert_eq!(t.decode(&[8, 9 + 0xC3, 9 + 0xA9]).expect("decode"), " abé");
+    }
+}
