@@ -7,6 +7,8 @@
 //!   and text whose UTF-8 is fed one byte token at a time comes out unchanged with no
 //!   replacement characters.
 
+#![allow(clippy::expect_used)]
+
 use std::path::PathBuf;
 
 use engine::model_file::GgufModel;
