@@ -4,8 +4,12 @@
 //! validation) and `quant` (block formats: layout, dequant, reference dot, quantize) are the
 //! foundation the tokenizer, architectures, executors and server build on.
 
+pub mod arch;
 pub mod catalog;
 pub mod cuda;
+pub mod kv;
 pub mod model_file;
 pub mod quant;
+pub mod reference;
+pub mod sampling;
 pub mod tokenizer;
