@@ -6,6 +6,8 @@
 //! here the same inputs go through `ChatTemplate::render_json` and must match byte for byte
 //! (`!!ERROR` golden files mean the reference raised, so we must fail too).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 
 use engine::model_file::GgufModel;

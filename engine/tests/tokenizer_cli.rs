@@ -1,5 +1,7 @@
 //! `assay tokenize` end to end on a test model: ids, `--decode`, `--pieces`, `--chat`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::PathBuf;
 use std::process::Command;
 

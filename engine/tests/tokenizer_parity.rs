@@ -7,6 +7,8 @@
 //! [`UNSUPPORTED`] with the reason; those must fail to load with the named error, so the
 //! list cannot go stale silently.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::PathBuf;
 
 use engine::model_file::GgufModel;
