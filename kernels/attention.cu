@@ -4,7 +4,8 @@
 // Layouts: q and out are [ntok][nh][hd] f32; a layer's K and V caches are each
 // [nkv][cap][hd] f16; pos[t] is token t's position (it attends to positions
 // max(0, pos-window+1) ..= pos, window == 0 meaning no window). Query head h reads KV
-// head h / (nh / nkv). score = (q . k) * scale.
+// head h / (nh / nkv). score = (q . k) * scale, then softcap * tanh(score / softcap) when
+// softcap > 0.
 //
 // attn_partial: grid (nh, max_splits, ntok). Split s covers the absolute positions
 // [s*ATT_SPLIT, (s+1)*ATT_SPLIT) — fixed boundaries, so a token's arithmetic depends only on
@@ -30,7 +31,7 @@ extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
     attn_partial(const float* __restrict__ q, const u16* __restrict__ kc,
                  const u16* __restrict__ vc, const int* __restrict__ pos,
                  float* __restrict__ part_o, float* __restrict__ part_ml, int nh, int nkv,
-                 int hd, int cap, int window, float scale, int max_splits) {
+                 int hd, int cap, int window, float scale, float softcap, int max_splits) {
     const int h = blockIdx.x, s = blockIdx.y, t = blockIdx.z;
     const int p = pos[t];
     const int split_lo = s * ATT_SPLIT;
@@ -61,7 +62,8 @@ extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
             const int d = lane + 32 * jj;
             if (d < hd) part = fmaf(qr[jj], f16_to_f32(kr[d]), part);
         }
-        const float sc = warp_sum(part) * scale;
+        float sc = warp_sum(part) * scale;
+        if (softcap > 0.f) sc = softcap * tanhf(sc / softcap);
         const float mn = fmaxf(m, sc);
         const float corr = expf(m - mn);
         const float pw = expf(sc - mn);

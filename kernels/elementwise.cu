@@ -1,7 +1,9 @@
-// elementwise.cu — gated MLP activations, residual add, scaling.
+// elementwise.cu — gated MLP activations, adds, scaling, soft-capping.
 //
 // gated_act: out[i] = act(gate[i]) * up[i] with act = SiLU (act == 0) or GeLU-tanh
-// (act == 1). add_inplace: y[i] += x[i]. scale_inplace: y[i] *= s. One thread per element.
+// (act == 1); out may be gate or up. add: out[i] = a[i] + b[i]; out may be a or b.
+// scale_inplace: y[i] *= s. softcap_inplace: y[i] = cap * tanh(y[i] / cap).
+// One thread per element; each reads its inputs before writing, so aliasing is safe.
 #include "common/common.cuh"
 
 __device__ __forceinline__ float silu(float g) { return g / (1.0f + expf(-g)); }
@@ -10,20 +12,25 @@ __device__ __forceinline__ float gelu_tanh(float g) {
     return 0.5f * g * (1.0f + tanhf(k0 * (g + 0.044715f * g * g * g)));
 }
 
-extern "C" __global__ void gated_act(const float* __restrict__ gate, const float* __restrict__ up,
-                                     float* __restrict__ out, int n, int act) {
+extern "C" __global__ void gated_act(const float* gate, const float* up, float* out, int n,
+                                     int act) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
-    const float g = gate[i];
-    out[i] = (act == 0 ? silu(g) : gelu_tanh(g)) * up[i];
+    const float g = gate[i], u = up[i];
+    out[i] = __fmul_rn(act == 0 ? silu(g) : gelu_tanh(g), u);
 }
 
-extern "C" __global__ void add_inplace(float* __restrict__ y, const float* __restrict__ x, int n) {
+extern "C" __global__ void add(const float* a, const float* b, float* out, int n) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) y[i] += x[i];
+    if (i < n) out[i] = a[i] + b[i];
 }
 
 extern "C" __global__ void scale_inplace(float* __restrict__ y, float s, int n) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) y[i] *= s;
+}
+
+extern "C" __global__ void softcap_inplace(float* __restrict__ y, float cap, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = cap * tanhf(y[i] / cap);
 }

@@ -1,12 +1,15 @@
-// norm.cu — RMSNorm over rows: y = x / sqrt(mean(x^2) + eps) * (w + w_offset).
+// norm.cu — RMSNorm over rows: y = (x * (1 / sqrt(mean(x^2) + eps))) * (w + w_offset).
 //
 // Serves the model norms (one row per token, dim = hidden size) and QK-norm (one row per
 // token and head, dim = head size, the same weight for every head). `w_offset` is 0 for the
 // plain form and 1 for a checkpoint that stores Gemma's `1 + w` weights as `w`.
-// One block of NORM_THREADS threads per row. Thread i sums x[i], x[i+NORM_THREADS], ... in
-// order, warps reduce by a fixed butterfly, and every thread adds the warp sums in warp
-// order: the reduction order depends only on dim. x and y may be the same buffer (each
-// thread rewrites only the elements it read).
+// Arithmetic follows the CPU reference: each square is rounded to f32, the squares are
+// summed in f64, the mean is rounded to f32, the scale is 1/sqrt in f32, and the output is
+// two unfused f32 multiplies. The f64 sum's order (thread i sums x[i], x[i+NORM_THREADS],
+// ... in order; warps reduce by a fixed butterfly; warp sums added in warp order) depends
+// only on dim, and its rounding to f32 almost never depends on the order at all.
+// One block of NORM_THREADS threads per row. x and y may be the same buffer (each thread
+// rewrites only the elements it read).
 #include "common/common.cuh"
 
 #ifndef NORM_THREADS
@@ -18,15 +21,18 @@ extern "C" __global__ void __launch_bounds__(NORM_THREADS)
             float w_offset) {
     const float* xr = x + (u64)blockIdx.x * dim;
     float* yr = y + (u64)blockIdx.x * dim;
-    float ss = 0.f;
-    for (int i = threadIdx.x; i < dim; i += NORM_THREADS) ss = fmaf(xr[i], xr[i], ss);
-    ss = warp_sum(ss);
-    __shared__ float red[NORM_THREADS / 32];
+    double ss = 0.0;
+    for (int i = threadIdx.x; i < dim; i += NORM_THREADS) ss += (double)__fmul_rn(xr[i], xr[i]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    __shared__ double red[NORM_THREADS / 32];
     if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
     __syncthreads();
-    float tot = 0.f;
+    double tot = 0.0;
 #pragma unroll
     for (int i = 0; i < NORM_THREADS / 32; i++) tot += red[i];
-    const float inv = 1.0f / sqrtf(tot / (float)dim + eps);
-    for (int i = threadIdx.x; i < dim; i += NORM_THREADS) yr[i] = (xr[i] * inv) * (w[i] + w_offset);
+    const float mean = (float)(tot / (double)dim);
+    const float inv = 1.0f / sqrtf(mean + eps);
+    for (int i = threadIdx.x; i < dim; i += NORM_THREADS)
+        yr[i] = __fmul_rn(__fmul_rn(xr[i], inv), w[i] + w_offset);
 }

@@ -3,6 +3,7 @@
 //! The gate battery itself (kernel-check, argmax parity, speculative self-consistency,
 //! batch/graph/cache identity) arrives with the CUDA backend and harness issues.
 
+pub mod decode_check;
 pub mod kernel_check;
 
 use serde::Serialize;

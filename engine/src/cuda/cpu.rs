@@ -3,8 +3,10 @@
 //! error rather than the reference's.
 //!
 //! Owns one function per kernel (`matvec`, `embed`, `rmsnorm`, `rope`, `attention`,
-//! `kv_store`, `gated_act`, `argmax`) plus [`rope_inv_freq`], the RoPE frequency table
-//! shared by the device and the host. Weights are decoded with [`crate::quant::dequantize`]
+//! `kv_store`, `gated_act`, `argmax`; add / scale / softcap are one-liners at the call site)
+//! plus [`rope_table`], the RoPE frequency table shared by the device and the host.
+//! RMSNorm and RoPE follow the reference executor's arithmetic step for step
+//! (`reference::math`), so the GPU agrees with it to the bit almost always. Weights are decoded with [`crate::quant::dequantize`]
 //! (an implementation independent of the kernels' decoders). Runs without a GPU.
 
 use super::ops::{Activation, AttnShape, RopeStyle};
@@ -79,42 +81,46 @@ pub fn embed(
     Ok(out)
 }
 
-/// RMSNorm of `rows` rows of `dim` values: `x / sqrt(mean(x^2) + eps) * (w + w_offset)`.
+/// RMSNorm of `rows` rows of `dim` values: squares rounded to f32 and summed in f64, mean
+/// rounded to f32, `scale = 1 / sqrt(mean + eps)` in f32, `y = (x * scale) * (w + w_offset)`.
 pub fn rmsnorm(x: &[f32], w: &[f32], rows: usize, dim: usize, eps: f32, w_offset: f32) -> Vec<f32> {
     let mut y = vec![0f32; rows * dim];
     for r in 0..rows {
         let xr = &x[r * dim..(r + 1) * dim];
-        let ss: f64 = xr.iter().map(|v| f64::from(*v) * f64::from(*v)).sum();
-        let inv = 1.0 / (ss / dim as f64 + f64::from(eps)).sqrt();
+        let ss: f64 = xr.iter().map(|v| f64::from(v * v)).sum();
+        let mean = (ss / dim.max(1) as f64) as f32;
+        let scale = 1.0 / (mean + eps).sqrt();
         for i in 0..dim {
-            y[r * dim + i] =
-                (f64::from(xr[i]) * inv * (f64::from(w[i]) + f64::from(w_offset))) as f32;
+            y[r * dim + i] = (xr[i] * scale) * (w[i] + w_offset);
         }
     }
     y
 }
 
-/// RoPE inverse frequencies for `n_rot` rotated dims: `inv_freq[i] = base^(-2i/n_rot) /
-/// factor[i]` (computed in f64, rounded once to f32). Device and host both use this table.
-pub fn rope_inv_freq(base: f32, n_rot: usize, freq_factors: Option<&[f32]>) -> Vec<f32> {
-    (0..n_rot / 2)
-        .map(|i| {
-            let f = f64::from(base).powf(-2.0 * i as f64 / n_rot as f64);
-            let d = freq_factors
-                .and_then(|ff| ff.get(i))
-                .map_or(1.0, |v| f64::from(*v));
-            (f / d) as f32
-        })
-        .collect()
+/// The RoPE table for `n_rot` rotated dims: `inv[i] = base^(-2i/n_rot)` in f64 for
+/// `i < n_rot/2`, then the frequency factors (1 when absent). Device and host both use it.
+pub fn rope_table(base: f32, n_rot: usize, freq_factors: Option<&[f32]>) -> Vec<f64> {
+    let half = n_rot / 2;
+    let mut t: Vec<f64> = (0..half)
+        .map(|i| f64::from(base).powf(-2.0 * i as f64 / n_rot as f64))
+        .collect();
+    t.extend((0..half).map(|i| {
+        freq_factors
+            .and_then(|f| f.get(i))
+            .map_or(1.0, |v| f64::from(*v))
+    }));
+    t
 }
 
-/// RoPE in place on `[ntok][nheads][head_dim]`. The angle is the f32 product
-/// `pos * inv_freq[i]` (as on the device); its sine and cosine are taken in f64.
+/// RoPE in place on `[ntok][nheads][head_dim]`: pair i at position p turns by
+/// `theta = p * freq_scale * inv[i] / fac[i]` (f64), cos/sin rounded to f32, the rotation
+/// in f32 (see [`rope_table`]).
 #[allow(clippy::too_many_arguments)]
 pub fn rope(
     x: &mut [f32],
     pos: &[i32],
-    inv_freq: &[f32],
+    table: &[f64],
+    freq_scale: f32,
     ntok: usize,
     nheads: usize,
     head_dim: usize,
@@ -123,18 +129,22 @@ pub fn rope(
 ) {
     let half = n_rot / 2;
     for t in 0..ntok {
+        let cs: Vec<(f32, f32)> = (0..half)
+            .map(|i| {
+                let th = f64::from(pos[t]) * f64::from(freq_scale) * table[i] / table[half + i];
+                (th.cos() as f32, th.sin() as f32)
+            })
+            .collect();
         for h in 0..nheads {
             let xh = &mut x[(t * nheads + h) * head_dim..(t * nheads + h + 1) * head_dim];
-            for (i, &f) in inv_freq.iter().enumerate().take(half) {
-                let ang = f64::from(pos[t] as f32 * f);
-                let (s, c) = ang.sin_cos();
+            for (i, &(c, s)) in cs.iter().enumerate() {
                 let (i0, i1) = match style {
                     RopeStyle::Normal => (2 * i, 2 * i + 1),
                     RopeStyle::Neox => (i, i + half),
                 };
-                let (a, b) = (f64::from(xh[i0]), f64::from(xh[i1]));
-                xh[i0] = (a * c - b * s) as f32;
-                xh[i1] = (a * s + b * c) as f32;
+                let (a, b) = (xh[i0], xh[i1]);
+                xh[i0] = a * c - b * s;
+                xh[i1] = a * s + b * c;
             }
         }
     }
@@ -142,7 +152,7 @@ pub fn rope(
 
 /// Attention of `s.ntok` queries over f16 caches `[n_kv_heads][capacity][head_dim]`; token t
 /// attends to positions `max(0, pos[t]-window+1) ..= pos[t]` (all of `0..=pos[t]` when
-/// window is 0). Softmax in f64.
+/// window is 0). Scores soft-capped when `softcap > 0`. Softmax in f64.
 pub fn attention(
     q: &[f32],
     k_cache: &[f16],
@@ -150,6 +160,7 @@ pub fn attention(
     pos: &[i32],
     s: AttnShape,
     scale: f32,
+    softcap: f32,
 ) -> Vec<f32> {
     let (nh, hd, cap) = (s.n_heads, s.head_dim, s.capacity);
     let group = nh / s.n_kv_heads.max(1);
@@ -172,7 +183,12 @@ pub fn attention(
                         .zip(kr)
                         .map(|(a, b)| f64::from(*a) * f64::from(b.to_f32()))
                         .sum();
-                    dot * f64::from(scale)
+                    let sc = dot * f64::from(scale);
+                    if softcap > 0.0 {
+                        f64::from(softcap) * (sc / f64::from(softcap)).tanh()
+                    } else {
+                        sc
+                    }
                 })
                 .collect();
             let m = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -275,22 +291,23 @@ mod tests {
     #[test]
     fn rmsnorm_hand_values() {
         let y = rmsnorm(&[3.0, 4.0], &[1.0, 0.0], 1, 2, 0.0, 1.0);
-        let inv = 1.0 / (12.5f64).sqrt();
-        assert!((y[0] as f64 - 3.0 * inv * 2.0).abs() < 1e-6);
-        assert!((y[1] as f64 - 4.0 * inv).abs() < 1e-6);
+        let inv = 1.0 / 12.5f32.sqrt();
+        assert_eq!(y, vec![(3.0 * inv) * 2.0, 4.0 * inv]);
     }
 
     #[test]
     fn rope_styles_rotate_the_right_pairs() {
-        let inv = rope_inv_freq(10000.0, 4, None);
-        assert_eq!(inv[0], 1.0);
-        assert!((inv[1] - 0.01).abs() < 1e-9);
+        let t = rope_table(10000.0, 4, None);
+        assert_eq!(t, vec![1.0, 0.01, 1.0, 1.0]);
+        assert_eq!(rope_table(100.0, 4, Some(&[2.0, 4.0]))[2..], [2.0, 4.0]);
+        // Pair 1 has frequency 0 here: it must not move.
+        let t = vec![1.0, 0.0, 1.0, 1.0];
         let mut a = vec![1.0, 0.0, 1.0, 0.0];
-        rope(&mut a, &[1], &[1.0, 0.0], 1, 1, 4, 4, RopeStyle::Normal);
+        rope(&mut a, &[1], &t, 1.0, 1, 1, 4, 4, RopeStyle::Normal);
         assert!((a[0] - 1f32.cos()).abs() < 1e-7 && (a[1] - 1f32.sin()).abs() < 1e-7);
         assert_eq!((a[2], a[3]), (1.0, 0.0));
         let mut b = vec![1.0, 0.0, 0.0, 0.0];
-        rope(&mut b, &[1], &[1.0, 0.0], 1, 1, 4, 4, RopeStyle::Neox);
+        rope(&mut b, &[1], &t, 1.0, 1, 1, 4, 4, RopeStyle::Neox);
         assert!((b[0] - 1f32.cos()).abs() < 1e-7 && (b[2] - 1f32.sin()).abs() < 1e-7);
     }
 
@@ -311,7 +328,7 @@ mod tests {
             .map(f16::from_f32)
             .to_vec();
         // Position 0 only: output equals V[0] whatever q is.
-        let o = attention(&[5.0, -3.0, 0.1, 0.2], &kc, &vc, &[0], s, 1.0);
+        let o = attention(&[5.0, -3.0, 0.1, 0.2], &kc, &vc, &[0], s, 1.0, 0.0);
         assert_eq!(o, vec![1.0, 2.0, 1.0, 2.0]);
         // Window 1 at position 2: only position 2.
         let o = attention(
@@ -321,10 +338,11 @@ mod tests {
             &[2],
             AttnShape { window: 1, ..s },
             1.0,
+            0.0,
         );
         assert_eq!(o, vec![5.0, 6.0, 5.0, 6.0]);
         // Equal scores over positions 0 and 1: the mean of V.
-        let o = attention(&[1.0, 1.0, 0.0, 0.0], &kc, &vc, &[1], s, 1.0);
+        let o = attention(&[1.0, 1.0, 0.0, 0.0], &kc, &vc, &[1], s, 1.0, 0.0);
         assert_eq!(o, vec![2.0, 3.0, 2.0, 3.0]);
     }
 

@@ -12,13 +12,15 @@
 //! - [`ops`]: the launch wrappers (matvec, embedding, RMSNorm / QK-norm, RoPE, attention,
 //!   KV store, gated activation, residual add, scale, argmax), each checking shapes before
 //!   a launch;
-//! - [`cpu`]: the CPU reference of every kernel, which kernel-check compares against.
+//! - [`cpu`]: the CPU reference of every kernel, which kernel-check compares against;
+//! - [`decode`]: [`CudaDecoder`], the executor of an `arch::Program` for one sequence.
 //!
 //! Weights keep GGUF's block layout as stored (no repacking yet; rows start 16-byte
 //! aligned). Activations are f32, the KV cache f16. `unsafe` lives only in this module,
 //! each block with a `// SAFETY:` note.
 
 pub mod cpu;
+pub mod decode;
 pub mod device;
 pub mod nvrtc;
 pub mod ops;
@@ -26,6 +28,7 @@ pub mod select;
 pub mod sources;
 
 pub use cudarc;
+pub use decode::CudaDecoder;
 pub use device::{CudaConfig, DeviceInfo, Gpu, driver_present};
 pub use ops::DeviceWeight;
 pub use sources::kernel_identity;

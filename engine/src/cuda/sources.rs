@@ -132,8 +132,9 @@ impl Family {
             Family::Elementwise => {
                 vec![
                     "gated_act".into(),
-                    "add_inplace".into(),
+                    "add".into(),
                     "scale_inplace".into(),
+                    "softcap_inplace".into(),
                 ]
             }
             Family::Embed => per_format("embed"),
@@ -284,6 +285,35 @@ mod tests {
         ];
         assert_ne!(identity_of(&a), identity_of(&d));
         assert_eq!(kernel_identity().len(), 64);
+    }
+
+    #[test]
+    fn every_entry_point_is_defined_in_its_family() {
+        for f in Family::ALL {
+            let src = expand(f).unwrap();
+            for name in f.entry_points() {
+                // Per-format entry points are made by a macro: `matvec_##name` + the suffix
+                // list of ASSAY_FOR_EACH_FORMAT.
+                let direct = src.contains(&format!(" {name}("));
+                let by_macro = name.split_once('_').is_some_and(|(prefix, suffix)| {
+                    src.contains(&format!("{prefix}_##name("))
+                        && src.contains(&format!("MACRO({suffix},"))
+                });
+                assert!(direct || by_macro, "{name} is not defined in {}", f.file());
+            }
+            // And every kernel the file defines is listed.
+            for line in src.lines().filter(|l| l.contains("__global__ void")) {
+                if let Some(rest) = line.split("__global__ void").nth(1) {
+                    let name = rest.trim().split('(').next().unwrap_or("").trim();
+                    if !name.is_empty() && !name.contains("##") && !name.starts_with("__launch") {
+                        assert!(
+                            f.entry_points().iter().any(|e| e == name),
+                            "{name} not listed"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]

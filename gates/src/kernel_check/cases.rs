@@ -13,7 +13,7 @@ use engine::quant::QuantFormat;
 use half::f16;
 
 /// Every op name the cases report under (each must have one tolerance).
-pub const OPS: [&str; 12] = [
+pub const OPS: [&str; 13] = [
     "matvec",
     "embed",
     "rmsnorm",
@@ -23,6 +23,7 @@ pub const OPS: [&str; 12] = [
     "gated_act",
     "add",
     "scale",
+    "softcap",
     "kv_store",
     "argmax",
     "batch_invariance",
@@ -308,15 +309,28 @@ fn rope_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
         case(lines, "rope", name, |name| {
             let mut x = rand_vec(rng, ntok * nheads * hd, 1.0);
             let pos: Vec<i32> = (0..ntok).map(|_| rng.below(max_pos) as i32).collect();
-            let inv = cpu::rope_inv_freq(base, n_rot, None);
+            // The last shape has Llama-3.1-style frequency factors and a position scale.
+            let factors: Option<Vec<f32>> =
+                (hd == 256).then(|| (0..n_rot / 2).map(|_| rng.range(1.0, 8.0)).collect());
+            let fscale = if factors.is_some() { 0.25 } else { 1.0 };
+            let table =
+                ops::RopeTable::new(gpu, base, n_rot, fscale, factors.as_deref()).map_err(e2s)?;
+            let host_table = cpu::rope_table(base, n_rot, factors.as_deref());
             let mut dx = gpu.upload(&x).map_err(e2s)?;
-            let (dp, di) = (
-                gpu.upload(&pos).map_err(e2s)?,
-                gpu.upload(&inv).map_err(e2s)?,
-            );
-            ops::rope(gpu, &mut dx, &dp, &di, ntok, nheads, hd, n_rot, style).map_err(e2s)?;
+            let dp = gpu.upload(&pos).map_err(e2s)?;
+            ops::rope(gpu, &mut dx, &dp, &table, ntok, nheads, hd, style).map_err(e2s)?;
             let got = gpu.download(&dx).map_err(e2s)?;
-            cpu::rope(&mut x, &pos, &inv, ntok, nheads, hd, n_rot, style);
+            cpu::rope(
+                &mut x,
+                &pos,
+                &host_table,
+                fscale,
+                ntok,
+                nheads,
+                hd,
+                n_rot,
+                style,
+            );
             Ok(vec![compare_f32(
                 "rope",
                 format!("{name} pos<{max_pos}"),
@@ -328,16 +342,18 @@ fn rope_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
 }
 
 fn attention_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
-    // (heads, kv heads, head_dim, capacity, window, positions of the query tokens)
-    let shapes: [(usize, usize, usize, usize, usize, Vec<i32>); 6] = [
-        (9, 3, 64, 700, 0, vec![650]),
-        (14, 2, 64, 300, 0, vec![0]),
-        (14, 2, 64, 300, 0, vec![257]),
-        (4, 1, 256, 1500, 512, vec![1300]),
-        (4, 1, 256, 1500, 512, vec![1100, 1101, 1102]),
-        (8, 8, 80, 64, 0, vec![10, 11, 12, 13]),
+    // (heads, kv heads, head_dim, capacity, window, softcap, positions of the query tokens)
+    type Shape = (usize, usize, usize, usize, usize, f32, Vec<i32>);
+    let shapes: [Shape; 7] = [
+        (9, 3, 64, 700, 0, 0.0, vec![650]),
+        (14, 2, 64, 300, 0, 0.0, vec![0]),
+        (14, 2, 64, 300, 0, 0.0, vec![257]),
+        (4, 1, 256, 1500, 512, 0.0, vec![1300]),
+        (4, 1, 256, 1500, 512, 0.0, vec![1100, 1101, 1102]),
+        (8, 8, 80, 64, 0, 0.0, vec![10, 11, 12, 13]),
+        (8, 4, 128, 600, 0, 0.3, vec![511, 512]),
     ];
-    for (nh, nkv, hd, cap, window, pos) in shapes {
+    for (nh, nkv, hd, cap, window, softcap, pos) in shapes {
         let ntok = pos.len();
         let s = AttnShape {
             ntok,
@@ -347,7 +363,9 @@ fn attention_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
             capacity: cap,
             window,
         };
-        let name = format!("heads={nh}/{nkv} head_dim={hd} cap={cap} window={window} pos={pos:?}");
+        let name = format!(
+            "heads={nh}/{nkv} head_dim={hd} cap={cap} window={window} softcap={softcap} pos={pos:?}"
+        );
         case(lines, "attention", name, |name| {
             let q = rand_vec(rng, ntok * nh * hd, 1.0);
             let cache = |rng: &mut Rng| -> Vec<f16> {
@@ -357,7 +375,7 @@ fn attention_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
             };
             let (kc, vc) = (cache(rng), cache(rng));
             let scale = 1.0 / (hd as f32).sqrt();
-            let want = cpu::attention(&q, &kc, &vc, &pos, s, scale);
+            let want = cpu::attention(&q, &kc, &vc, &pos, s, scale, softcap);
             let (dq, dk, dv) = (
                 gpu.upload(&q).map_err(e2s)?,
                 gpu.upload(&kc).map_err(e2s)?,
@@ -366,8 +384,19 @@ fn attention_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
             let dp = gpu.upload(&pos).map_err(e2s)?;
             let mut scratch = AttnScratch::new(gpu, ntok, nh, hd, cap).map_err(e2s)?;
             let mut out = poison(gpu, ntok * nh * hd).map_err(e2s)?;
-            let choice = ops::attention(gpu, &dq, &dk, &dv, &dp, s, scale, &mut scratch, &mut out)
-                .map_err(e2s)?;
+            let choice = ops::attention(
+                gpu,
+                &dq,
+                &dk,
+                &dv,
+                &dp,
+                s,
+                scale,
+                softcap,
+                &mut scratch,
+                &mut out,
+            )
+            .map_err(e2s)?;
             let got = gpu.download(&out).map_err(e2s)?;
             let mut res = vec![compare_f32(
                 "attention",
@@ -384,8 +413,19 @@ fn attention_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
                         .map_err(e2s)?;
                     let dpt = gpu.upload(&pos[t..t + 1]).map_err(e2s)?;
                     let mut o = poison(gpu, nh * hd).map_err(e2s)?;
-                    ops::attention(gpu, &dqt, &dk, &dv, &dpt, one, scale, &mut scratch, &mut o)
-                        .map_err(e2s)?;
+                    ops::attention(
+                        gpu,
+                        &dqt,
+                        &dk,
+                        &dv,
+                        &dpt,
+                        one,
+                        scale,
+                        softcap,
+                        &mut scratch,
+                        &mut o,
+                    )
+                    .map_err(e2s)?;
                     single.extend(gpu.download(&o).map_err(e2s)?);
                 }
                 res.push(compare_f32(
@@ -455,21 +495,60 @@ fn pointwise_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
             let mut out = poison(gpu, n).map_err(e2s)?;
             ops::gated_act(gpu, &dg, &du, &mut out, n, act).map_err(e2s)?;
             let got = gpu.download(&out).map_err(e2s)?;
-            Ok(vec![compare_f32(
-                "gated_act",
-                name.to_string(),
-                &got,
-                &want,
-            )])
+            // The same, written over the gate and over the up input (aliased launches).
+            let mut over_gate = gpu.upload(&g).map_err(e2s)?;
+            ops::gated_act_inplace(gpu, &mut over_gate, &du, true, n, act).map_err(e2s)?;
+            let mut over_up = gpu.upload(&u).map_err(e2s)?;
+            ops::gated_act_inplace(gpu, &mut over_up, &dg, false, n, act).map_err(e2s)?;
+            Ok(vec![
+                compare_f32("gated_act", name.to_string(), &got, &want),
+                compare_f32(
+                    "gated_act",
+                    format!("{name} out=gate"),
+                    &gpu.download(&over_gate).map_err(e2s)?,
+                    &want,
+                ),
+                compare_f32(
+                    "gated_act",
+                    format!("{name} out=up"),
+                    &gpu.download(&over_up).map_err(e2s)?,
+                    &want,
+                ),
+            ])
         });
     }
     case(lines, "add", "n=1001".to_string(), |name| {
         let (y, x) = (rand_vec(rng, 1001, 10.0), rand_vec(rng, 1001, 1.0));
         let want: Vec<f32> = y.iter().zip(&x).map(|(a, b)| a + b).collect();
         let (mut dy, dx) = (gpu.upload(&y).map_err(e2s)?, gpu.upload(&x).map_err(e2s)?);
+        let mut out = poison(gpu, 1001).map_err(e2s)?;
+        ops::add(gpu, &dy, &dx, &mut out, 1001).map_err(e2s)?;
         ops::add_inplace(gpu, &mut dy, &dx, 1001).map_err(e2s)?;
+        Ok(vec![
+            compare_f32(
+                "add",
+                name.to_string(),
+                &gpu.download(&out).map_err(e2s)?,
+                &want,
+            ),
+            compare_f32(
+                "add",
+                format!("{name} in place"),
+                &gpu.download(&dy).map_err(e2s)?,
+                &want,
+            ),
+        ])
+    });
+    case(lines, "softcap", "n=1001 cap=30".to_string(), |name| {
+        let y = rand_vec(rng, 1001, 60.0);
+        let want: Vec<f32> = y
+            .iter()
+            .map(|&a| (30.0 * (f64::from(a) / 30.0).tanh()) as f32)
+            .collect();
+        let mut dy = gpu.upload(&y).map_err(e2s)?;
+        ops::softcap_inplace(gpu, &mut dy, 30.0, 1001).map_err(e2s)?;
         Ok(vec![compare_f32(
-            "add",
+            "softcap",
             name.to_string(),
             &gpu.download(&dy).map_err(e2s)?,
             &want,

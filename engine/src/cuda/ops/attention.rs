@@ -62,7 +62,8 @@ impl AttnScratch {
 
 /// Attention of `s.ntok` query tokens (q: `[ntok][n_heads][head_dim]`, positions `pos`)
 /// over a layer's f16 caches (`[n_kv_heads][capacity][head_dim]` each) into `out` (shaped
-/// like q). `scale` multiplies q.k. Returns the kernel used.
+/// like q). `scale` multiplies q.k; `softcap` > 0 caps the scores as
+/// `softcap * tanh(s / softcap)` (0: no cap). Returns the kernel used.
 #[allow(clippy::too_many_arguments)]
 pub fn attention(
     gpu: &Gpu,
@@ -72,6 +73,7 @@ pub fn attention(
     pos: &dyn DevicePtr<i32>,
     s: AttnShape,
     scale: f32,
+    softcap: f32,
     scratch: &mut AttnScratch,
     out: &mut dyn DevicePtrMut<f32>,
 ) -> Result<AttentionKernel, CudaError> {
@@ -135,6 +137,7 @@ pub fn attention(
             Arg::I32(int(OP, "capacity", s.capacity)?),
             Arg::I32(int(OP, "window", s.window)?),
             Arg::F32(scale),
+            Arg::F32(softcap),
             Arg::I32(ms),
         ],
     )?;

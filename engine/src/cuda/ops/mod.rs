@@ -14,8 +14,8 @@ mod pointwise;
 pub use attention::{AttnScratch, AttnShape, attention, kv_store};
 pub use linear::{embed, matvec};
 pub use pointwise::{
-    Activation, RopeStyle, add_inplace, argmax, gated_act, qk_norm, rmsnorm, rmsnorm_inplace, rope,
-    scale_inplace,
+    Activation, RopeStyle, RopeTable, add, add_inplace, argmax, gated_act, gated_act_inplace,
+    qk_norm, rmsnorm, rmsnorm_inplace, rope, scale_inplace, softcap_inplace,
 };
 
 use super::{CudaError, Gpu, shape_err};
@@ -103,6 +103,7 @@ pub(crate) enum Arg {
     I32(i32),
     U64(u64),
     F32(f32),
+    F64(f64),
 }
 
 /// Launch `name` with `args` (in the kernel's parameter order) on the GPU's stream.
@@ -120,11 +121,12 @@ pub(crate) fn launch(
             Arg::Ptr(p) | Arg::U64(p) => b.arg(p),
             Arg::I32(v) => b.arg(v),
             Arg::F32(v) => b.arg(v),
+            Arg::F64(v) => b.arg(v),
         };
     }
     // SAFETY: every wrapper checks, before calling here, that each buffer is long enough for
     // the grid it launches and that each scalar matches the kernel's parameter list in order
-    // and type (u64 addresses, int, float); the addresses come from live cudarc buffers whose
+    // and type (u64 addresses, int, float, double); the addresses come from live cudarc buffers whose
     // borrows the caller holds until this call returns and the work is queued on the one
     // stream they are used on.
     unsafe { b.launch(cfg) }?;

@@ -3,7 +3,7 @@
 use super::{Arg, cfg1, int, launch, need, rd, wr};
 use crate::cuda::sources::consts::NORM_THREADS;
 use crate::cuda::{CudaError, Gpu, shape_err};
-use cudarc::driver::{DevicePtr, DevicePtrMut};
+use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
 
 /// `y = x / sqrt(mean(x^2) + eps) * (w + w_offset)` for `rows` rows of `dim` values.
 #[allow(clippy::too_many_arguments)]
@@ -97,21 +97,47 @@ pub enum RopeStyle {
     Neox,
 }
 
-/// Rotate the first `n_rot` dims of each of `ntok x nheads` heads of `head_dim` values in
-/// place; token t turns by `pos[t] * inv_freq[i]` (see `cpu::rope_inv_freq`).
+/// The RoPE frequency table of one rope op on the device: `inv[i] = base^(-2i/n_rot)` then
+/// the frequency factors (1 when absent), as f64 (see `cpu::rope_table`).
+pub struct RopeTable {
+    pub n_rot: usize,
+    pub freq_scale: f64,
+    pub table: CudaSlice<f64>,
+}
+
+impl RopeTable {
+    /// Upload the table for `n_rot` rotated dims (`n_rot` even).
+    pub fn new(
+        gpu: &Gpu,
+        base: f32,
+        n_rot: usize,
+        freq_scale: f32,
+        freq_factors: Option<&[f32]>,
+    ) -> Result<RopeTable, CudaError> {
+        let table = crate::cuda::cpu::rope_table(base, n_rot, freq_factors);
+        Ok(RopeTable {
+            n_rot,
+            freq_scale: f64::from(freq_scale),
+            table: gpu.upload(&table)?,
+        })
+    }
+}
+
+/// Rotate the first `table.n_rot` dims of each of `ntok x nheads` heads of `head_dim`
+/// values in place; token t at position `pos[t]`.
 #[allow(clippy::too_many_arguments)]
 pub fn rope(
     gpu: &Gpu,
     x: &mut dyn DevicePtrMut<f32>,
     pos: &dyn DevicePtr<i32>,
-    inv_freq: &dyn DevicePtr<f32>,
+    table: &RopeTable,
     ntok: usize,
     nheads: usize,
     head_dim: usize,
-    n_rot: usize,
     style: RopeStyle,
 ) -> Result<(), CudaError> {
     const OP: &str = "rope";
+    let n_rot = table.n_rot;
     if n_rot % 2 != 0 || n_rot > head_dim || n_rot == 0 {
         return Err(shape_err(
             OP,
@@ -120,11 +146,11 @@ pub fn rope(
     }
     need(OP, "x", x.len(), ntok * nheads * head_dim)?;
     need(OP, "pos", pos.len(), ntok)?;
-    need(OP, "inv_freq", inv_freq.len(), n_rot / 2)?;
+    need(OP, "table", table.table.len(), n_rot)?;
     if ntok == 0 {
         return Ok(());
     }
-    let (xp, pp, fp) = (wr(gpu, x), rd(gpu, pos), rd(gpu, inv_freq));
+    let (xp, pp, tp) = (wr(gpu, x), rd(gpu, pos), rd(gpu, &table.table));
     launch(
         gpu,
         "rope",
@@ -132,7 +158,8 @@ pub fn rope(
         &[
             Arg::Ptr(xp),
             Arg::Ptr(pp),
-            Arg::Ptr(fp),
+            Arg::Ptr(tp),
+            Arg::F64(table.freq_scale),
             Arg::I32(int(OP, "nheads", nheads)?),
             Arg::I32(int(OP, "head_dim", head_dim)?),
             Arg::I32(int(OP, "n_rot", n_rot)?),
@@ -171,10 +198,7 @@ pub fn gated_act(
         return Ok(());
     }
     let (gp, upp, op) = (rd(gpu, gate), rd(gpu, up), wr(gpu, out));
-    let a = match act {
-        Activation::Silu => 0,
-        Activation::GeluTanh => 1,
-    };
+    let a = act_code(act);
     launch(
         gpu,
         "gated_act",
@@ -186,6 +210,95 @@ pub fn gated_act(
             Arg::I32(int(OP, "n", n)?),
             Arg::I32(a),
         ],
+    )
+}
+
+/// [`gated_act`] writing over its gate (`into_gate`) or its up input: `x` is that input
+/// and the output, `other` the remaining input.
+pub fn gated_act_inplace(
+    gpu: &Gpu,
+    x: &mut dyn DevicePtrMut<f32>,
+    other: &dyn DevicePtr<f32>,
+    into_gate: bool,
+    n: usize,
+    act: Activation,
+) -> Result<(), CudaError> {
+    const OP: &str = "gated_act_inplace";
+    need(OP, "x", x.len(), n)?;
+    need(OP, "other", other.len(), n)?;
+    if n == 0 {
+        return Ok(());
+    }
+    let (xp, op) = (wr(gpu, x), rd(gpu, other));
+    let (gp, upp) = if into_gate { (xp, op) } else { (op, xp) };
+    launch(
+        gpu,
+        "gated_act",
+        cfg1(blocks_for(OP, n)?, 256),
+        &[
+            Arg::Ptr(gp),
+            Arg::Ptr(upp),
+            Arg::Ptr(xp),
+            Arg::I32(int(OP, "n", n)?),
+            Arg::I32(act_code(act)),
+        ],
+    )
+}
+
+fn act_code(act: Activation) -> i32 {
+    match act {
+        Activation::Silu => 0,
+        Activation::GeluTanh => 1,
+    }
+}
+
+/// `out[i] = a[i] + b[i]` for `n` values.
+pub fn add(
+    gpu: &Gpu,
+    a: &dyn DevicePtr<f32>,
+    b: &dyn DevicePtr<f32>,
+    out: &mut dyn DevicePtrMut<f32>,
+    n: usize,
+) -> Result<(), CudaError> {
+    const OP: &str = "add";
+    need(OP, "a", a.len(), n)?;
+    need(OP, "b", b.len(), n)?;
+    need(OP, "out", out.len(), n)?;
+    if n == 0 {
+        return Ok(());
+    }
+    let (ap, bp, op) = (rd(gpu, a), rd(gpu, b), wr(gpu, out));
+    launch(
+        gpu,
+        "add",
+        cfg1(blocks_for(OP, n)?, 256),
+        &[
+            Arg::Ptr(ap),
+            Arg::Ptr(bp),
+            Arg::Ptr(op),
+            Arg::I32(int(OP, "n", n)?),
+        ],
+    )
+}
+
+/// `y[i] = cap * tanh(y[i] / cap)` for `n` values.
+pub fn softcap_inplace(
+    gpu: &Gpu,
+    y: &mut dyn DevicePtrMut<f32>,
+    cap: f32,
+    n: usize,
+) -> Result<(), CudaError> {
+    const OP: &str = "softcap_inplace";
+    need(OP, "y", y.len(), n)?;
+    if n == 0 {
+        return Ok(());
+    }
+    let yp = wr(gpu, y);
+    launch(
+        gpu,
+        "softcap_inplace",
+        cfg1(blocks_for(OP, n)?, 256),
+        &[Arg::Ptr(yp), Arg::F32(cap), Arg::I32(int(OP, "n", n)?)],
     )
 }
 
@@ -205,9 +318,14 @@ pub fn add_inplace(
     let (yp, xp) = (wr(gpu, y), rd(gpu, x));
     launch(
         gpu,
-        "add_inplace",
+        "add",
         cfg1(blocks_for(OP, n)?, 256),
-        &[Arg::Ptr(yp), Arg::Ptr(xp), Arg::I32(int(OP, "n", n)?)],
+        &[
+            Arg::Ptr(yp),
+            Arg::Ptr(xp),
+            Arg::Ptr(yp),
+            Arg::I32(int(OP, "n", n)?),
+        ],
     )
 }
 

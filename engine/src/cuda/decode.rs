@@ -1,0 +1,619 @@
+//! The CUDA executor of a [`Program`]: one sequence, weights uploaded once, every op run by
+//! the kernels of this module, logits and the greedy token computed on the device.
+//!
+//! Owns [`CudaDecoder`]: weight upload (matrices in their GGUF block layout, deduplicated
+//! by tensor name so a tied output head shares the embedding; vectors — norm weights,
+//! biases, RoPE factors — as f32), the activation buffers (up to [`MAX_ROWS`] rows each),
+//! the f16 KV cache of each layer (`[n_kv_heads][capacity][head_dim]`), and the execution
+//! model of `arch::program`: the body runs on every new token, the head on the last one.
+//!
+//! A prompt is processed [`MAX_ROWS`] tokens per launch. Every kernel is batch-invariant
+//! (checked by kernel-check), so this gives exactly the logits of feeding the tokens one by
+//! one. No CUDA graph yet; each op is one or two launches on the GPU's stream, and a step
+//! returns 4 bytes (the argmax) to the host when only the token is wanted.
+
+use super::cudarc::driver::{CudaSlice, DevicePtr};
+use super::ops::{self, Activation, AttnScratch, AttnShape, RopeStyle, RopeTable};
+use super::select::{self, MatvecKernel};
+use super::sources::consts::MV_MAX_TOK;
+use super::{CudaError, DeviceWeight, Gpu, shape_err};
+use crate::arch::{self, AttentionSpec, BufId, Op, Program, WeightId};
+use crate::model_file::GgufModel;
+use half::f16;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Most tokens one step of the body runs in one launch.
+pub const MAX_ROWS: usize = MV_MAX_TOK;
+
+/// A weight as the decoder holds it.
+enum DevWeight {
+    /// A matrix, index into `mats`.
+    Matrix(usize),
+    /// A vector as f32 (device and host copies).
+    Vector(CudaSlice<f32>, Vec<f32>),
+}
+
+/// One layer's KV cache.
+struct LayerKv {
+    k: CudaSlice<f16>,
+    v: CudaSlice<f16>,
+    n_kv_heads: usize,
+    head_dim: usize,
+}
+
+/// A program bound to uploaded weights, with the state of one sequence.
+pub struct CudaDecoder {
+    gpu: Arc<Gpu>,
+    program: Program,
+    mats: Vec<DeviceWeight>,
+    weights: Vec<DevWeight>,
+    /// RoPE tables, by index of the op in `body` then `head`.
+    rope: HashMap<usize, RopeTable>,
+    bufs: Vec<Option<CudaSlice<f32>>>,
+    head_bufs: Vec<Option<CudaSlice<f32>>>,
+    kv: Vec<LayerKv>,
+    scratch: HashMap<(usize, usize), AttnScratch>,
+    tokens: CudaSlice<i32>,
+    pos: CudaSlice<i32>,
+    head_pos: CudaSlice<i32>,
+    argmax_out: CudaSlice<i32>,
+    capacity: usize,
+    len: usize,
+    /// Kernel choices made so far (for receipts), by weight name.
+    choices: HashMap<String, MatvecKernel>,
+}
+
+fn model_err(what: impl std::fmt::Display) -> CudaError {
+    shape_err("decoder", what.to_string())
+}
+
+impl CudaDecoder {
+    /// Upload `program`'s weights from `model` and allocate buffers and a KV cache of
+    /// `capacity` positions.
+    pub fn new(
+        gpu: Arc<Gpu>,
+        model: &GgufModel,
+        program: Program,
+        capacity: usize,
+    ) -> Result<CudaDecoder, CudaError> {
+        arch::validate(&program).map_err(model_err)?;
+        let mut mats: Vec<DeviceWeight> = Vec::new();
+        let mut by_name: HashMap<String, usize> = HashMap::new();
+        let mut weights = Vec::with_capacity(program.weights.len());
+        for spec in &program.weights {
+            let info = model
+                .header()
+                .tensor(&spec.name)
+                .ok_or_else(|| model_err(format!("tensor {:?} is missing", spec.name)))?;
+            if spec.rows == 1 {
+                let host = model.dequantize(&spec.name).map_err(model_err)?;
+                if host.len() != spec.cols {
+                    return Err(model_err(format!(
+                        "vector {:?} has {} values",
+                        spec.name,
+                        host.len()
+                    )));
+                }
+                weights.push(DevWeight::Vector(gpu.upload(&host)?, host));
+                continue;
+            }
+            if let Some(&i) = by_name.get(&spec.name) {
+                weights.push(DevWeight::Matrix(i));
+                continue;
+            }
+            if select::format_suffix_of(info.format).is_none() || info.format != spec.format {
+                return Err(CudaError::UnsupportedFormat {
+                    op: "matvec",
+                    format: info.format,
+                });
+            }
+            let w = DeviceWeight::upload(
+                &gpu,
+                spec.format,
+                spec.rows,
+                spec.cols,
+                model.tensor_bytes(info),
+            )?;
+            by_name.insert(spec.name.clone(), mats.len());
+            weights.push(DevWeight::Matrix(mats.len()));
+            mats.push(w);
+        }
+        let mut rope = HashMap::new();
+        for (i, op) in program.ops().enumerate() {
+            if let Op::Rope { rope: r, .. } = op {
+                let factors = match r.freq_factors {
+                    Some(id) => Some(vector_host(&weights, id)?.to_vec()),
+                    None => None,
+                };
+                rope.insert(
+                    i,
+                    RopeTable::new(&gpu, r.base, r.rot_dims, r.freq_scale, factors.as_deref())?,
+                );
+            }
+        }
+        let alloc = |rows: usize| -> Result<Vec<Option<CudaSlice<f32>>>, CudaError> {
+            program
+                .buffers
+                .iter()
+                .map(|b| gpu.zeros::<f32>(b.width * rows).map(Some))
+                .collect()
+        };
+        let bufs = alloc(MAX_ROWS)?;
+        let head_bufs = alloc(1)?;
+        let mut kv = Vec::new();
+        for l in &program.kv_layers {
+            let n = l.n_kv_heads * capacity * l.head_dim;
+            kv.push(LayerKv {
+                k: gpu.zeros(n)?,
+                v: gpu.zeros(n)?,
+                n_kv_heads: l.n_kv_heads,
+                head_dim: l.head_dim,
+            });
+        }
+        let mut scratch = HashMap::new();
+        for op in program.ops() {
+            if let Op::Attention(a) = op {
+                if let std::collections::hash_map::Entry::Vacant(e) =
+                    scratch.entry((a.n_heads, a.head_dim))
+                {
+                    e.insert(AttnScratch::new(
+                        &gpu, MAX_ROWS, a.n_heads, a.head_dim, capacity,
+                    )?);
+                }
+            }
+        }
+        Ok(CudaDecoder {
+            tokens: gpu.zeros(MAX_ROWS)?,
+            pos: gpu.zeros(MAX_ROWS)?,
+            head_pos: gpu.zeros(1)?,
+            argmax_out: gpu.zeros(1)?,
+            gpu,
+            program,
+            mats,
+            weights,
+            rope,
+            bufs,
+            head_bufs,
+            kv,
+            scratch,
+            capacity,
+            len: 0,
+            choices: HashMap::new(),
+        })
+    }
+
+    /// Tokens in the sequence so far.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no token has been fed yet.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// KV capacity in positions.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// The program being executed.
+    pub fn program(&self) -> &Program {
+        &self.program
+    }
+
+    /// Forget the sequence (the cache is overwritten as new tokens arrive).
+    pub fn reset(&mut self) {
+        self.len = 0;
+    }
+
+    /// Bytes of weights on the device.
+    pub fn weight_bytes(&self) -> usize {
+        self.mats.iter().map(|m| m.data.len()).sum::<usize>()
+            + self
+                .weights
+                .iter()
+                .map(|w| match w {
+                    DevWeight::Vector(_, h) => h.len() * 4,
+                    DevWeight::Matrix(_) => 0,
+                })
+                .sum::<usize>()
+    }
+
+    /// The matvec kernel chosen for each matrix (by tensor name), for receipts.
+    pub fn kernel_choices(&self) -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = self
+            .choices
+            .iter()
+            .map(|(k, c)| (k.clone(), c.to_string()))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Append `tokens` to the sequence and compute the logits of the last one (kept on the
+    /// device; see [`CudaDecoder::logits`] and [`CudaDecoder::argmax`]).
+    pub fn forward(&mut self, tokens: &[u32]) -> Result<(), CudaError> {
+        if tokens.is_empty() {
+            return Err(shape_err("decoder", "no tokens to feed"));
+        }
+        if self.len + tokens.len() > self.capacity {
+            return Err(shape_err(
+                "decoder",
+                format!(
+                    "{} + {} tokens exceed the KV capacity {}",
+                    self.len,
+                    tokens.len(),
+                    self.capacity
+                ),
+            ));
+        }
+        let n_vocab = self.program.shape.n_vocab;
+        if let Some(&t) = tokens.iter().find(|&&t| t as usize >= n_vocab) {
+            return Err(shape_err(
+                "decoder",
+                format!("token {t} outside the vocabulary ({n_vocab})"),
+            ));
+        }
+        for chunk in tokens.chunks(MAX_ROWS) {
+            let n = chunk.len();
+            let ids: Vec<i32> = chunk.iter().map(|&t| t as i32).collect();
+            let pos: Vec<i32> = (0..n).map(|i| (self.len + i) as i32).collect();
+            self.gpu
+                .stream()
+                .memcpy_htod(&ids, &mut self.tokens.slice_mut(0..n))?;
+            self.gpu
+                .stream()
+                .memcpy_htod(&pos, &mut self.pos.slice_mut(0..n))?;
+            let body = std::mem::take(&mut self.program.body);
+            let res = (|| {
+                for (i, op) in body.iter().enumerate() {
+                    self.run_op(i, op, n, false)?;
+                }
+                Ok::<(), CudaError>(())
+            })();
+            self.program.body = body;
+            res?;
+            self.len += n;
+            // Hidden row of the chunk's last token -> the head's input.
+            let h = self.program.hidden;
+            let w = self.program.buffer(h).width;
+            let src = self.bufs[h.0 as usize]
+                .as_ref()
+                .ok_or_else(|| model_err("hidden buffer missing"))?;
+            let dst = self.head_bufs[h.0 as usize]
+                .as_mut()
+                .ok_or_else(|| model_err("hidden buffer missing"))?;
+            self.gpu
+                .stream()
+                .memcpy_dtod(&src.slice((n - 1) * w..n * w), dst)?;
+        }
+        let last = (self.len - 1) as i32;
+        self.gpu
+            .stream()
+            .memcpy_htod(&[last][..], &mut self.head_pos)?;
+        let head = std::mem::take(&mut self.program.head);
+        let base = self.program.body.len();
+        let res = (|| {
+            for (i, op) in head.iter().enumerate() {
+                self.run_op(base + i, op, 1, true)?;
+            }
+            Ok::<(), CudaError>(())
+        })();
+        self.program.head = head;
+        res
+    }
+
+    /// The logits of the last token fed (downloads `n_vocab` floats).
+    pub fn logits(&self) -> Result<Vec<f32>, CudaError> {
+        let l = self.program.logits;
+        let b = self.head_bufs[l.0 as usize]
+            .as_ref()
+            .ok_or_else(|| model_err("logits buffer missing"))?;
+        self.gpu.download(b)
+    }
+
+    /// The greedy token after the last token fed, computed on the device (4 bytes back).
+    pub fn argmax(&mut self) -> Result<u32, CudaError> {
+        let l = self.program.logits;
+        let n = self.program.shape.n_vocab;
+        let b = self.head_bufs[l.0 as usize]
+            .as_ref()
+            .ok_or_else(|| model_err("logits buffer missing"))?;
+        ops::argmax(&self.gpu, b, 1, n, &mut self.argmax_out)?;
+        let v = self.gpu.download(&self.argmax_out)?;
+        Ok(v.first().copied().unwrap_or(0).max(0) as u32)
+    }
+
+    /// Greedy decoding: feed `prompt`, then `n` times take the argmax and feed it.
+    /// Returns the `n` generated tokens.
+    pub fn generate_greedy(&mut self, prompt: &[u32], n: usize) -> Result<Vec<u32>, CudaError> {
+        self.forward(prompt)?;
+        let mut out = Vec::with_capacity(n);
+        for i in 0..n {
+            let t = self.argmax()?;
+            out.push(t);
+            if i + 1 < n {
+                self.forward(&[t])?;
+            }
+        }
+        Ok(out)
+    }
+
+    fn run_op(&mut self, idx: usize, op: &Op, n: usize, head: bool) -> Result<(), CudaError> {
+        if let Op::Attention(spec) = op {
+            if head {
+                return Err(model_err("attention in the head is not supported"));
+            }
+            return self.attention(spec, n);
+        }
+        let CudaDecoder {
+            gpu,
+            program,
+            mats,
+            weights,
+            rope,
+            bufs,
+            head_bufs,
+            tokens,
+            pos,
+            head_pos,
+            choices,
+            ..
+        } = self;
+        let gpu = &**gpu;
+        let width = |b: BufId| program.buffer(b).width;
+        let (bufs, pos) = if head {
+            (head_bufs, &*head_pos)
+        } else {
+            (bufs, &*pos)
+        };
+        match op {
+            Op::Embed { table, out, scale } => {
+                let w = w_ref(mats, matrix(weights, *table)?)?;
+                let mut o = take(bufs, *out)?;
+                let r = ops::embed(gpu, w, &*tokens, n, *scale, &mut o.slice).map(|_| ());
+                put(bufs, *out, o);
+                r
+            }
+            Op::RmsNorm {
+                x,
+                weight,
+                out,
+                group,
+                eps,
+            } => {
+                let wv = vector(weights, *weight)?;
+                let group = (*group).max(1);
+                let groups = n * width(*x) / group;
+                let mut o = take(bufs, *out)?;
+                let r = if x == out {
+                    ops::rmsnorm_inplace(gpu, &mut o.slice, wv, groups, group, *eps, 0.0)
+                } else {
+                    ops::rmsnorm(
+                        gpu,
+                        get(bufs, *x)?,
+                        wv,
+                        &mut o.slice,
+                        groups,
+                        group,
+                        *eps,
+                        0.0,
+                    )
+                };
+                put(bufs, *out, o);
+                r
+            }
+            Op::MatMul {
+                x,
+                weight,
+                bias,
+                out,
+            } => {
+                let w = w_ref(mats, matrix(weights, *weight)?)?;
+                let bias = match bias {
+                    Some(b) => Some(vector(weights, *b)? as &dyn DevicePtr<f32>),
+                    None => None,
+                };
+                if x == out {
+                    return Err(model_err("matmul in place is not supported"));
+                }
+                let mut o = take(bufs, *out)?;
+                let r = ops::matvec(gpu, w, get(bufs, *x)?, n, bias, &mut o.slice);
+                put(bufs, *out, o);
+                let choice = r?;
+                let name = &program.weight(*weight).name;
+                if !choices.contains_key(name) {
+                    choices.insert(name.clone(), choice);
+                }
+                Ok(())
+            }
+            Op::Rope { x, rope: spec } => {
+                let table = rope
+                    .get(&idx)
+                    .ok_or_else(|| model_err("rope table missing"))?;
+                let style = match spec.style {
+                    arch::RopeStyle::Adjacent => RopeStyle::Normal,
+                    arch::RopeStyle::Neox => RopeStyle::Neox,
+                };
+                let mut o = take(bufs, *x)?;
+                let r = ops::rope(
+                    gpu,
+                    &mut o.slice,
+                    pos,
+                    table,
+                    n,
+                    spec.n_heads,
+                    spec.head_dim,
+                    style,
+                );
+                put(bufs, *x, o);
+                r
+            }
+            Op::Scale { x, factor } => {
+                let len = n * width(*x);
+                let mut o = take(bufs, *x)?;
+                let r = ops::scale_inplace(gpu, &mut o.slice, *factor, len);
+                put(bufs, *x, o);
+                r
+            }
+            Op::Softcap { x, cap } => {
+                let len = n * width(*x);
+                let mut o = take(bufs, *x)?;
+                let r = ops::softcap_inplace(gpu, &mut o.slice, *cap, len);
+                put(bufs, *x, o);
+                r
+            }
+            Op::Attention(_) => Err(model_err("unreachable: attention handled above")),
+            Op::GatedAct { gate, up, out, act } => {
+                let len = n * width(*out);
+                let act = match act {
+                    arch::Activation::Silu => Activation::Silu,
+                    arch::Activation::GeluTanh => Activation::GeluTanh,
+                };
+                let mut o = take(bufs, *out)?;
+                let r = if out == gate && out == up {
+                    Err(model_err("gated activation of a buffer with itself"))
+                } else if out == gate {
+                    ops::gated_act_inplace(gpu, &mut o.slice, get(bufs, *up)?, true, len, act)
+                } else if out == up {
+                    ops::gated_act_inplace(gpu, &mut o.slice, get(bufs, *gate)?, false, len, act)
+                } else {
+                    ops::gated_act(
+                        gpu,
+                        get(bufs, *gate)?,
+                        get(bufs, *up)?,
+                        &mut o.slice,
+                        len,
+                        act,
+                    )
+                };
+                put(bufs, *out, o);
+                r
+            }
+            Op::Add { a, b, out } => {
+                let len = n * width(*out);
+                let mut o = take(bufs, *out)?;
+                let r = if out == a && out == b {
+                    ops::scale_inplace(gpu, &mut o.slice, 2.0, len)
+                } else if out == a {
+                    ops::add_inplace(gpu, &mut o.slice, get(bufs, *b)?, len)
+                } else if out == b {
+                    ops::add_inplace(gpu, &mut o.slice, get(bufs, *a)?, len)
+                } else {
+                    ops::add(gpu, get(bufs, *a)?, get(bufs, *b)?, &mut o.slice, len)
+                };
+                put(bufs, *out, o);
+                r
+            }
+        }
+    }
+
+    fn attention(&mut self, spec: &AttentionSpec, n: usize) -> Result<(), CudaError> {
+        let gpu = Arc::clone(&self.gpu);
+        let gpu = &*gpu;
+        let layer = self
+            .kv
+            .get_mut(spec.kv_layer)
+            .ok_or_else(|| model_err("kv layer out of range"))?;
+        if layer.n_kv_heads != spec.n_kv_heads || layer.head_dim != spec.head_dim {
+            return Err(model_err("attention spec does not match its KV layer"));
+        }
+        let bufs = &mut self.bufs;
+        ops::kv_store(
+            gpu,
+            get(bufs, spec.k)?,
+            get(bufs, spec.v)?,
+            &mut layer.k,
+            &mut layer.v,
+            &self.pos,
+            n,
+            spec.n_kv_heads,
+            spec.head_dim,
+            self.capacity,
+        )?;
+        let shape = AttnShape {
+            ntok: n,
+            n_heads: spec.n_heads,
+            n_kv_heads: spec.n_kv_heads,
+            head_dim: spec.head_dim,
+            capacity: self.capacity,
+            window: spec.window.unwrap_or(0),
+        };
+        let scratch = self
+            .scratch
+            .get_mut(&(spec.n_heads, spec.head_dim))
+            .ok_or_else(|| model_err("attention scratch missing"))?;
+        let mut o = take(bufs, spec.out)?;
+        let r = ops::attention(
+            gpu,
+            get(bufs, spec.q)?,
+            &layer.k,
+            &layer.v,
+            &self.pos,
+            shape,
+            spec.scale,
+            spec.softcap.unwrap_or(0.0),
+            scratch,
+            &mut o.slice,
+        );
+        put(bufs, spec.out, o);
+        r.map(|_| ())
+    }
+}
+
+fn matrix(weights: &[DevWeight], id: WeightId) -> Result<usize, CudaError> {
+    match weights.get(id.0 as usize) {
+        Some(DevWeight::Matrix(i)) => Ok(*i),
+        _ => Err(model_err(format!("weight {} is not a matrix", id.0))),
+    }
+}
+
+fn vector(weights: &[DevWeight], id: WeightId) -> Result<&CudaSlice<f32>, CudaError> {
+    match weights.get(id.0 as usize) {
+        Some(DevWeight::Vector(d, _)) => Ok(d),
+        _ => Err(model_err(format!("weight {} is not a vector", id.0))),
+    }
+}
+
+fn vector_host(weights: &[DevWeight], id: WeightId) -> Result<&[f32], CudaError> {
+    match weights.get(id.0 as usize) {
+        Some(DevWeight::Vector(_, h)) => Ok(h),
+        _ => Err(model_err(format!("weight {} is not a vector", id.0))),
+    }
+}
+
+fn w_ref(mats: &[DeviceWeight], i: usize) -> Result<&DeviceWeight, CudaError> {
+    mats.get(i)
+        .ok_or_else(|| model_err("matrix index out of range"))
+}
+
+/// A buffer taken out of its slot while an op writes it.
+struct Taken {
+    slice: CudaSlice<f32>,
+}
+
+fn take(bufs: &mut [Option<CudaSlice<f32>>], id: BufId) -> Result<Taken, CudaError> {
+    bufs.get_mut(id.0 as usize)
+        .and_then(Option::take)
+        .map(|slice| Taken { slice })
+        .ok_or_else(|| model_err(format!("buffer {} missing or aliased", id.0)))
+}
+
+fn put(bufs: &mut [Option<CudaSlice<f32>>], id: BufId, t: Taken) {
+    if let Some(slot) = bufs.get_mut(id.0 as usize) {
+        *slot = Some(t.slice);
+    }
+}
+
+fn get(bufs: &[Option<CudaSlice<f32>>], id: BufId) -> Result<&CudaSlice<f32>, CudaError> {
+    bufs.get(id.0 as usize)
+        .and_then(Option::as_ref)
+        .ok_or_else(|| {
+            model_err(format!(
+                "buffer {} missing or aliased with the output",
+                id.0
+            ))
+        })
+}
