@@ -1,0 +1,157 @@
+//! Tests of the receipt schema: round trip, validation rules, unknown fields, versions.
+
+use super::*;
+use crate::device::{CpuFacts, DeviceFacts};
+
+fn receipt(kind: Kind) -> Receipt {
+    Receipt {
+        schema: SCHEMA_VERSION,
+        kind,
+        name: "cell-a".into(),
+        time: "2026-11-29T10:00:00Z".into(),
+        build: Build {
+            commit: "0123456789abcdef0123456789abcdef01234567".into(),
+            dirty: false,
+            kernel_identity: "a".repeat(64),
+            engine_identity: "b".repeat(64),
+            harness: "0.1.0 release".into(),
+        },
+        device: DeviceFacts {
+            os: "linux-x86_64".into(),
+            cpu: CpuFacts {
+                model: "cpu".into(),
+                logical_cores: 2,
+            },
+            gpus: Vec::new(),
+        },
+        model: None,
+        workload: Workload::default(),
+        arms: vec![Arm {
+            name: "assay".into(),
+            engine: "assay-reference-cpu".into(),
+            version: "0.1.0".into(),
+            flags: vec!["--threads 2".into()],
+            unit: Some("tok/s".into()),
+            samples: vec![10.0, 12.0, 11.0, 9.0, 13.0],
+            stats: Stats::of(&[10.0, 12.0, 11.0, 9.0, 13.0]),
+            roofline_fraction: Some(0.11),
+        }],
+        roofline: Some(Roofline {
+            bytes_per_token: 1e9,
+            bandwidth_bytes_per_s: 1e11,
+            bandwidth_method: "memcpy".into(),
+            limit_tokens_per_s: 100.0,
+        }),
+        verdict: Verdict::Green,
+        detail: vec![],
+        wall_s: 1.5,
+    }
+}
+
+#[test]
+fn a_valid_receipt_round_trips_through_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sub/bench.jsonl");
+    let r = receipt(Kind::Bench);
+    assert_eq!(validate(&r), Vec::<String>::new());
+    append(&path, &r).unwrap();
+    append(&path, &r).unwrap();
+    let back = read_jsonl(&path).unwrap();
+    assert_eq!(back, vec![r.clone(), r]);
+    assert_eq!(jsonl_files(dir.path()).unwrap(), Vec::<PathBuf>::new());
+    assert_eq!(jsonl_files(&dir.path().join("sub")).unwrap(), vec![path]);
+}
+
+#[test]
+fn stats_are_median_min_max() {
+    let s = Stats::of(&[3.0, 1.0, 2.0]).unwrap();
+    assert_eq!((s.median, s.min, s.max), (2.0, 1.0, 3.0));
+    assert_eq!(Stats::of(&[4.0, 1.0, 2.0, 3.0]).unwrap().median, 2.5);
+    assert_eq!(Stats::of(&[]), None);
+    assert_eq!(Stats::of(&[1.0, f64::NAN]), None);
+}
+
+#[test]
+fn each_rule_catches_its_fault() {
+    type Fault = fn(&mut Receipt);
+    let faults: [(&str, Fault); 12] = [
+        ("schema", |r| r.schema = 0),
+        ("time", |r| r.time = "yesterday".into()),
+        ("commit", |r| r.build.commit = "main".into()),
+        ("kernel identity", |r| r.build.kernel_identity = "x".into()),
+        ("stats", |r| r.arms[0].samples[0] = 99.0),
+        ("N >= 5", |r| {
+            r.arms[0].samples.truncate(4);
+            r.arms[0].stats = Stats::of(&r.arms[0].samples);
+        }),
+        ("roofline fraction", |r| {
+            r.arms[0].roofline_fraction = Some(0.5)
+        }),
+        ("limit", |r| {
+            if let Some(x) = r.roofline.as_mut() {
+                x.limit_tokens_per_s = 7.0;
+            }
+        }),
+        ("red", |r| r.verdict = Verdict::Red { failures: vec![] }),
+        ("arm", |r| r.arms.clear()),
+        ("unit", |r| r.arms[0].unit = None),
+        ("wall_s", |r| r.wall_s = f64::NAN),
+    ];
+    for (what, fault) in faults {
+        let mut r = receipt(Kind::Bench);
+        fault(&mut r);
+        assert!(!validate(&r).is_empty(), "fault {what} not caught");
+        let dir = tempfile::tempdir().unwrap();
+        assert!(append(&dir.path().join("x.jsonl"), &r).is_err(), "{what}");
+    }
+    // A pair needs two arms; an unknown commit is fine only when dirty.
+    assert!(!validate(&receipt(Kind::Pair)).is_empty());
+    let mut r = receipt(Kind::Gate);
+    r.build.commit = "unknown".into();
+    assert!(!validate(&r).is_empty());
+    r.build.dirty = true;
+    assert!(validate(&r).is_empty());
+}
+
+#[test]
+fn unknown_fields_and_other_versions_are_refused_on_read() {
+    let r = receipt(Kind::Gate);
+    let mut v = serde_json::to_value(&r).unwrap();
+    v["surprise"] = serde_json::json!(1);
+    let err = parse_line(&v.to_string()).unwrap_err();
+    assert!(err.contains("surprise"), "{err}");
+    let mut v = serde_json::to_value(&r).unwrap();
+    v["schema"] = serde_json::json!(2);
+    assert!(parse_line(&v.to_string()).unwrap_err().contains("schema 2"));
+    let mut v = serde_json::to_value(&r).unwrap();
+    v.as_object_mut().unwrap().remove("schema");
+    assert!(parse_line(&v.to_string()).unwrap_err().contains("schema"));
+    let mut v = serde_json::to_value(&r).unwrap();
+    v["device"]["cpu"]["extra"] = serde_json::json!("x");
+    assert!(parse_line(&v.to_string()).is_err());
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gate.jsonl");
+    let good = serde_json::to_string(&r).unwrap();
+    std::fs::write(&path, format!("{good}\n\n{good}\n{{\"schema\":1}}\n")).unwrap();
+    match read_jsonl(&path) {
+        Err(ReceiptError::Invalid { line, .. }) => assert_eq!(line, 4),
+        other => panic!("expected an invalid line 4, got {other:?}"),
+    }
+}
+
+#[test]
+fn verdicts_serialize_with_a_status_tag() {
+    let v = serde_json::to_value(Verdict::Red {
+        failures: vec!["x".into()],
+    })
+    .unwrap();
+    assert_eq!(v, serde_json::json!({"status": "red", "failures": ["x"]}));
+    let s: Verdict = serde_json::from_str(r#"{"status":"skipped","reason":"no GPU"}"#).unwrap();
+    assert_eq!(
+        s,
+        Verdict::Skipped {
+            reason: "no GPU".into()
+        }
+    );
+}
