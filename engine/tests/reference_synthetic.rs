@@ -3,6 +3,9 @@
 //! bit-identical results across thread counts, prefill vs token-by-token decode and batch
 //! composition, sliding-window semantics, and named errors for bad files.
 
+// Test helpers outside #[test] functions unwrap too: a failure is a test failure.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;

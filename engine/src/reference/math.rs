@@ -19,16 +19,16 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut ca = a.chunks_exact(DOT_LANES);
     let mut cb = b.chunks_exact(DOT_LANES);
     for (xa, xb) in (&mut ca).zip(&mut cb) {
-        for j in 0..DOT_LANES {
-            acc[j] += xa[j] * xb[j];
+        for ((s, x), y) in acc.iter_mut().zip(xa).zip(xb) {
+            *s += x * y;
         }
     }
-    let mut width = DOT_LANES / 2;
-    while width > 0 {
-        for j in 0..width {
-            acc[j] += acc[j + width];
+    // Written over a constant array (not a `while` loop) so that LLVM keeps the main loop
+    // on full 4-wide SSE vectors.
+    for w in [8usize, 4, 2, 1] {
+        for j in 0..w {
+            acc[j] += acc[j + w];
         }
-        width /= 2;
     }
     let mut s = acc[0];
     for (x, y) in ca.remainder().iter().zip(cb.remainder()) {

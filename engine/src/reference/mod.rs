@@ -381,7 +381,7 @@ impl Reference {
                 } else if out == up {
                     o.iter_mut()
                         .zip(&bufs[gate.0 as usize])
-                        .for_each(|(u, &g)| *u = f(g) * *u);
+                        .for_each(|(u, &g)| *u *= f(g));
                 } else {
                     let (g, u) = (&bufs[gate.0 as usize], &bufs[up.0 as usize]);
                     o.iter_mut()

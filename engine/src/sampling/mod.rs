@@ -340,7 +340,7 @@ mod tests {
             s.accept(t);
         }
         let l = s.penalized(&[4.0, -1.0, 3.0]);
-        assert_eq!(l, vec![4.0 / 2.0 - 0.25 - 0.5, -1.0 * 2.0 - 0.5 - 0.5, 3.0]);
+        assert_eq!(l, vec![4.0 / 2.0 - 0.25 - 0.5, -2.0 - 0.5 - 0.5, 3.0]);
         // 4/2 - .75 = 1.25 < 3: the penalty changes the greedy choice.
         assert_eq!(s.sample(&[4.0, -1.0, 3.0]), 2);
         // penalty_last_n bounds the window.

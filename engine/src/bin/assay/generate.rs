@@ -1,9 +1,218 @@
-//! `assay generate` (being built; see the issue that introduces it).
+//! `assay generate`: load a model, tokenize a prompt (optionally through the model's chat
+//! template), run it on a backend and stream the continuation, ending with a line of
+//! prompt/generated token counts and tokens per second (stderr). `--json` prints one object
+//! instead: `{"prompt_tokens", "tokens", "text", "timings", ...}`.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use engine::kv::KvDtype;
+use engine::model_file::GgufModel;
+use engine::reference::{Reference, ReferenceOptions};
+use engine::sampling::{Sampler, SamplerConfig};
+use engine::tokenizer::{ChatMessage, ChatTemplate, StreamDecoder, Tokenizer};
+use serde_json::json;
+
+/// Which backend executes the model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Backend {
+    /// The GPU when one is usable, else the CPU (said once on stderr).
+    Auto,
+    /// The CPU reference executor.
+    Cpu,
+    /// The CUDA backend.
+    Cuda,
+}
 
 /// Arguments of `assay generate`.
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// A GGUF model file, or the name of a catalog model; defaults to the catalog's default.
+    pub model: Option<String>,
+    /// Folder of fetched catalog models.
+    #[arg(long, env = "ASSAY_MODELS_DIR")]
+    pub models_dir: Option<PathBuf>,
+    /// The prompt text.
+    #[arg(long, short = 'p')]
+    pub prompt: String,
+    /// Wrap the prompt as a user message in the model's chat template.
+    #[arg(long)]
+    pub chat: bool,
+    /// Maximum number of tokens to generate.
+    #[arg(short = 'n', long = "max-tokens", default_value_t = 128)]
+    pub max_tokens: usize,
+    /// Keep generating past end-of-generation tokens (fixed-length runs).
+    #[arg(long)]
+    pub ignore_eos: bool,
+    /// Sampling temperature; 0 = greedy.
+    #[arg(long, default_value_t = 0.0)]
+    pub temperature: f32,
+    /// Keep the k most likely tokens (0 = off).
+    #[arg(long, default_value_t = 0)]
+    pub top_k: usize,
+    /// Nucleus sampling mass (1 = off).
+    #[arg(long, default_value_t = 1.0)]
+    pub top_p: f32,
+    /// Drop tokens below this fraction of the top probability (0 = off).
+    #[arg(long, default_value_t = 0.0)]
+    pub min_p: f32,
+    /// Repetition penalty over the last 64 tokens (1 = off).
+    #[arg(long, default_value_t = 1.0)]
+    pub repeat_penalty: f32,
+    /// Presence penalty (0 = off).
+    #[arg(long, default_value_t = 0.0)]
+    pub presence_penalty: f32,
+    /// Frequency penalty (0 = off).
+    #[arg(long, default_value_t = 0.0)]
+    pub frequency_penalty: f32,
+    /// Seed of the sampler's random numbers.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Backend.
+    #[arg(long, value_enum, default_value_t = Backend::Auto)]
+    pub backend: Backend,
+    /// CPU threads (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Print one JSON object instead of streaming text.
+    #[arg(long)]
+    pub json: bool,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`assay generate` is not implemented yet")
+/// Tokenize the prompt as the run asks: plain (BOS as the model's metadata says) or
+/// through the chat template (control tokens in the rendered text become their ids; no
+/// second BOS when the template already wrote one).
+fn prompt_tokens(args: &Args, model: &GgufModel, tok: &Tokenizer) -> anyhow::Result<Vec<u32>> {
+    if !args.chat {
+        return Ok(tok.encode(&args.prompt, true, false)?);
+    }
+    let template = ChatTemplate::for_model(model.header())?;
+    let messages = [ChatMessage {
+        role: "user".into(),
+        content: args.prompt.clone(),
+    }];
+    let text = template.render(&messages, None, true)?;
+    let starts_with_bos = tok
+        .bos_id()
+        .and_then(|b| tok.token_text(b))
+        .is_some_and(|b| !b.is_empty() && text.starts_with(b));
+    Ok(tok.encode(&text, !starts_with_bos, true)?)
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    match args.backend {
+        Backend::Cuda => bail!("CUDA backend not built yet; use --backend cpu"),
+        Backend::Auto if !args.json => {
+            eprintln!("assay: no CUDA backend in this build; using the CPU reference backend")
+        }
+        Backend::Auto | Backend::Cpu => {}
+    }
+    let t_load = Instant::now();
+    let path = crate::common::resolve_model(args.model.as_deref(), args.models_dir.clone())?;
+    let model =
+        GgufModel::open(&path).with_context(|| format!("cannot open model {}", path.display()))?;
+    let tok = Tokenizer::from_gguf(model.header())
+        .with_context(|| format!("cannot read the tokenizer of {}", path.display()))?;
+    let prompt = prompt_tokens(&args, &model, &tok)?;
+    if prompt.is_empty() {
+        bail!("the prompt is empty after tokenization");
+    }
+    let model = Arc::new(model);
+    let options = ReferenceOptions {
+        threads: args.threads,
+        kv_dtype: KvDtype::F16,
+    };
+    let exec =
+        Reference::new(model, options).with_context(|| format!("cannot run {}", path.display()))?;
+    let load_s = t_load.elapsed().as_secs_f64();
+    let n_ctx = exec.program().shape.n_ctx_train;
+    if n_ctx > 0 && prompt.len() + args.max_tokens > n_ctx {
+        bail!(
+            "prompt ({} tokens) + {} new tokens exceed the model's context of {n_ctx}",
+            prompt.len(),
+            args.max_tokens
+        );
+    }
+
+    let mut sampler = Sampler::new(SamplerConfig {
+        temperature: args.temperature,
+        top_k: args.top_k,
+        top_p: args.top_p,
+        min_p: args.min_p,
+        repeat_penalty: args.repeat_penalty,
+        presence_penalty: args.presence_penalty,
+        frequency_penalty: args.frequency_penalty,
+        seed: args.seed,
+        ..SamplerConfig::default()
+    });
+    for &t in &prompt {
+        sampler.accept(t);
+    }
+    let mut kv = exec.new_cache();
+    let mut stream = StreamDecoder::new(&tok);
+    let mut out = std::io::stdout().lock();
+    let mut generated = Vec::new();
+    let mut text = String::new();
+    let mut stop = "length";
+
+    let t_prefill = Instant::now();
+    let mut logits = exec.step(&mut kv, &prompt)?;
+    let prefill_s = t_prefill.elapsed().as_secs_f64();
+    let t_decode = Instant::now();
+    while generated.len() < args.max_tokens {
+        let next = sampler.sample(&logits);
+        if tok.is_eog(next) && !args.ignore_eos {
+            stop = "eog";
+            break;
+        }
+        sampler.accept(next);
+        generated.push(next);
+        let piece = stream.push(next)?;
+        if !args.json {
+            write!(out, "{piece}")?;
+            out.flush()?;
+        }
+        text.push_str(&piece);
+        if generated.len() == args.max_tokens {
+            break;
+        }
+        logits = exec.step(&mut kv, &[next])?;
+    }
+    let tail = stream.finish();
+    text.push_str(&tail);
+    let decode_s = t_decode.elapsed().as_secs_f64();
+    // The first generated token comes from the prefill's logits; the decode rate counts
+    // the forward passes made after it.
+    let decode_steps = generated.len().saturating_sub(1);
+    let prefill_tps = prompt.len() as f64 / prefill_s.max(1e-9);
+    let decode_tps = decode_steps as f64 / decode_s.max(1e-9);
+    if args.json {
+        let obj = json!({
+            "model": path.display().to_string(),
+            "backend": "cpu",
+            "prompt_tokens": prompt,
+            "tokens": generated,
+            "text": text,
+            "stop": stop,
+            "timings": {
+                "load_s": load_s,
+                "prefill_s": prefill_s,
+                "decode_s": decode_s,
+                "prefill_tokens_per_s": prefill_tps,
+                "decode_tokens_per_s": decode_tps,
+            },
+        });
+        writeln!(out, "{obj}")?;
+    } else {
+        writeln!(out, "{tail}")?;
+        eprintln!(
+            "prompt: {} tokens in {prefill_s:.2}s ({prefill_tps:.1} tok/s) | generated: {} tokens in {decode_s:.2}s ({decode_tps:.1} tok/s) | stop: {stop}",
+            prompt.len(),
+            generated.len(),
+        );
+    }
+    Ok(())
 }
