@@ -82,14 +82,17 @@ fn model_files(ctx: &GateContext) -> GateOutcome {
             facts = f;
         }
     }
-    let checked = detail
+    let checked: Vec<&str> = detail
         .iter()
         .filter(|l| !l.ends_with("not checked"))
-        .count();
-    detail.insert(
-        0,
-        format!("{checked} model(s) checked against tools/models.json"),
+        .filter_map(|l| l.split(':').next())
+        .collect();
+    let summary = format!(
+        "{} model(s) match tools/models.json: {}",
+        checked.len(),
+        checked.join(", ")
     );
+    detail.insert(0, summary);
     GateOutcome {
         verdict: Verdict::from_failures(failures),
         detail,

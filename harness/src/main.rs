@@ -1,15 +1,65 @@
-//! `harness`: the gate runner, benchmarks, pairings, boards and reports.
-//!
-//! Its subcommands arrive with the harness issue; for now it only identifies itself.
+//! `harness`: the gate runner, benchmarks, boards, reports, promotion and synthetic
+//! checkpoints. This file is only the clap dispatcher: one module per subcommand.
 
-use clap::Parser;
+mod bench;
+mod board;
+mod env;
+mod gate;
+mod progress;
+mod promote;
+mod receipts;
+mod report;
+mod synth;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
 
 /// Assay's measurement and gate harness.
 #[derive(Parser)]
 #[command(version, about)]
-struct Cli {}
+struct Cli {
+    #[command(flatten)]
+    env: env::EnvArgs,
+    #[command(subcommand)]
+    command: Command,
+}
 
-fn main() -> anyhow::Result<()> {
-    let _cli = Cli::parse();
-    Ok(())
+#[derive(Subcommand)]
+enum Command {
+    /// Run the gate battery on the hardware present; one receipt row per gate.
+    Gate(gate::GateArgs),
+    /// Write a synthetic checkpoint with a real model's exact shapes.
+    Synth(synth::SynthArgs),
+    /// Run the bench cells of boards/*.toml; one receipt row per cell.
+    Bench(bench::BenchArgs),
+    /// Regenerate the README boards and plots from research/*.jsonl.
+    Board(board::BoardArgs),
+    /// Write a hardware validation report (Markdown).
+    Report(report::ReportArgs),
+    /// Check that every tuned default in boards/defaults.toml has a current receipt.
+    Promote(promote::PromoteArgs),
+    /// Validate receipts.
+    Receipts(receipts::ReceiptsArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Gate(a) => gate::run(&cli.env, &a),
+        Command::Synth(a) => synth::run(&cli.env, &a),
+        Command::Bench(a) => bench::run(&cli.env, &a),
+        Command::Board(a) => board::run(&cli.env, &a),
+        Command::Report(a) => report::run(&cli.env, &a),
+        Command::Promote(a) => promote::run(&cli.env, &a),
+        Command::Receipts(a) => receipts::run(&cli.env, &a),
+    };
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
 }

@@ -1,0 +1,142 @@
+//! `harness board`: regenerate the README's boards (between marker comments) and their SVG
+//! plots in `boards/` from the receipts in `research/`. Each cell shows its newest receipt
+//! measured on today's sources, or `stale` — never an old number. Regeneration is a pure
+//! function of (receipts, board definitions, README, today's identities), so running it
+//! twice changes no byte; `--check` exits non-zero when the committed files differ.
+//!
+//! Files: [`select`] (polars: which receipt each cell shows), [`render`] (tables),
+//! [`plot`] (SVG), [`readme`] (marker regions).
+
+pub mod plot;
+pub mod readme;
+pub mod render;
+pub mod select;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use gates::identity::SourceIdentity;
+
+use crate::bench::cells::load_boards;
+use crate::env::{EnvArgs, under};
+
+#[derive(clap::Args, Debug)]
+pub struct BoardArgs {
+    /// Write nothing; exit non-zero when the README or a plot would change.
+    #[arg(long)]
+    pub check: bool,
+    /// The README to update (relative to the root).
+    #[arg(long, default_value = "README.md")]
+    pub readme: PathBuf,
+}
+
+/// Where a regeneration reads and writes.
+#[derive(Clone, Debug)]
+pub struct BoardPaths {
+    pub readme: PathBuf,
+    pub receipts: PathBuf,
+    pub boards: PathBuf,
+}
+
+/// The files a regeneration produces.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Generated {
+    pub readme: String,
+    /// (path, SVG text) per board.
+    pub plots: Vec<(PathBuf, String)>,
+    /// Boards whose markers the README lacks.
+    pub missing_markers: Vec<String>,
+    /// (board, cells shown, cells stale).
+    pub counts: Vec<(String, usize, usize)>,
+}
+
+/// Regenerate everything from the files at `paths`, judging currentness against `today`.
+pub fn regenerate(paths: &BoardPaths, today: &SourceIdentity) -> Result<Generated> {
+    let boards = load_boards(&paths.boards)?;
+    let all = select::load_all(&paths.receipts)?;
+    let newest = select::newest_current(&paths.receipts, today)?;
+    let shown = select::pick(&all, &newest);
+    let mut text = std::fs::read_to_string(&paths.readme)
+        .with_context(|| format!("reading {}", paths.readme.display()))?;
+    let mut plots = Vec::new();
+    let mut missing = Vec::new();
+    let mut counts = Vec::new();
+    for b in &boards {
+        let mine: std::collections::BTreeMap<String, &gates::receipt::Receipt> = b
+            .cells
+            .iter()
+            .filter_map(|c| shown.get(&c.id).map(|r| (c.id.clone(), *r)))
+            .collect();
+        counts.push((b.name.clone(), mine.len(), b.cells.len() - mine.len()));
+        let svg_name = format!("{}.svg", b.name);
+        let svg_rel = format!("boards/{svg_name}");
+        let body = render::board_markdown(b, &mine, &svg_rel);
+        match readme::replace_region(&text, &b.name, &body)? {
+            Some(t) => text = t,
+            None => missing.push(b.name.clone()),
+        }
+        plots.push((paths.boards.join(svg_name), plot::board_svg(b, &mine)?));
+    }
+    Ok(Generated {
+        readme: text,
+        plots,
+        missing_markers: missing,
+        counts,
+    })
+}
+
+fn differs(path: &Path, text: &str) -> bool {
+    std::fs::read_to_string(path)
+        .map(|t| t != text)
+        .unwrap_or(true)
+}
+
+pub fn run(env: &EnvArgs, args: &BoardArgs) -> Result<bool> {
+    let root = env.root()?;
+    let paths = BoardPaths {
+        readme: under(&root, &args.readme),
+        receipts: root.join("research"),
+        boards: root.join("boards"),
+    };
+    let today = SourceIdentity::of_tree(&root).context("computing today's source identities")?;
+    let g = regenerate(&paths, &today)?;
+    for (b, shown, stale) in &g.counts {
+        println!("board {b}: {shown} cell(s) with a current receipt, {stale} stale");
+    }
+    for b in &g.missing_markers {
+        let (begin, end) = readme::markers(b);
+        println!(
+            "note: {} has no region for board {b}; add `{begin}` and `{end}`",
+            paths.readme.display()
+        );
+    }
+    let mut changed = Vec::new();
+    if differs(&paths.readme, &g.readme) {
+        changed.push(paths.readme.clone());
+    }
+    for (p, svg) in &g.plots {
+        if differs(p, svg) {
+            changed.push(p.clone());
+        }
+    }
+    if args.check {
+        for p in &changed {
+            println!("out of date: {} (run `harness board`)", p.display());
+        }
+        if changed.is_empty() {
+            println!("boards up to date");
+        }
+        return Ok(changed.is_empty());
+    }
+    std::fs::write(&paths.readme, &g.readme)
+        .with_context(|| format!("writing {}", paths.readme.display()))?;
+    for (p, svg) in &g.plots {
+        std::fs::write(p, svg).with_context(|| format!("writing {}", p.display()))?;
+    }
+    println!("{} file(s) changed", changed.len());
+    Ok(true)
+}
+
+#[cfg(test)]
+#[path = "board_tests.rs"]
+mod tests;

@@ -1,0 +1,97 @@
+//! Which receipt each cell shows: read every `research/*.jsonl` with polars (lazy, JSON
+//! lines), keep green bench / pair rows measured on today's sources (kernel identity and
+//! engine identity both equal), and take the newest per cell. The full rows are then
+//! looked up in the serde-validated receipts, so what is rendered has passed the schema.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use gates::identity::SourceIdentity;
+use gates::receipt::{Receipt, jsonl_files, read_jsonl};
+use polars::prelude::{
+    DataType, LazyFileListReader, LazyFrame, LazyJsonLineReader, PlRefPath, UnionArgs, col, concat,
+    lit,
+};
+
+/// The receipt files of `dir`, validated (a board never renders an invalid receipt).
+pub fn load_all(dir: &Path) -> Result<Vec<Receipt>> {
+    let mut all = Vec::new();
+    for f in jsonl_files(dir)? {
+        all.extend(read_jsonl(&f)?);
+    }
+    Ok(all)
+}
+
+/// The columns the selection needs, from one JSONL file.
+fn scan(path: &Path) -> Result<LazyFrame> {
+    let p = path.to_string_lossy().into_owned();
+    let lf = LazyJsonLineReader::new(PlRefPath::new(p.as_str()))
+        .with_infer_schema_length(None)
+        .finish()
+        .with_context(|| format!("scanning {}", path.display()))?;
+    let field = |s: &str, f: &str| col(s).struct_().field_by_name(f).cast(DataType::String);
+    Ok(lf.select([
+        col("kind").cast(DataType::String),
+        col("name").cast(DataType::String),
+        col("time").cast(DataType::String),
+        field("build", "kernel_identity").alias("kernel"),
+        field("build", "engine_identity").alias("engine"),
+        field("verdict", "status").alias("status"),
+    ]))
+}
+
+/// For each cell name, the time of its newest current green bench/pair receipt.
+pub fn newest_current(dir: &Path, today: &SourceIdentity) -> Result<BTreeMap<String, String>> {
+    let files = jsonl_files(dir)?;
+    let mut frames = Vec::new();
+    for f in &files {
+        if std::fs::metadata(f).map(|m| m.len() > 0).unwrap_or(false) {
+            frames.push(scan(f)?);
+        }
+    }
+    let mut out = BTreeMap::new();
+    if frames.is_empty() {
+        return Ok(out);
+    }
+    let df = concat(frames, UnionArgs::default())
+        .context("joining the receipt files")?
+        .filter(
+            (col("kind").eq(lit("bench")).or(col("kind").eq(lit("pair"))))
+                .and(col("status").eq(lit("green")))
+                .and(col("kernel").eq(lit(today.kernel.as_str())))
+                .and(col("engine").eq(lit(today.engine.as_str()))),
+        )
+        .group_by([col("name")])
+        .agg([col("time").max().alias("time")])
+        .collect()
+        .context("selecting the newest current receipts")?;
+    let names = df.column("name")?.str()?;
+    let times = df.column("time")?.str()?;
+    for (n, t) in names.iter().zip(times.iter()) {
+        if let (Some(n), Some(t)) = (n, t) {
+            out.insert(n.to_owned(), t.to_owned());
+        }
+    }
+    Ok(out)
+}
+
+/// The receipt each cell shows: the last row (in file order) with the selected name and
+/// time.
+pub fn pick<'a>(
+    all: &'a [Receipt],
+    newest: &BTreeMap<String, String>,
+) -> BTreeMap<String, &'a Receipt> {
+    let mut out = BTreeMap::new();
+    for r in all {
+        if newest.get(&r.name) == Some(&r.time)
+            && matches!(
+                r.kind,
+                gates::receipt::Kind::Bench | gates::receipt::Kind::Pair
+            )
+        {
+            out.insert(r.name.clone(), r);
+        }
+    }
+    out
+}
