@@ -10,8 +10,10 @@
 
 pub mod clock;
 pub mod cpu_gates;
+pub mod decode_check;
 pub mod device;
 pub mod gpu_gates;
+pub mod graph_check;
 pub mod identity;
 pub mod kernel_check;
 pub mod model_facts;

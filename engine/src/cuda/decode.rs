@@ -9,8 +9,12 @@
 //!
 //! A prompt is processed [`MAX_ROWS`] tokens per launch. Every kernel is batch-invariant
 //! (checked by kernel-check), so this gives exactly the logits of feeding the tokens one by
-//! one. No CUDA graph yet; each op is one or two launches on the GPU's stream, and a step
-//! returns 4 bytes (the argmax) to the host when only the token is wanted.
+//! one. Each op is one or two launches on the GPU's stream, and a step returns 4 bytes (the
+//! argmax) to the host when only the token is wanted.
+//!
+//! A one-token step can also run as a captured CUDA graph ([`graph`]): the same launches,
+//! recorded once per decoder with the token id and position read from a small device
+//! buffer ([`Feed::Step`]) that the host overwrites before each replay.
 
 use super::cudarc::driver::{CudaSlice, DevicePtr};
 use super::ops::{self, Activation, AttnScratch, AttnShape, RopeStyle, RopeTable};
@@ -23,6 +27,10 @@ use half::f16;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+mod graph;
+
+pub use graph::StepGraph;
+
 /// Most tokens one step of the body runs in one launch.
 pub const MAX_ROWS: usize = MV_MAX_TOK;
 
@@ -32,6 +40,16 @@ enum DevWeight {
     Matrix(usize),
     /// A vector as f32 (device and host copies).
     Vector(CudaSlice<f32>, Vec<f32>),
+}
+
+/// Where an op pass reads its token ids and positions from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Feed {
+    /// `tokens[..n]` / `pos[..n]` (body) and `head_pos` (head), written per call.
+    Rows,
+    /// The two-value `step` buffer (`[token, position]`), one token: what a captured graph
+    /// reads, so that replaying it needs only those 8 bytes rewritten.
+    Step,
 }
 
 /// One layer's KV cache.
@@ -58,6 +76,12 @@ pub struct CudaDecoder {
     pos: CudaSlice<i32>,
     head_pos: CudaSlice<i32>,
     argmax_out: CudaSlice<i32>,
+    /// `[token, position]` of a graphed step (see [`Feed::Step`]).
+    step: CudaSlice<i32>,
+    /// The captured one-token step, once [`CudaDecoder::capture_step`] ran. It holds the
+    /// device addresses of the buffers above, which are allocated once in
+    /// [`CudaDecoder::new`] and never replaced while the decoder lives.
+    graph: Option<StepGraph>,
     capacity: usize,
     len: usize,
     /// Kernel choices made so far (for receipts), by weight name.
@@ -168,6 +192,8 @@ impl CudaDecoder {
             pos: gpu.zeros(MAX_ROWS)?,
             head_pos: gpu.zeros(1)?,
             argmax_out: gpu.zeros(1)?,
+            step: gpu.zeros(2)?,
+            graph: None,
             gpu,
             program,
             mats,
@@ -266,38 +292,49 @@ impl CudaDecoder {
             self.gpu
                 .stream()
                 .memcpy_htod(&pos, &mut self.pos.slice_mut(0..n))?;
-            let body = std::mem::take(&mut self.program.body);
-            let res = (|| {
-                for (i, op) in body.iter().enumerate() {
-                    self.run_op(i, op, n, false)?;
-                }
-                Ok::<(), CudaError>(())
-            })();
-            self.program.body = body;
-            res?;
+            self.body_pass(n, Feed::Rows)?;
             self.len += n;
-            // Hidden row of the chunk's last token -> the head's input.
-            let h = self.program.hidden;
-            let w = self.program.buffer(h).width;
-            let src = self.bufs[h.0 as usize]
-                .as_ref()
-                .ok_or_else(|| model_err("hidden buffer missing"))?;
-            let dst = self.head_bufs[h.0 as usize]
-                .as_mut()
-                .ok_or_else(|| model_err("hidden buffer missing"))?;
-            self.gpu
-                .stream()
-                .memcpy_dtod(&src.slice((n - 1) * w..n * w), dst)?;
         }
         let last = (self.len - 1) as i32;
         self.gpu
             .stream()
             .memcpy_htod(&[last][..], &mut self.head_pos)?;
+        self.head_pass(Feed::Rows)
+    }
+
+    /// Queue the body for `n` rows, then copy the last row's hidden state to the head's
+    /// input.
+    fn body_pass(&mut self, n: usize, feed: Feed) -> Result<(), CudaError> {
+        let body = std::mem::take(&mut self.program.body);
+        let res = (|| {
+            for (i, op) in body.iter().enumerate() {
+                self.run_op(i, op, n, false, feed)?;
+            }
+            Ok::<(), CudaError>(())
+        })();
+        self.program.body = body;
+        res?;
+        let h = self.program.hidden;
+        let w = self.program.buffer(h).width;
+        let src = self.bufs[h.0 as usize]
+            .as_ref()
+            .ok_or_else(|| model_err("hidden buffer missing"))?;
+        let dst = self.head_bufs[h.0 as usize]
+            .as_mut()
+            .ok_or_else(|| model_err("hidden buffer missing"))?;
+        self.gpu
+            .stream()
+            .memcpy_dtod(&src.slice((n - 1) * w..n * w), dst)?;
+        Ok(())
+    }
+
+    /// Queue the head (one row: the last token's logits).
+    fn head_pass(&mut self, feed: Feed) -> Result<(), CudaError> {
         let head = std::mem::take(&mut self.program.head);
         let base = self.program.body.len();
         let res = (|| {
             for (i, op) in head.iter().enumerate() {
-                self.run_op(base + i, op, 1, true)?;
+                self.run_op(base + i, op, 1, true, feed)?;
             }
             Ok::<(), CudaError>(())
         })();
@@ -316,12 +353,22 @@ impl CudaDecoder {
 
     /// The greedy token after the last token fed, computed on the device (4 bytes back).
     pub fn argmax(&mut self) -> Result<u32, CudaError> {
+        self.queue_argmax()?;
+        self.read_argmax()
+    }
+
+    /// Queue the argmax of the logits into `argmax_out`.
+    fn queue_argmax(&mut self) -> Result<(), CudaError> {
         let l = self.program.logits;
         let n = self.program.shape.n_vocab;
         let b = self.head_bufs[l.0 as usize]
             .as_ref()
             .ok_or_else(|| model_err("logits buffer missing"))?;
-        ops::argmax(&self.gpu, b, 1, n, &mut self.argmax_out)?;
+        ops::argmax(&self.gpu, b, 1, n, &mut self.argmax_out)
+    }
+
+    /// Download `argmax_out` (waits for the stream).
+    fn read_argmax(&self) -> Result<u32, CudaError> {
         let v = self.gpu.download(&self.argmax_out)?;
         Ok(v.first().copied().unwrap_or(0).max(0) as u32)
     }
@@ -341,12 +388,19 @@ impl CudaDecoder {
         Ok(out)
     }
 
-    fn run_op(&mut self, idx: usize, op: &Op, n: usize, head: bool) -> Result<(), CudaError> {
+    fn run_op(
+        &mut self,
+        idx: usize,
+        op: &Op,
+        n: usize,
+        head: bool,
+        feed: Feed,
+    ) -> Result<(), CudaError> {
         if let Op::Attention(spec) = op {
             if head {
                 return Err(model_err("attention in the head is not supported"));
             }
-            return self.attention(spec, n);
+            return self.attention(spec, n, feed);
         }
         let CudaDecoder {
             gpu,
@@ -359,21 +413,24 @@ impl CudaDecoder {
             tokens,
             pos,
             head_pos,
+            step,
             choices,
             ..
         } = self;
         let gpu = &**gpu;
         let width = |b: BufId| program.buffer(b).width;
-        let (bufs, pos) = if head {
-            (head_bufs, &*head_pos)
-        } else {
-            (bufs, &*pos)
+        let (step_tok, step_pos) = (step.slice(0..1), step.slice(1..2));
+        let (tokens, pos): (&dyn DevicePtr<i32>, &dyn DevicePtr<i32>) = match (feed, head) {
+            (Feed::Step, _) => (&step_tok, &step_pos),
+            (Feed::Rows, true) => (&*tokens, &*head_pos),
+            (Feed::Rows, false) => (&*tokens, &*pos),
         };
+        let bufs = if head { head_bufs } else { bufs };
         match op {
             Op::Embed { table, out, scale } => {
                 let w = w_ref(mats, matrix(weights, *table)?)?;
                 let mut o = take(bufs, *out)?;
-                let r = ops::embed(gpu, w, &*tokens, n, *scale, &mut o.slice).map(|_| ());
+                let r = ops::embed(gpu, w, tokens, n, *scale, &mut o.slice).map(|_| ());
                 put(bufs, *out, o);
                 r
             }
@@ -510,7 +567,7 @@ impl CudaDecoder {
         }
     }
 
-    fn attention(&mut self, spec: &AttentionSpec, n: usize) -> Result<(), CudaError> {
+    fn attention(&mut self, spec: &AttentionSpec, n: usize, feed: Feed) -> Result<(), CudaError> {
         let gpu = Arc::clone(&self.gpu);
         let gpu = &*gpu;
         let layer = self
@@ -521,13 +578,18 @@ impl CudaDecoder {
             return Err(model_err("attention spec does not match its KV layer"));
         }
         let bufs = &mut self.bufs;
+        let step_pos = self.step.slice(1..2);
+        let pos: &dyn DevicePtr<i32> = match feed {
+            Feed::Step => &step_pos,
+            Feed::Rows => &self.pos,
+        };
         ops::kv_store(
             gpu,
             get(bufs, spec.k)?,
             get(bufs, spec.v)?,
             &mut layer.k,
             &mut layer.v,
-            &self.pos,
+            pos,
             n,
             spec.n_kv_heads,
             spec.head_dim,
@@ -551,7 +613,7 @@ impl CudaDecoder {
             get(bufs, spec.q)?,
             &layer.k,
             &layer.v,
-            &self.pos,
+            pos,
             shape,
             spec.scale,
             spec.softcap.unwrap_or(0.0),

@@ -85,7 +85,9 @@ impl Gpu {
         // SAFETY: every launch and copy of this backend goes through the one stream below,
         // so cross-stream event tracking is not needed (and costs events on every launch).
         unsafe { ctx.disable_event_tracking() };
-        let stream = ctx.default_stream();
+        // A stream of our own rather than the legacy default stream, which cannot be
+        // captured into a CUDA graph (decode::graph).
+        let stream = ctx.new_stream()?;
         let cc = ctx.compute_capability()?;
         let sm =
             ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;

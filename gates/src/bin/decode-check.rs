@@ -1,17 +1,18 @@
-//! `decode-check`: CUDA greedy decode vs the CPU reference (the `argmax` gate's engine) on
-//! synthetic checkpoints of every family and on the real GGUF models given as arguments,
-//! then a first eager decode timing of each real model.
+//! `decode-check`: on synthetic checkpoints of every family and on the real GGUF models
+//! given as arguments, (1) CUDA greedy decode vs the CPU reference (the `argmax` gate's
+//! engine), (2) CUDA-graph replay vs eager CUDA decode (the `graph` gate's engine), then
+//! (3) eager and graphed decode timing of each real model, interleaved.
 //!
-//! Usage: `decode-check [--tokens N] [--time-tokens N] [--near-tie X] [--json FILE]
-//! [--cubin-cache DIR] [MODEL.gguf ...]`. Exit status: 0 green, 1 red, 2 no GPU, 3 usage.
+//! Usage: `decode-check [--tokens N] [--time-tokens N] [--reps N] [--near-tie X]
+//! [--skip-argmax] [--json FILE] [--cubin-cache DIR] [MODEL.gguf ...]`. Exit status: 0 green,
+//! 1 red, 2 no GPU, 3 usage.
 
 use engine::cuda::{CudaConfig, Gpu};
 use engine::model_file::GgufModel;
 use engine::tokenizer::Tokenizer;
 use gates::Verdict;
-use gates::decode_check::{
-    DecodeCase, DecodeCheckConfig, check_model, synthetic_models, time_decode, verdict,
-};
+use gates::decode_check::{DecodeCase, DecodeCheckConfig, check_model, synthetic_models, verdict};
+use gates::graph_check::{self, GraphCheckConfig};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -20,7 +21,7 @@ const PROMPT: &str = "The history of the printing press begins in the fifteenth 
 
 fn usage(msg: &str) -> ExitCode {
     eprintln!(
-        "decode-check: {msg}\nusage: decode-check [--tokens N] [--time-tokens N] [--near-tie X] [--json FILE] [--cubin-cache DIR] [MODEL.gguf ...]"
+        "decode-check: {msg}\nusage: decode-check [--tokens N] [--time-tokens N] [--reps N] [--near-tie X] [--skip-argmax] [--json FILE] [--cubin-cache DIR] [MODEL.gguf ...]"
     );
     ExitCode::from(3)
 }
@@ -28,6 +29,8 @@ fn usage(msg: &str) -> ExitCode {
 fn main() -> ExitCode {
     let mut cfg = DecodeCheckConfig::default();
     let mut time_tokens = 128usize;
+    let mut reps = 5usize;
+    let mut skip_argmax = false;
     let mut json: Option<PathBuf> = None;
     let mut cuda = CudaConfig {
         ordinal: 0,
@@ -51,6 +54,11 @@ fn main() -> ExitCode {
                 Ok(v) => time_tokens = v as usize,
                 Err(e) => return usage(&e),
             },
+            "--reps" => match num("--reps needs a number") {
+                Ok(v) => reps = (v as usize).max(1),
+                Err(e) => return usage(&e),
+            },
+            "--skip-argmax" => skip_argmax = true,
             "--near-tie" => match num("--near-tie needs a number") {
                 Ok(v) => cfg.near_tie = v as f32,
                 Err(e) => return usage(&e),
@@ -113,58 +121,97 @@ fn main() -> ExitCode {
         }
     }
     let mut lines = Vec::new();
+    if !skip_argmax {
+        println!("\n[argmax] CUDA greedy vs CPU reference greedy (teacher-forced)");
+        for c in &cases {
+            let t0 = std::time::Instant::now();
+            let l = check_model(&gpu, c, &cfg);
+            println!("{}  ({:.1}s)", l.render(), t0.elapsed().as_secs_f64());
+            lines.push(l);
+        }
+    }
+    let v = if skip_argmax {
+        Verdict::skipped("--skip-argmax")
+    } else {
+        verdict(&lines)
+    };
+    report("argmax", &v, lines.len());
+    let gcfg = GraphCheckConfig {
+        n_tokens: cfg.n_tokens,
+        capacity: cfg.capacity,
+    };
+    println!(
+        "\n[graph] CUDA-graph replay vs eager decode, {} tokens",
+        gcfg.n_tokens
+    );
+    let mut glines = Vec::new();
     for c in &cases {
         let t0 = std::time::Instant::now();
-        let l = check_model(&gpu, c, &cfg);
+        let l = graph_check::check_model(&gpu, c, &gcfg);
         println!("{}  ({:.1}s)", l.render(), t0.elapsed().as_secs_f64());
-        lines.push(l);
+        glines.push(l);
     }
-    let v = verdict(&lines);
-    match &v {
-        Verdict::Green => println!("ALL GREEN ({} models)", lines.len()),
-        Verdict::Red { failures } => {
-            println!("FAILED {} of {}:", failures.len(), lines.len());
-            for f in failures {
-                println!("  {f}");
-            }
-        }
-        Verdict::Skipped { reason } => println!("SKIPPED: {reason}"),
-    }
+    let gv = graph_check::verdict(&glines);
+    report("graph", &gv, glines.len());
     let mut timings = Vec::new();
     if time_tokens > 0 {
         println!(
-            "\neager decode timing (no CUDA graph yet), {time_tokens} tokens after the prompt:"
+            "\n[timing] greedy decode, {time_tokens} tokens after the prompt, eager and graphed interleaved, {reps} reps (median [min-max] tok/s)"
         );
         println!(
-            "{:<44} {:>7} {:>10} {:>10} {:>12}",
-            "model", "prompt", "prefill s", "tok/s", "weights MB"
+            "{:<40} {:>6} {:>24} {:>24} {:>7} {:>10} {:>6}",
+            "model", "prompt", "eager tok/s", "graphed tok/s", "speedup", "weights MB", "nodes"
         );
+        let span = |v: &[f64]| {
+            let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = v.iter().copied().fold(0f64, f64::max);
+            format!("{:.1} [{:.1}-{:.1}]", graph_check::median(v), lo, hi)
+        };
         for c in cases.iter().skip(n_synth) {
-            match time_decode(&gpu, c, time_tokens, cfg.capacity) {
+            match graph_check::time_pair(&gpu, c, time_tokens, reps, cfg.capacity) {
                 Ok(t) => {
                     println!(
-                        "{:<44} {:>7} {:>10.4} {:>10.1} {:>12.1}",
+                        "{:<40} {:>6} {:>24} {:>24} {:>6.2}x {:>10.1} {:>6}",
                         t.name,
                         t.prompt_tokens,
-                        t.prefill_s,
-                        t.decode_tok_s,
-                        t.weight_bytes as f64 / 1e6
+                        span(&t.eager_tok_s),
+                        span(&t.graphed_tok_s),
+                        t.graphed_median() / t.eager_median().max(1e-9),
+                        t.weight_bytes as f64 / 1e6,
+                        t.graph_nodes
                     );
                     timings.push(t);
                 }
-                Err(e) => println!("{:<44} error: {e}", c.name),
+                Err(e) => println!("{:<40} error: {e}", c.name),
             }
         }
     }
     if let Some(path) = json {
-        let doc = serde_json::json!({ "lines": lines, "timings": timings, "verdict": v });
+        let doc = serde_json::json!({
+            "argmax": { "lines": lines, "verdict": v },
+            "graph": { "lines": glines, "verdict": gv },
+            "timings": timings,
+        });
         if let Err(e) = std::fs::write(&path, doc.to_string()) {
             eprintln!("decode-check: cannot write {}: {e}", path.display());
         }
     }
-    if matches!(v, Verdict::Red { .. }) {
+    if v.is_red() || gv.is_red() {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+fn report(section: &str, v: &Verdict, n: usize) {
+    match v {
+        Verdict::Green => println!("{section}: ALL GREEN ({n} models)"),
+        Verdict::Red { failures } => {
+            println!("{section}: FAILED {} of {n}:", failures.len());
+            for f in failures {
+                println!("  {f}");
+            }
+        }
+        Verdict::Skipped { reason } => println!("{section}: SKIPPED: {reason}"),
     }
 }
