@@ -1,7 +1,8 @@
 //! `decode-check`: on synthetic checkpoints of every family and on the real GGUF models
-//! given as arguments, (1) CUDA greedy decode vs the CPU reference (the `argmax` gate's
-//! engine), (2) CUDA-graph replay vs eager CUDA decode (the `graph` gate's engine), then
-//! (3) eager and graphed decode timing of each real model, interleaved.
+//! given as arguments: (1) CUDA-graph replay vs eager CUDA decode (the `graph` gate's
+//! engine), (2) eager and graphed decode timing of each real model, interleaved, then (3)
+//! CUDA greedy decode vs the CPU reference (the `argmax` gate's engine; last, as the CPU
+//! reference is the slow part).
 //!
 //! Usage: `decode-check [--tokens N] [--time-tokens N] [--reps N] [--near-tie X]
 //! [--skip-argmax] [--json FILE] [--cubin-cache DIR] [MODEL.gguf ...]`. Exit status: 0 green,
@@ -120,22 +121,6 @@ fn main() -> ExitCode {
             Err(e) => println!("FAIL {name}: cannot load: {e}"),
         }
     }
-    let mut lines = Vec::new();
-    if !skip_argmax {
-        println!("\n[argmax] CUDA greedy vs CPU reference greedy (teacher-forced)");
-        for c in &cases {
-            let t0 = std::time::Instant::now();
-            let l = check_model(&gpu, c, &cfg);
-            println!("{}  ({:.1}s)", l.render(), t0.elapsed().as_secs_f64());
-            lines.push(l);
-        }
-    }
-    let v = if skip_argmax {
-        Verdict::skipped("--skip-argmax")
-    } else {
-        verdict(&lines)
-    };
-    report("argmax", &v, lines.len());
     let gcfg = GraphCheckConfig {
         n_tokens: cfg.n_tokens,
         capacity: cfg.capacity,
@@ -186,6 +171,22 @@ fn main() -> ExitCode {
             }
         }
     }
+    let mut lines = Vec::new();
+    if !skip_argmax {
+        println!("\n[argmax] CUDA greedy vs CPU reference greedy (teacher-forced)");
+        for c in &cases {
+            let t0 = std::time::Instant::now();
+            let l = check_model(&gpu, c, &cfg);
+            println!("{}  ({:.1}s)", l.render(), t0.elapsed().as_secs_f64());
+            lines.push(l);
+        }
+    }
+    let v = if skip_argmax {
+        Verdict::skipped("--skip-argmax")
+    } else {
+        verdict(&lines)
+    };
+    report("argmax", &v, lines.len());
     if let Some(path) = json {
         let doc = serde_json::json!({
             "argmax": { "lines": lines, "verdict": v },
