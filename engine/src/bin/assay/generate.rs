@@ -105,28 +105,30 @@ fn prompt_tokens(args: &Args, model: &GgufModel, tok: &Tokenizer) -> anyhow::Res
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args.backend {
         Backend::Cuda => bail!("CUDA backend not built yet; use --backend cpu"),
-        Backend::Auto if !args.json => {
+        Backend::Auto => {
             eprintln!("assay: no CUDA backend in this build; using the CPU reference backend")
         }
-        Backend::Auto | Backend::Cpu => {}
+        Backend::Cpu => {}
     }
     let t_load = Instant::now();
     let path = crate::common::resolve_model(args.model.as_deref(), args.models_dir.clone())?;
     let model =
         GgufModel::open(&path).with_context(|| format!("cannot open model {}", path.display()))?;
+    // The program first: an unsupported or inconsistent model is reported as such even
+    // when its tokenizer is missing too.
+    let model = Arc::new(model);
+    let options = ReferenceOptions {
+        threads: args.threads,
+        kv_dtype: KvDtype::F16,
+    };
+    let exec = Reference::new(model.clone(), options)
+        .with_context(|| format!("cannot run {}", path.display()))?;
     let tok = Tokenizer::from_gguf(model.header())
         .with_context(|| format!("cannot read the tokenizer of {}", path.display()))?;
     let prompt = prompt_tokens(&args, &model, &tok)?;
     if prompt.is_empty() {
         bail!("the prompt is empty after tokenization");
     }
-    let model = Arc::new(model);
-    let options = ReferenceOptions {
-        threads: args.threads,
-        kv_dtype: KvDtype::F16,
-    };
-    let exec =
-        Reference::new(model, options).with_context(|| format!("cannot run {}", path.display()))?;
     let load_s = t_load.elapsed().as_secs_f64();
     let n_ctx = exec.program().shape.n_ctx_train;
     if n_ctx > 0 && prompt.len() + args.max_tokens > n_ctx {
