@@ -1,6 +1,7 @@
 //! Criterion benchmark of the CPU reference executor on SmolLM2-135M (Q4_1/Q8_0):
 //! prefill of a 128-token prompt and one-token decode at position 128, reported as tokens
-//! per second (criterion's element throughput). Skips with a message when the model is
+//! per second (criterion's element throughput), with weights dequantized on every step and
+//! with every matrix kept dequantized in memory. Skips with a message when the model is
 //! not in `ASSAY_MODELS_DIR` (default `~/.cache/assay/models`).
 
 use std::hint::black_box;
@@ -40,7 +41,7 @@ fn bench(c: &mut Criterion) {
             return;
         }
     };
-    let r = match Reference::new(model, ReferenceOptions::default()) {
+    let mut r = match Reference::new(model, ReferenceOptions::default()) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("skipping the reference benchmark: {e}");
@@ -69,6 +70,25 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             kv.truncate(PROMPT);
             black_box(r.step(&mut kv, black_box(&[42])).ok())
+        })
+    });
+    // The same with every matrix kept dequantized (what `assay generate` does by default
+    // for models that fit its 2 GiB budget).
+    if let Err(e) = r.cache_weights(usize::MAX) {
+        eprintln!("cannot cache weights: {e}");
+        return;
+    }
+    g.bench_function("decode_at_128_cached_f32", |b| {
+        b.iter(|| {
+            kv.truncate(PROMPT);
+            black_box(r.step(&mut kv, black_box(&[42])).ok())
+        })
+    });
+    g.throughput(Throughput::Elements(PROMPT as u64));
+    g.bench_function("prefill_128_cached_f32", |b| {
+        b.iter(|| {
+            let mut kv = r.new_cache();
+            black_box(r.step(&mut kv, black_box(&prompt)).ok())
         })
     });
     g.finish();

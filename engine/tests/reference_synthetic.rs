@@ -528,3 +528,21 @@ fn unsupported_and_corrupt_files_give_named_errors() {
     ));
     assert_eq!(kv.len(), 0);
 }
+
+#[test]
+fn cached_weights_give_identical_results() {
+    let mut spec = SyntheticSpec::tiny("qwen3");
+    spec.matrix_format = QuantFormat::Q4_K;
+    spec.n_embd = 256;
+    spec.n_heads = 16;
+    spec.n_kv_heads = 4;
+    spec.n_ff = 512;
+    let toks = prompt(9, spec.n_vocab);
+    let plain = bits(&all_logits(&reference(&spec, 2, KvDtype::F16), &toks));
+    for budget in [usize::MAX, 300_000] {
+        let mut r = reference(&spec, 2, KvDtype::F16);
+        let used = r.cache_weights(budget).unwrap();
+        assert!(used > 0 && used <= budget);
+        assert_eq!(plain, bits(&all_logits(&r, &toks)), "budget {budget}");
+    }
+}

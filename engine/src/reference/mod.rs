@@ -148,6 +148,28 @@ impl Reference {
         })
     }
 
+    /// Keep matrices dequantized in memory (f32), in program order, while they fit in
+    /// `budget_bytes`; returns the bytes used. The cached values are exactly those the
+    /// per-step dequantization produces, so results do not change (tested); decode gets
+    /// faster because weights are no longer dequantized on every step.
+    pub fn cache_weights(&mut self, budget_bytes: usize) -> Result<usize, ReferenceError> {
+        let mut used: usize = self
+            .weights
+            .iter()
+            .filter_map(|w| w.cached.as_ref().map(|c| c.len() * 4))
+            .sum();
+        let model = self.model.clone();
+        for w in &mut self.weights {
+            let bytes = w.spec.rows * w.spec.cols * 4;
+            if w.spec.rows == 1 || w.cached.is_some() || used + bytes > budget_bytes {
+                continue;
+            }
+            w.cached = Some(w.to_f32(&model)?);
+            used += bytes;
+        }
+        Ok(used)
+    }
+
     /// The program being executed.
     pub fn program(&self) -> &Program {
         &self.program

@@ -11,12 +11,15 @@ use crate::quant;
 use super::ReferenceError;
 use super::math::dot;
 
-/// One weight: its spec, tensor inventory entry and bytes per row.
+/// One weight: its spec, tensor inventory entry and bytes per row, and optionally the
+/// whole matrix already dequantized (the same values [`Weight::row`] produces, kept to
+/// spare the dequantization on every decode step).
 #[derive(Clone, Debug)]
 pub struct Weight {
     pub spec: WeightSpec,
     pub info: TensorInfo,
     pub row_bytes: usize,
+    pub cached: Option<Vec<f32>>,
 }
 
 /// Output rows handled by one parallel task of [`matmul`].
@@ -56,6 +59,7 @@ impl Weight {
                     spec: spec.clone(),
                     info,
                     row_bytes,
+                    cached: None,
                 })
             })
             .collect()
@@ -118,10 +122,19 @@ pub fn matmul(
         .try_for_each(|(bi, chunk)| {
             let first = bi * ROW_BLOCK;
             let rows = chunk.len() / t.max(1);
-            let mut wrows = vec![0f32; rows * k];
-            for r in 0..rows {
-                w.row(model, first + r, &mut wrows[r * k..(r + 1) * k])?;
-            }
+            let mut scratch = Vec::new();
+            let wrows: &[f32] = match &w.cached {
+                Some(c) => c.get(first * k..(first + rows) * k).ok_or_else(|| {
+                    ReferenceError::Weight(format!("cached {:?} too short", w.spec.name))
+                })?,
+                None => {
+                    scratch.resize(rows * k, 0f32);
+                    for r in 0..rows {
+                        w.row(model, first + r, &mut scratch[r * k..(r + 1) * k])?;
+                    }
+                    &scratch
+                }
+            };
             for ti in 0..t {
                 let xt = &x[ti * k..(ti + 1) * k];
                 for r in 0..rows {
