@@ -42,8 +42,9 @@ pub const TOLERANCES: &[(&str, Tol, &str)] = &[
     (
         "matvec",
         Tol::MaxRel(2e-5),
-        "f32 sums of up to ~5k products vs an f64 reference: ~1e-6 seen; one wrongly decoded \
-         block of 32 moves a row by ~1e-2",
+        "error / sum|w*x| of its row (the dot product's own rounding scale, so cancelling rows \
+         are not over-weighted): f32 sums of up to ~5k products vs an f64 reference, typical \
+         sqrt(k)*2^-24 ~ 4e-6; one wrongly decoded block of 32 in k=4864 moves it by ~7e-3",
     ),
     (
         "embed",
@@ -230,6 +231,56 @@ pub fn compare_f32(
     line
 }
 
+/// Compare like [`compare_f32`] under a relative tolerance, but divide each element's error
+/// by its own `scale` (e.g. `sum |w*x|` of a dot product) instead of the largest reference
+/// value: a row whose result cancels to a small number is judged against the rounding its
+/// sum can produce, not against its own size.
+pub fn compare_f32_scaled(
+    op: &'static str,
+    name: impl Into<String>,
+    got: &[f32],
+    want: &[f32],
+    scale: &[f64],
+) -> CheckLine {
+    let mut line = compare_f32(op, name, got, want);
+    let Tol::MaxRel(t) = line.tol else {
+        return line;
+    };
+    if !line.note.is_empty() && line.err.is_infinite() {
+        return line; // length or NaN mismatch: already red with its reason.
+    }
+    if scale.len() != want.len() {
+        line.pass = false;
+        line.err = f64::INFINITY;
+        line.note = format!("{} scales for {} values", scale.len(), want.len());
+        return line;
+    }
+    let mut worst = (0f64, 0usize);
+    for i in 0..got.len() {
+        if got[i].is_nan() {
+            continue;
+        }
+        let d = (f64::from(got[i]) - f64::from(want[i])).abs();
+        let d = if d.is_nan() { f64::INFINITY } else { d };
+        let e = d / scale[i].max(f64::from(f32::MIN_POSITIVE));
+        if e > worst.0 {
+            worst = (e, i);
+        }
+    }
+    line.err = worst.0;
+    line.pass = !(line.err > t || line.err.is_nan());
+    line.note = if line.pass {
+        String::new()
+    } else {
+        let i = worst.1;
+        format!(
+            "worst at {i}: got {:e} want {:e} (scale {:e})",
+            got[i], want[i], scale[i]
+        )
+    };
+    line
+}
+
 /// Compare values that must be identical (indices, f16 bit patterns), whatever the table
 /// says for `op`.
 pub fn compare_exact<T: PartialEq + std::fmt::Debug>(
@@ -409,6 +460,28 @@ mod tests {
 
     fn rand_vec(rng: &mut Rng, n: usize) -> Vec<f32> {
         (0..n).map(|_| rng.symmetric()).collect()
+    }
+
+    #[test]
+    fn scaled_compare_judges_cancelling_rows_by_their_sum_scale() {
+        // A dot product that cancels to 0.158 from terms summing to 50 in magnitude: an
+        // f32-sized error of 3e-6 is 2e-5 of the value but 6e-8 of the scale.
+        let (want1, got1) = ([0.158f32], [0.158f32 + 4e-6]);
+        assert!(!compare_f32("matvec", "unscaled", &got1, &want1).pass);
+        assert!(compare_f32_scaled("matvec", "scaled", &got1, &want1, &[50.0]).pass);
+        let want = [0.158f32, 3.0];
+        let got = [0.158f32 + 4e-6, 3.0];
+        let scale = [50.0, 40.0];
+        assert!(compare_f32_scaled("matvec", "scaled", &got, &want, &scale).pass);
+        // A planted fault of a wrongly decoded block (~1e-2 of the scale) stays red.
+        let bad = [0.158f32, 3.0 + 0.4];
+        let line = compare_f32_scaled("matvec", "planted", &bad, &want, &scale);
+        assert!(!line.pass, "{}", line.render());
+        // NaN left in the output and wrong lengths stay red whatever the scale.
+        let nan = [f32::NAN, 3.0];
+        assert!(!compare_f32_scaled("matvec", "nan", &nan, &want, &scale).pass);
+        assert!(!compare_f32_scaled("matvec", "len", &got[..1], &want, &scale).pass);
+        assert!(!compare_f32_scaled("matvec", "scales", &got, &want, &scale[..1]).pass);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! a [`CheckLine`] per comparison. A launch or copy error becomes a failing line, never a
 //! crash of the gate.
 
-use super::{CheckLine, compare_exact, compare_f32};
+use super::{CheckLine, compare_exact, compare_f32, compare_f32_scaled};
 use engine::cuda::cudarc::driver::CudaSlice;
 use engine::cuda::ops::{self, Activation, AttnScratch, AttnShape, RopeStyle};
 use engine::cuda::{CudaError, DeviceWeight, Gpu, cpu, select};
@@ -185,11 +185,13 @@ fn matvec_cases(gpu: &Gpu, rng: &mut Rng, format: QuantFormat, lines: &mut Vec<C
             )
             .map_err(e2s)?;
             let got = gpu.download(&dy).map_err(e2s)?;
-            let mut out = vec![compare_f32(
+            let scale = dot_scales(format, &w, rows, k, &x, ntok, bias.as_deref())?;
+            let mut out = vec![compare_f32_scaled(
                 "matvec",
                 format!("{name} [{choice}]"),
                 &got,
                 &want,
+                &scale,
             )];
             if ntok > 1 {
                 // Each token alone must give the very bits it got in the shared launch.
@@ -219,6 +221,39 @@ fn matvec_cases(gpu: &Gpu, rng: &mut Rng, format: QuantFormat, lines: &mut Vec<C
             Ok(out)
         });
     }
+}
+
+/// `sum_j |w_rj * x_tj| + |bias_r|` for every output (token-major like the result): the
+/// magnitude the f32 rounding of each dot product scales with.
+fn dot_scales(
+    format: QuantFormat,
+    w: &[u8],
+    rows: usize,
+    k: usize,
+    x: &[f32],
+    ntok: usize,
+    bias: Option<&[f32]>,
+) -> Result<Vec<f64>, String> {
+    let row_bytes = format.bytes_for(k).map_err(e2s)?;
+    let mut row = vec![0f32; k];
+    let mut out = vec![0f64; ntok * rows];
+    for r in 0..rows {
+        let bytes = w
+            .get(r * row_bytes..(r + 1) * row_bytes)
+            .ok_or_else(|| "weight too short".to_owned())?;
+        engine::quant::dequantize(format, bytes, &mut row).map_err(e2s)?;
+        for t in 0..ntok {
+            let xt = &x[t * k..(t + 1) * k];
+            let mag: f64 = row
+                .iter()
+                .zip(xt)
+                .map(|(a, b)| f64::from(*a * *b).abs())
+                .sum();
+            let b = bias.map_or(0.0, |b| f64::from(b[r].abs()));
+            out[t * rows + r] = mag + b;
+        }
+    }
+    Ok(out)
 }
 
 fn embed_cases(gpu: &Gpu, rng: &mut Rng, format: QuantFormat, lines: &mut Vec<CheckLine>) {
