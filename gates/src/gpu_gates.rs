@@ -1,9 +1,18 @@
 //! The gates that need a GPU: registered here so that every run lists them, and skipped
 //! with the reason when they cannot run. `kernel-check` runs
 //! [`crate::kernel_check::run`] and also requires that the kernels compiled into this
-//! binary are the kernels of the tree the receipt names; `argmax` and `graph` arrive with
-//! the CUDA decode path (issue 5).
+//! binary are the kernels of the tree the receipt names; `argmax` runs
+//! [`crate::decode_check`] and `graph` runs [`crate::graph_check`] on the synthetic
+//! checkpoints of every family plus every catalog model present in the models folder.
 
+use std::sync::Arc;
+
+use engine::cuda::{CudaConfig, Gpu};
+use engine::model_file::GgufModel;
+use engine::tokenizer::Tokenizer;
+
+use crate::decode_check::{self, DecodeCase, DecodeCheckConfig, check_model, synthetic_models};
+use crate::graph_check::{self, GraphCheckConfig};
 use crate::kernel_check::{KernelCheckConfig, run as run_kernel_check};
 use crate::receipt::Workload;
 use crate::{GateContext, GateDef, GateOutcome, Verdict};
@@ -40,11 +49,82 @@ pub fn no_gpu_reason(ctx: &GateContext) -> Option<String> {
     (!ctx.gpu).then(|| "no GPU (nvidia-smi reports no device)".to_owned())
 }
 
-fn pending(ctx: &GateContext) -> GateOutcome {
-    let reason = no_gpu_reason(ctx).unwrap_or_else(|| {
-        "not implemented yet: arrives with the CUDA decode path (issue 5)".to_owned()
-    });
-    GateOutcome::new(Verdict::skipped(reason), Vec::new())
+/// The prompt both decode gates continue from, tokenized by each real model.
+const PROMPT: &str = "The history of the printing press begins in the fifteenth century, when";
+
+/// Open the GPU for a decode gate.
+fn open_gpu(ctx: &GateContext) -> Result<Arc<Gpu>, String> {
+    let cuda = CudaConfig {
+        ordinal: 0,
+        cubin_cache_dir: ctx.cubin_cache.clone(),
+    };
+    Gpu::open(&cuda).map(Arc::new).map_err(|e| e.to_string())
+}
+
+/// Synthetic checkpoints of every family, then each catalog model found in the models
+/// folder (with `--quick`, only the default model among them).
+fn decode_cases(ctx: &GateContext) -> (Vec<DecodeCase>, Vec<String>) {
+    let mut problems = Vec::new();
+    let mut cases = match synthetic_models() {
+        Ok(c) => c,
+        Err(e) => {
+            problems.push(format!("cannot build synthetic models: {e}"));
+            Vec::new()
+        }
+    };
+    let catalog = engine::catalog::models().unwrap_or_default();
+    for m in catalog {
+        if ctx.quick && m.name != ctx.default_model {
+            continue;
+        }
+        let Ok(path) = engine::catalog::resolve(&m.name, &ctx.models_dir) else {
+            continue;
+        };
+        let loaded = GgufModel::open(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|model| {
+                let tok = Tokenizer::from_gguf(model.header()).map_err(|e| e.to_string())?;
+                let prompt = tok.encode(PROMPT, true, false).map_err(|e| e.to_string())?;
+                Ok((model, prompt))
+            });
+        match loaded {
+            Ok((model, prompt)) => cases.push(DecodeCase {
+                name: m.name.clone(),
+                model: Arc::new(model),
+                prompt,
+            }),
+            Err(e) => problems.push(format!("{}: cannot load: {e}", m.name)),
+        }
+    }
+    (cases, problems)
+}
+
+/// Fold load problems into a verdict: any problem makes the gate red.
+fn with_problems(verdict: Verdict, problems: Vec<String>) -> Verdict {
+    if problems.is_empty() {
+        return verdict;
+    }
+    match verdict {
+        Verdict::Red { mut failures } => {
+            failures.extend(problems);
+            Verdict::Red { failures }
+        }
+        _ => Verdict::from_failures(problems),
+    }
+}
+
+fn decode_outcome(verdict: Verdict, detail: Vec<String>, n_tokens: usize) -> GateOutcome {
+    GateOutcome {
+        verdict,
+        detail,
+        model: None,
+        workload: Workload {
+            mode: Some("gate".into()),
+            gen_tokens: Some(n_tokens as u64),
+            sampling: Some("greedy".into()),
+            ..Workload::default()
+        },
+    }
 }
 
 fn kernel_check(ctx: &GateContext) -> GateOutcome {
@@ -96,11 +176,49 @@ fn kernel_check(ctx: &GateContext) -> GateOutcome {
 }
 
 fn argmax(ctx: &GateContext) -> GateOutcome {
-    pending(ctx)
+    if let Some(reason) = no_gpu_reason(ctx) {
+        return GateOutcome::new(Verdict::skipped(reason), Vec::new());
+    }
+    let gpu = match open_gpu(ctx) {
+        Ok(g) => g,
+        Err(e) => return GateOutcome::new(Verdict::from_failures(vec![e]), Vec::new()),
+    };
+    let cfg = DecodeCheckConfig::default();
+    let (cases, problems) = decode_cases(ctx);
+    let lines: Vec<_> = cases.iter().map(|c| check_model(&gpu, c, &cfg)).collect();
+    let mut detail = vec![format!(
+        "{} models, {} greedy steps each, near-tie <= {} logits",
+        lines.len(),
+        cfg.n_tokens,
+        cfg.near_tie
+    )];
+    detail.extend(lines.iter().map(|l| l.render()));
+    let verdict = with_problems(decode_check::verdict(&lines), problems);
+    decode_outcome(verdict, detail, cfg.n_tokens)
 }
 
 fn graph(ctx: &GateContext) -> GateOutcome {
-    pending(ctx)
+    if let Some(reason) = no_gpu_reason(ctx) {
+        return GateOutcome::new(Verdict::skipped(reason), Vec::new());
+    }
+    let gpu = match open_gpu(ctx) {
+        Ok(g) => g,
+        Err(e) => return GateOutcome::new(Verdict::from_failures(vec![e]), Vec::new()),
+    };
+    let cfg = GraphCheckConfig::default();
+    let (cases, problems) = decode_cases(ctx);
+    let lines: Vec<_> = cases
+        .iter()
+        .map(|c| graph_check::check_model(&gpu, c, &cfg))
+        .collect();
+    let mut detail = vec![format!(
+        "{} models, {} tokens each",
+        lines.len(),
+        cfg.n_tokens
+    )];
+    detail.extend(lines.iter().map(|l| l.render()));
+    let verdict = with_problems(graph_check::verdict(&lines), problems);
+    decode_outcome(verdict, detail, cfg.n_tokens)
 }
 
 #[cfg(test)]
