@@ -4,9 +4,10 @@
 //! this run) and the achieved fraction. One receipt row per cell (`research/bench.jsonl`).
 //!
 //! Files: [`cells`] (board definitions), [`roofline`] (bytes per token, bandwidth),
-//! [`runner`] (the engines that time a cell).
+//! [`runner`] (the CPU reference arm), [`gpu`] (the CUDA arm, device bandwidth).
 
 pub mod cells;
+pub mod gpu;
 pub mod roofline;
 pub mod runner;
 
@@ -43,9 +44,12 @@ pub struct BenchArgs {
     /// CPU threads for the reference executor (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Bytes copied to measure host bandwidth.
+    /// Bytes copied to measure host bandwidth (CPU cells).
     #[arg(long, default_value_t = 512 << 20)]
     pub memcpy_bytes: usize,
+    /// Bytes copied device-to-device to measure GPU bandwidth (GPU cells).
+    #[arg(long, default_value_t = 4 << 30)]
+    pub copy_bytes: usize,
 }
 
 /// The model file of a cell.
@@ -61,36 +65,36 @@ fn model_path(env: &EnvArgs, cell: &Cell) -> Result<(String, PathBuf)> {
     };
     let p = dir.join("synth").join(s.file_name());
     if !p.exists() {
-        bail!(
-            "cell {}: synthetic checkpoint {} missing; make it with `harness synth --arch {} \
-             --shape {} --quant {} --seed {} --out {}`",
-            cell.id,
-            p.display(),
-            s.arch,
-            s.shape,
-            s.quant,
-            s.seed,
-            p.display()
-        );
+        println!("{:<36} making {} (harness synth)", cell.id, p.display());
+        crate::synth::run(
+            env,
+            &crate::synth::SynthArgs {
+                arch: <crate::synth::shapes::Arch as clap::ValueEnum>::from_str(&s.arch, true)
+                    .map_err(anyhow::Error::msg)?,
+                shape: s.shape.clone(),
+                quant: s.quant.clone(),
+                seed: s.seed,
+                out: p.clone(),
+                donor: None,
+                no_safetensors: true,
+            },
+        )
+        .with_context(|| format!("cell {}: making its synthetic checkpoint", cell.id))?;
     }
     Ok((s.file_name().trim_end_matches(".gguf").to_owned(), p))
 }
 
 /// Why a cell cannot run here, if it cannot.
 fn skip_reason(cell: &Cell, gpu: bool) -> Option<String> {
-    match cell.device {
-        DeviceKind::Gpu if !gpu => Some("no GPU (nvidia-smi reports no device)".into()),
-        DeviceKind::Gpu => Some("the CUDA decode path has not landed yet (issue 5)".into()),
-        DeviceKind::Cpu => {
-            let other: Vec<&str> = cell
-                .arms
-                .iter()
-                .map(String::as_str)
-                .filter(|a| *a != "assay")
-                .collect();
-            (!other.is_empty()).then(|| format!("arm(s) {} not wired yet", other.join(", ")))
-        }
-    }
+    (cell.device == DeviceKind::Gpu && !gpu).then(|| "no GPU (nvidia-smi reports no device)".into())
+}
+
+/// What a bench run opens once and shares between cells.
+#[derive(Default)]
+struct Shared {
+    gpu: Option<std::sync::Arc<engine::cuda::Gpu>>,
+    host_bw: Option<(f64, String)>,
+    gpu_bw: Option<(f64, String)>,
 }
 
 /// Run one cell and make its receipt.
@@ -100,7 +104,7 @@ fn run_cell(
     stamp: &Stamp,
     board: &str,
     cell: &Cell,
-    bandwidth: &mut Option<(f64, String)>,
+    shared: &mut Shared,
 ) -> Result<Receipt> {
     let t0 = Instant::now();
     let (name, path) = model_path(env, cell)?;
@@ -110,7 +114,24 @@ fn run_cell(
         .threads
         .unwrap_or(stamp.device.cpu.logical_cores as usize);
     let runs = args.runs.unwrap_or(cell.runs).max(5);
-    let measured = runner::measure_cpu(&path, cell, threads, runs)?;
+    let measured = match cell.device {
+        DeviceKind::Cpu => runner::measure_cpu(&path, cell, threads, runs)?,
+        DeviceKind::Gpu => {
+            if shared.gpu.is_none() {
+                let cache = gates::kernel_check::default_cache_dir(
+                    std::env::var_os("HOME").map(PathBuf::from),
+                );
+                shared.gpu = Some(gpu::open_gpu(cache)?);
+            }
+            let Some(g) = shared.gpu.clone() else {
+                bail!("no GPU handle");
+            };
+            if shared.gpu_bw.is_none() && cell.mode == Mode::Decode {
+                shared.gpu_bw = Some(gpu::d2d_bandwidth(&g, args.copy_bytes, 5)?);
+            }
+            gpu::measure_gpu(&g, &path, cell, runs)?
+        }
+    };
     let stats = Stats::of(&measured.samples);
     let mut r = stamp.receipt(Kind::Bench, &cell.id, Verdict::Green);
     r.model = Some(facts);
@@ -126,9 +147,16 @@ fn run_cell(
         threads: Some(threads as u64),
     };
     if cell.mode == Mode::Decode {
-        let (bw, method) = bandwidth
-            .get_or_insert_with(|| roofline::memcpy_bandwidth(args.memcpy_bytes, 5))
-            .clone();
+        let (bw, method) = match cell.device {
+            DeviceKind::Cpu => shared
+                .host_bw
+                .get_or_insert_with(|| roofline::memcpy_bandwidth(args.memcpy_bytes, 5))
+                .clone(),
+            DeviceKind::Gpu => shared
+                .gpu_bw
+                .clone()
+                .context("device bandwidth not measured")?,
+        };
         let ctx = cell.prompt_tokens as f64 + cell.gen_tokens as f64 / 2.0;
         let bpt = roofline::bytes_per_token(&model, ctx, measured.kv_bytes);
         r.roofline = Some(roofline::roofline(bpt, bw, method));
@@ -148,6 +176,18 @@ fn run_cell(
         roofline_fraction: fraction,
     }];
     r.detail = measured.detail.clone();
+    let unwired: Vec<&str> = cell
+        .arms
+        .iter()
+        .map(String::as_str)
+        .filter(|a| *a != "assay")
+        .collect();
+    if !unwired.is_empty() {
+        r.detail.push(format!(
+            "arm(s) {} of this cell not wired yet: assay measured alone",
+            unwired.join(", ")
+        ));
+    }
     r.wall_s = (t0.elapsed().as_secs_f64() * 1000.0).round() / 1000.0;
     Ok(r)
 }
@@ -190,7 +230,7 @@ pub fn run(env: &EnvArgs, args: &BenchArgs) -> Result<bool> {
     let stamp = env.stamp(&root)?;
     let gpu = stamp.device.gpu().is_some();
     let receipts = under(&root, &args.receipts);
-    let mut bandwidth = None;
+    let mut shared = Shared::default();
     let (mut ran, mut failed) = (0, 0);
     for b in &boards {
         if args.board.as_ref().is_some_and(|n| n != &b.name) {
@@ -204,7 +244,7 @@ pub fn run(env: &EnvArgs, args: &BenchArgs) -> Result<bool> {
                 println!("{:<36} skipped: {why}", cell.id);
                 continue;
             }
-            match run_cell(env, args, &stamp, &b.name, cell, &mut bandwidth) {
+            match run_cell(env, args, &stamp, &b.name, cell, &mut shared) {
                 Ok(r) => {
                     println!("{}", line(&r));
                     if !args.no_receipt {

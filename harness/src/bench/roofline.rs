@@ -8,12 +8,15 @@ use engine::model_file::GgufModel;
 use gates::receipt::Roofline;
 
 /// Weight + KV bytes read per generated token at mean context `ctx`, with KV elements of
-/// `kv_bytes` bytes.
+/// `kv_bytes` bytes: every tensor, except that only one row of the embedding table is read
+/// when the model has its own output head.
 pub fn bytes_per_token(model: &GgufModel, ctx: f64, kv_bytes: f64) -> f64 {
     let h = model.header();
+    // A tied output head reads the whole embedding table for the logits.
+    let tied = h.tensor("output.weight").is_none();
     let mut bytes = 0f64;
     for t in &h.tensors {
-        if t.name == "token_embd.weight" {
+        if t.name == "token_embd.weight" && !tied {
             let rows = t.dims.get(1).copied().unwrap_or(1).max(1);
             bytes += t.bytes as f64 / rows as f64;
         } else {
@@ -74,11 +77,12 @@ mod tests {
     use engine::quant::QuantFormat;
     use std::collections::BTreeMap;
 
-    #[test]
-    fn bytes_per_token_counts_one_embedding_row_and_the_kv_cache() {
+    fn model(with_output: bool) -> (tempfile::TempDir, GgufModel) {
         let mut meta = BTreeMap::new();
-        let s = |v: &str| MetaValue::String(v.into());
-        meta.insert("general.architecture".into(), s("llama"));
+        meta.insert(
+            "general.architecture".into(),
+            MetaValue::String("llama".into()),
+        );
         for (k, v) in [
             ("block_count", 2u32),
             ("embedding_length", 64),
@@ -89,28 +93,42 @@ mod tests {
         }
         let embd = vec![0u8; 64 * 10 * 4];
         let w = vec![0u8; 64 * 64 * 4];
-        let bytes = gguf_to_vec(
-            &meta,
-            &[
-                (
-                    TensorSpec::new("token_embd.weight", &[64, 10], QuantFormat::F32),
-                    &embd,
-                ),
-                (
-                    TensorSpec::new("blk.0.attn_q.weight", &[64, 64], QuantFormat::F32),
-                    &w,
-                ),
-            ],
-        )
-        .unwrap();
+        let mut tensors = vec![
+            (
+                TensorSpec::new("token_embd.weight", &[64, 10], QuantFormat::F32),
+                &embd[..],
+            ),
+            (
+                TensorSpec::new("blk.0.attn_q.weight", &[64, 64], QuantFormat::F32),
+                &w[..],
+            ),
+        ];
+        if with_output {
+            tensors.push((
+                TensorSpec::new("output.weight", &[64, 10], QuantFormat::F32),
+                &embd[..],
+            ));
+        }
         let t = tempfile::tempdir().unwrap();
         let p = t.path().join("m.gguf");
-        std::fs::write(&p, bytes).unwrap();
+        std::fs::write(&p, gguf_to_vec(&meta, &tensors).unwrap()).unwrap();
         let m = GgufModel::open(&p).unwrap();
-        // one embedding row (256 B) + the matrix (16 KiB) + K,V: 2 layers x 2 heads x 16
-        // dims x 100 positions x 2 bytes x 2.
-        let want = 256.0 + 16384.0 + 2.0 * (2 * 2 * 16) as f64 * 100.0 * 2.0;
-        assert_eq!(bytes_per_token(&m, 100.0, 2.0), want);
+        (t, m)
+    }
+
+    #[test]
+    fn bytes_per_token_counts_one_embedding_row_and_the_kv_cache() {
+        // K,V: 2 layers x 2 KV heads x 16 dims x 100 positions x 2 bytes, twice.
+        let kv = 2.0 * (2 * 2 * 16) as f64 * 100.0 * 2.0;
+        // Own output head: one embedding row (256 B) + the matrix + the head (2560 B).
+        let (_t, m) = model(true);
+        assert_eq!(
+            bytes_per_token(&m, 100.0, 2.0),
+            256.0 + 16384.0 + 2560.0 + kv
+        );
+        // Tied: the whole embedding table is read as the output head.
+        let (_t, m) = model(false);
+        assert_eq!(bytes_per_token(&m, 100.0, 2.0), 2560.0 + 16384.0 + kv);
     }
 
     #[test]

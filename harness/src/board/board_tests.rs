@@ -143,6 +143,7 @@ fn regeneration_matches_the_committed_fixture_byte_for_byte() {
         assert_eq!(&std::fs::read_to_string(p).unwrap(), svg, "{}", p.display());
     }
     assert_eq!(g.missing_markers, vec!["other".to_owned()]);
+    assert_eq!(g.plots.len(), 1, "only the README's boards are drawn");
     // The newest current receipt is shown; the newer non-current one is not.
     assert!(expected.contains("| 805.00 |"), "{expected}");
     assert!(!expected.contains("999"));

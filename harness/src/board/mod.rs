@@ -42,7 +42,7 @@ pub struct BoardPaths {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Generated {
     pub readme: String,
-    /// (path, SVG text) per board.
+    /// (path, SVG text) per board the README shows.
     pub plots: Vec<(PathBuf, String)>,
     /// Boards whose markers the README lacks.
     pub missing_markers: Vec<String>,
@@ -75,7 +75,9 @@ pub fn regenerate(paths: &BoardPaths, today: &SourceIdentity) -> Result<Generate
             Some(t) => text = t,
             None => missing.push(b.name.clone()),
         }
-        plots.push((paths.boards.join(svg_name), plot::board_svg(b, &mine)?));
+        if !missing.contains(&b.name) {
+            plots.push((paths.boards.join(svg_name), plot::board_svg(b, &mine)?));
+        }
     }
     Ok(Generated {
         readme: text,
