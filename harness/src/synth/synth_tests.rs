@@ -93,7 +93,29 @@ fn tiny_checkpoints_of_every_family_have_the_real_tensor_names() {
         assert!((rms - 1.0 / 16.0).abs() < 0.01, "{arch}: rms {rms}");
         let norm = m.dequantize("output_norm.weight").unwrap();
         assert!(norm.iter().all(|x| (0.8..1.2).contains(x)));
+        // The architecture program accepts it and the CPU reference runs it.
+        run_a_few_tokens(&out, arch);
     }
+}
+
+/// Greedy-decode a few tokens on the CPU reference: finite logits, tokens in range.
+fn run_a_few_tokens(path: &Path, arch: Arch) {
+    use engine::reference::{Reference, ReferenceOptions, argmax};
+    let model = std::sync::Arc::new(GgufModel::open(path).unwrap());
+    let r = Reference::new(model, ReferenceOptions::default()).unwrap();
+    let vocab = r.program().shape.n_vocab;
+    let mut kv = r.new_cache();
+    let mut logits = r.step(&mut kv, &[1, 2, 3, 4]).unwrap();
+    for _ in 0..3 {
+        assert_eq!(logits.len(), vocab, "{arch}");
+        assert!(
+            logits.iter().all(|x| x.is_finite()),
+            "{arch}: non-finite logits"
+        );
+        let t = argmax(&logits) as u32;
+        logits = r.step(&mut kv, &[t]).unwrap();
+    }
+    assert_eq!(kv.len(), 7);
 }
 
 #[test]
