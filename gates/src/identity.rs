@@ -3,9 +3,9 @@
 //!
 //! * **kernel identity** — sha256 over every `kernels/**/*.cu` / `*.cuh` file, sorted by
 //!   path relative to `kernels/`, each hashed as `path \0 len(u64 LE) bytes`. This is the
-//!   same scheme as `engine::cuda::sources::kernel_identity` over the embedded sources (a
-//!   test in `engine` checks that the embedded list equals the files on disk), so a receipt
-//!   written by the GPU path and one written here agree.
+//!   same scheme as `engine::cuda::kernel_identity` over the embedded sources (a test here
+//!   checks the two agree on this repository), so a receipt written by the GPU path and one
+//!   written here agree.
 //! * **engine identity** — the same hash over every file under `engine/src/` and `kernels/`
 //!   (paths relative to the root): what the measured binary was built from.
 //! * git commit and dirty flag.
@@ -193,6 +193,12 @@ mod tests {
             kernel_identity(t.path()).unwrap(),
             hex::encode(h.finalize())
         );
+    }
+
+    #[test]
+    fn the_repository_identity_equals_the_engines_embedded_one() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        assert_eq!(kernel_identity(&root).unwrap(), engine::cuda::kernel_identity());
     }
 
     #[test]
