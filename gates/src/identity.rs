@@ -198,7 +198,10 @@ mod tests {
     #[test]
     fn the_repository_identity_equals_the_engines_embedded_one() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        assert_eq!(kernel_identity(&root).unwrap(), engine::cuda::kernel_identity());
+        assert_eq!(
+            kernel_identity(&root).unwrap(),
+            engine::cuda::kernel_identity()
+        );
     }
 
     #[test]
