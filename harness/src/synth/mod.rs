@@ -102,13 +102,16 @@ struct HfOut {
     writer: hf::SafetensorsWriter<BufWriter<File>>,
 }
 
-/// Generate one tensor in batches into the writers.
+/// One batch of output bytes: GGUF data, and the safetensors data when there is a twin.
+type Chunk = (Vec<u8>, Option<Vec<u8>>);
+
+/// Generate one tensor in batches and hand each batch's bytes to the writer thread.
 fn write_tensor(
     spec: &SynthSpec,
     t: &Planned,
     format: QuantFormat,
-    gguf: &mut GgufWriter<BufWriter<File>>,
-    hf_out: &mut Option<HfOut>,
+    twin: bool,
+    out: &std::sync::mpsc::SyncSender<Chunk>,
     pb: &ProgressBar,
 ) -> Result<()> {
     let (mean, std) = tensors::scale(t);
@@ -117,21 +120,19 @@ fn write_tensor(
     let row_bytes = format.bytes_for(k).context("row size")?;
     let batch = batch_rows(t);
     let mut vals = vec![0f32; batch * k];
-    let mut q = vec![0u8; batch * row_bytes];
     let mut first = 0;
     while first < rows {
         let n = batch.min(rows - first);
-        let (v, qb) = (&mut vals[..n * k], &mut q[..n * row_bytes]);
+        let v = &mut vals[..n * k];
         weights::fill_rows(tseed, first, k, mean, std, v);
+        let mut qb = vec![0u8; n * row_bytes];
         qb.par_chunks_mut(row_bytes)
             .zip(v.par_chunks(k))
             .try_for_each(|(out, row)| quantize(format, row, out))
             .with_context(|| format!("quantizing {} to {format}", t.name))?;
-        gguf.write_data(qb)
-            .with_context(|| format!("writing {}", t.name))?;
-        if let Some(h) = hf_out.as_mut() {
+        let hf_bytes = if twin {
             let mut bf = if format == QuantFormat::BF16 {
-                qb.to_vec()
+                qb.clone()
             } else {
                 let mut x = v.to_vec();
                 if hf::minus_one(spec.arch, &t.name) {
@@ -142,12 +143,34 @@ fn write_tensor(
             if hf::needs_unpermute(spec.arch, &t.name) {
                 bf = hf::unpermute_heads(&bf, k * 2, spec.shape.head_dim);
             }
-            h.writer.write(&bf)?;
+            Some(bf)
+        } else {
+            None
+        };
+        if out.send((qb, hf_bytes)).is_err() {
+            bail!("the writer stopped (see its error)");
         }
         pb.inc((n * k) as u64);
         first += n;
     }
     Ok(())
+}
+
+/// The writer thread: every chunk in order to the GGUF (and safetensors) files, then
+/// finish both.
+fn write_all(
+    rx: std::sync::mpsc::Receiver<Chunk>,
+    mut gguf: GgufWriter<BufWriter<File>>,
+    mut hf_out: Option<HfOut>,
+) -> Result<Option<HfOut>> {
+    for (g, h) in rx {
+        gguf.write_data(&g).context("writing GGUF data")?;
+        if let (Some(out), Some(bytes)) = (hf_out.as_mut(), h) {
+            out.writer.write(&bytes)?;
+        }
+    }
+    gguf.finish().context("finishing the GGUF file")?;
+    Ok(hf_out)
 }
 
 /// Write the checkpoint `spec` describes.
@@ -180,10 +203,10 @@ pub fn generate(spec: &SynthSpec, pb: &ProgressBar) -> Result<SynthSummary> {
     }
     let file =
         File::create(&spec.out).with_context(|| format!("creating {}", spec.out.display()))?;
-    let mut gguf = GgufWriter::new(BufWriter::with_capacity(8 << 20, file), &meta, &specs)
+    let gguf = GgufWriter::new(BufWriter::with_capacity(8 << 20, file), &meta, &specs)
         .context("laying out the GGUF header")?;
     let bf16 = spec.mix == Mix::Plain(QuantFormat::BF16);
-    let mut hf_out = if bf16 && spec.safetensors {
+    let hf_out = if bf16 && spec.safetensors {
         let dir = hf_dir_for(&spec.out);
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let f =
@@ -200,12 +223,27 @@ pub fn generate(spec: &SynthSpec, pb: &ProgressBar) -> Result<SynthSummary> {
     pb.set_length(params);
     let mut census: BTreeMap<QuantFormat, (usize, u64)> = BTreeMap::new();
     for (t, f) in inv.iter().zip(&formats) {
-        write_tensor(spec, t, *f, &mut gguf, &mut hf_out, pb)?;
         let e = census.entry(*f).or_default();
         e.0 += 1;
         e.1 += f.bytes_for(t.elems())? as u64;
     }
-    gguf.finish().context("finishing the GGUF file")?;
+    // Generation (rayon) overlaps with writing (one thread, two batches in flight).
+    let twin = hf_out.is_some();
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Chunk>(2);
+    let (made, written) = std::thread::scope(|scope| {
+        let writer = scope.spawn(move || write_all(rx, gguf, hf_out));
+        let made = inv
+            .iter()
+            .zip(&formats)
+            .try_for_each(|(t, f)| write_tensor(spec, t, *f, twin, &tx, pb));
+        drop(tx);
+        let written = writer
+            .join()
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("the writer thread panicked")));
+        (made, written)
+    });
+    let hf_out = written?;
+    made?;
     let hf_dir = match hf_out {
         Some(h) => {
             h.writer.finish()?;
