@@ -10,7 +10,9 @@
 //! eager arm's bit for bit at every step (the same kernels with the same arguments run in
 //! both, so any difference is a defect, not rounding). The verdict logic is a pure
 //! function of the recorded arms ([`compare`]), so a planted fault (a swapped token, one
-//! perturbed logit) is tested without a GPU. [`time_pair`] times eager and graphed decode
+//! perturbed logit) is tested without a GPU. Two more arms sample with a seeded sampler on
+//! the device (every step of the chain active): eager sampled steps and the captured
+//! sampled step replayed must give the same tokens. [`time_pair`] times eager and graphed decode
 //! interleaved (A B A B ..., medians).
 
 use crate::Verdict;
@@ -50,6 +52,25 @@ pub struct Arms {
     pub logit_diff: Vec<f32>,
     /// Nodes of the captured graph.
     pub graph_nodes: usize,
+    /// Seeded sampling on the device ([`sampled_config`]): eager steps, then the captured
+    /// sampled step replayed, each with a fresh sampler of the same seed. Must be equal.
+    pub sampled_eager: Vec<u32>,
+    pub sampled_graphed: Vec<u32>,
+}
+
+/// The sampler of the sampled arms: every step of the chain active, penalties included.
+pub fn sampled_config() -> engine::sampling::SamplerConfig {
+    engine::sampling::SamplerConfig {
+        temperature: 0.9,
+        top_k: 40,
+        top_p: 0.95,
+        min_p: 0.02,
+        repeat_penalty: 1.1,
+        presence_penalty: 0.1,
+        frequency_penalty: 0.05,
+        penalty_last_n: 64,
+        seed: 7,
+    }
 }
 
 /// The first step where an arm left the eager tokens.
@@ -97,7 +118,7 @@ impl GraphLine {
             return format!("{status} {:<40} error: {e}", self.name);
         }
         let mut s = format!(
-            "{status} {:<40} {} tokens x 3 arms (eager, graph, graph replay), {} graph nodes, logits {}",
+            "{status} {:<40} {} tokens x 5 arms (eager, graph, graph replay, sampled eager, sampled graph), {} graph nodes, logits {}",
             self.name,
             self.tokens,
             self.graph_nodes,
@@ -144,6 +165,7 @@ pub fn compare(name: &str, arms: &Arms) -> GraphLine {
     let divergences: Vec<Divergence> = [
         first_divergence("graph", &arms.eager, &arms.graphed),
         first_divergence("replay", &arms.eager, &arms.replay),
+        first_divergence("sampled graph", &arms.sampled_eager, &arms.sampled_graphed),
     ]
     .into_iter()
     .flatten()
@@ -157,6 +179,7 @@ pub fn compare(name: &str, arms: &Arms) -> GraphLine {
         .collect();
     let max_logit_diff = arms.logit_diff.iter().fold(0f32, |m, d| m.max(*d));
     let pass = !arms.eager.is_empty()
+        && arms.sampled_eager.len() == arms.eager.len()
         && divergences.is_empty()
         && logit_mismatch_steps.is_empty()
         && arms.logit_diff.len() == arms.eager.len();
@@ -235,6 +258,25 @@ pub fn run_arms(gpu: &Arc<Gpu>, case: &DecodeCase, cfg: &GraphCheckConfig) -> Re
     // The same graph for a second sequence.
     dec.reset();
     arms.replay = dec.generate_greedy_graphed(&case.prompt, n).map_err(e2s)?;
+    // Seeded sampling, eager then through the sampled graph.
+    for graphed in [false, true] {
+        dec.reset();
+        let mut sampler = engine::sampling::Sampler::new(sampled_config());
+        for &t in &case.prompt {
+            sampler.accept(t);
+        }
+        let toks = if graphed {
+            dec.generate_sampled_graphed(&case.prompt, n, &mut sampler)
+        } else {
+            dec.generate_sampled(&case.prompt, n, &mut sampler)
+        };
+        let toks = toks.map_err(e2s)?;
+        if graphed {
+            arms.sampled_graphed = toks;
+        } else {
+            arms.sampled_eager = toks;
+        }
+    }
     Ok(arms)
 }
 
@@ -366,7 +408,23 @@ mod tests {
             replay: toks.clone(),
             logit_diff: vec![0.0; toks.len()],
             graph_nodes: 42,
+            sampled_eager: vec![3, 3, 8, 1, 0, 4],
+            sampled_graphed: vec![3, 3, 8, 1, 0, 4],
         }
+    }
+
+    #[test]
+    fn a_swapped_token_in_the_sampled_graph_arm_or_a_missing_sampled_arm_is_red() {
+        let mut arms = good_arms();
+        arms.sampled_graphed.swap(1, 2);
+        let l = compare("planted", &arms);
+        assert!(!l.pass);
+        assert_eq!(l.divergences[0].arm, "sampled graph");
+        assert_eq!(l.divergences[0].step, 1);
+        let mut arms = good_arms();
+        arms.sampled_eager.clear();
+        arms.sampled_graphed.clear();
+        assert!(!compare("no sampled arms", &arms).pass);
     }
 
     #[test]

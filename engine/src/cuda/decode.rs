@@ -28,6 +28,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 mod graph;
+mod sample;
 
 pub use graph::StepGraph;
 
@@ -82,6 +83,8 @@ pub struct CudaDecoder {
     /// device addresses of the buffers above, which are allocated once in
     /// [`CudaDecoder::new`] and never replaced while the decoder lives.
     graph: Option<StepGraph>,
+    /// Buffers and captured step of device sampling ([`sample`]), made on first use.
+    sampling: Option<sample::DeviceSampling>,
     capacity: usize,
     len: usize,
     /// Kernel choices made so far (for receipts), by weight name.
@@ -194,6 +197,7 @@ impl CudaDecoder {
             argmax_out: gpu.zeros(1)?,
             step: gpu.zeros(2)?,
             graph: None,
+            sampling: None,
             gpu,
             program,
             mats,

@@ -10,7 +10,7 @@
 //!   [`CudaError::NoDriver`], never a panic), the context and stream, loading every kernel;
 //! - [`select`]: kernel choice as pure functions of (op, shape, format, device);
 //! - [`ops`]: the launch wrappers (matvec, embedding, RMSNorm / QK-norm, RoPE, attention,
-//!   KV store, gated activation, residual add, scale, argmax), each checking shapes before
+//!   KV store, gated activation, residual add, scale, argmax, sampling), each checking shapes before
 //!   a launch;
 //! - [`cpu`]: the CPU reference of every kernel, which kernel-check compares against;
 //! - [`decode`]: [`CudaDecoder`], the executor of an `arch::Program` for one sequence,

@@ -36,6 +36,7 @@ pub const SOURCES: &[KernelSource] = &[
     src!("matvec.cu"),
     src!("norm.cu"),
     src!("rope.cu"),
+    src!("sample.cu"),
 ];
 
 /// Compile-time constants shared by the kernels (as `-D` defines) and their launch
@@ -53,6 +54,12 @@ pub mod consts {
     pub const ATT_WARPS: u32 = 4;
     /// Largest head size the attention kernel takes.
     pub const ATT_MAX_HD: usize = 256;
+    /// Threads of the one sampling block.
+    pub const SAMPLE_THREADS: u32 = 1024;
+    /// Most candidates the sampling kernel sorts (a multiple of `SAMPLE_THREADS`): the top
+    /// `min(top_k, SAMPLE_CAP)` tokens; top-p / min-p survivors beyond them make the step
+    /// fall back to the CPU chain (see `kernels/sample.cu`).
+    pub const SAMPLE_CAP: usize = 4096;
 }
 
 /// A kernel family: one `.cu` file compiled into one module.
@@ -65,11 +72,12 @@ pub enum Family {
     Matvec,
     Norm,
     Rope,
+    Sample,
 }
 
 impl Family {
     /// Every family.
-    pub const ALL: [Family; 7] = [
+    pub const ALL: [Family; 8] = [
         Family::Argmax,
         Family::Attention,
         Family::Elementwise,
@@ -77,6 +85,7 @@ impl Family {
         Family::Matvec,
         Family::Norm,
         Family::Rope,
+        Family::Sample,
     ];
 
     /// The family's source file under `kernels/`.
@@ -89,6 +98,7 @@ impl Family {
             Family::Matvec => "matvec.cu",
             Family::Norm => "norm.cu",
             Family::Rope => "rope.cu",
+            Family::Sample => "sample.cu",
         }
     }
 
@@ -107,6 +117,10 @@ impl Family {
                 format!("-DATT_SPLIT={ATT_SPLIT}"),
                 format!("-DATT_WARPS={ATT_WARPS}"),
                 format!("-DATT_MAX_HD={ATT_MAX_HD}"),
+            ],
+            Family::Sample => vec![
+                format!("-DSAMPLE_THREADS={SAMPLE_THREADS}"),
+                format!("-DSAMPLE_CAP={SAMPLE_CAP}"),
             ],
             Family::Argmax | Family::Elementwise | Family::Embed | Family::Rope => Vec::new(),
         }
@@ -141,6 +155,7 @@ impl Family {
             Family::Matvec => per_format("matvec"),
             Family::Norm => vec!["rmsnorm".into()],
             Family::Rope => vec!["rope".into()],
+            Family::Sample => vec!["sample_row".into()],
         }
     }
 }

@@ -14,7 +14,11 @@
 //! 6. temperature: softmax of `l / T` over the survivors, one uniform draw from [`Rng`],
 //!    walk the cumulative sum in candidate order.
 //!
-//! Probabilities in steps 4-6 are computed in f64.
+//! Probabilities in steps 4-6 are computed in f64. [`pick`] is the chain as a pure function
+//! of (configuration, penalty window, logits, draw), with the margin by which the choice
+//! missed going another way; [`distribution`] gives the survivors' probabilities. The CUDA
+//! backend runs the same chain on the device (`kernels/sample.cu`) with draws taken from
+//! the same [`Sampler`] ([`Sampler::draw`]), and kernel-check compares it with [`pick`].
 
 /// Sampling parameters. The defaults are greedy decoding with no penalties.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
@@ -142,94 +146,197 @@ impl Sampler {
         }
     }
 
+    /// The tokens the penalties look at: the last `penalty_last_n` accepted, oldest first.
+    pub fn window(&self) -> &[u32] {
+        let start = self.history.len().saturating_sub(self.cfg.penalty_last_n);
+        &self.history[start..]
+    }
+
+    /// Whether a choice consumes a draw (temperature > 0, or NaN: not greedy).
+    pub fn uses_draw(&self) -> bool {
+        self.cfg.temperature > 0.0 || self.cfg.temperature.is_nan()
+    }
+
+    /// The uniform draw of the next choice (advances the generator only when the choice
+    /// uses one, exactly as [`Sampler::sample`] does; 0 otherwise). A backend that runs the
+    /// chain elsewhere (the CUDA sampler) takes its draws here, so the same seed gives the
+    /// same tokens on every backend.
+    pub fn draw(&mut self) -> f64 {
+        if self.uses_draw() {
+            self.rng.next_f64()
+        } else {
+            0.0
+        }
+    }
+
+    #[cfg(test)]
     fn penalized(&self, logits: &[f32]) -> Vec<f32> {
-        let mut l: Vec<f32> = logits
-            .iter()
-            .map(|&v| if v.is_nan() { f32::NEG_INFINITY } else { v })
-            .collect();
-        let c = &self.cfg;
-        if c.repeat_penalty == 1.0 && c.presence_penalty == 0.0 && c.frequency_penalty == 0.0 {
-            return l;
-        }
-        let start = self.history.len().saturating_sub(c.penalty_last_n);
-        let mut counts: Vec<(u32, u32)> = Vec::new();
-        for &t in &self.history[start..] {
-            match counts.iter_mut().find(|(id, _)| *id == t) {
-                Some((_, n)) => *n += 1,
-                None => counts.push((t, 1)),
-            }
-        }
-        for (t, n) in counts {
-            let Some(v) = l.get_mut(t as usize) else {
-                continue;
-            };
-            if c.repeat_penalty != 1.0 && c.repeat_penalty > 0.0 {
-                *v = if *v > 0.0 {
-                    *v / c.repeat_penalty
-                } else {
-                    *v * c.repeat_penalty
-                };
-            }
-            *v -= c.frequency_penalty * n as f32 + c.presence_penalty;
-        }
-        l
+        penalized(&self.cfg, self.window(), logits)
     }
 
     /// Choose the next token from `logits` (does not accept it; call [`Sampler::accept`]).
     pub fn sample(&mut self, logits: &[f32]) -> u32 {
-        let l = self.penalized(logits);
-        let c = &self.cfg;
-        if c.temperature <= 0.0 || l.is_empty() {
-            return greedy(&l);
+        if logits.is_empty() {
+            return 0;
         }
-        let order = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-        let mut cand: Vec<(u32, f32)> = l.iter().enumerate().map(|(i, &v)| (i as u32, v)).collect();
-        if c.top_k > 0 && c.top_k < cand.len() {
-            cand.select_nth_unstable_by(c.top_k - 1, order);
-            cand.truncate(c.top_k);
+        let u = self.draw();
+        pick(&self.cfg, self.window(), logits, u).token
+    }
+}
+
+/// The logits with NaN as -inf and the penalties of `window` applied (step 1 of the chain).
+pub fn penalized(cfg: &SamplerConfig, window: &[u32], logits: &[f32]) -> Vec<f32> {
+    let mut l: Vec<f32> = logits
+        .iter()
+        .map(|&v| if v.is_nan() { f32::NEG_INFINITY } else { v })
+        .collect();
+    let c = cfg;
+    if c.repeat_penalty == 1.0 && c.presence_penalty == 0.0 && c.frequency_penalty == 0.0 {
+        return l;
+    }
+    let mut counts: Vec<(u32, u32)> = Vec::new();
+    for &t in window {
+        match counts.iter_mut().find(|(id, _)| *id == t) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((t, 1)),
         }
-        cand.sort_unstable_by(order);
-        let softmax = |cand: &[(u32, f32)], t: f64| -> Vec<f64> {
-            let m = f64::from(cand.first().map_or(0.0, |x| x.1));
-            let e: Vec<f64> = cand
-                .iter()
-                .map(|x| ((f64::from(x.1) - m) / t).exp())
-                .collect();
-            let s: f64 = e.iter().sum();
-            e.into_iter().map(|x| x / s).collect()
+    }
+    for (t, n) in counts {
+        let Some(v) = l.get_mut(t as usize) else {
+            continue;
         };
-        if c.top_p < 1.0 {
-            let p = softmax(&cand, 1.0);
-            let mut mass = 0.0;
-            let mut keep = cand.len();
-            for (i, pi) in p.iter().enumerate() {
-                mass += pi;
-                if mass >= f64::from(c.top_p) {
-                    keep = i + 1;
-                    break;
-                }
+        if c.repeat_penalty != 1.0 && c.repeat_penalty > 0.0 {
+            *v = if *v > 0.0 {
+                *v / c.repeat_penalty
+            } else {
+                *v * c.repeat_penalty
+            };
+        }
+        *v -= c.frequency_penalty * n as f32 + c.presence_penalty;
+    }
+    l
+}
+
+/// One choice of the chain, with how close it came to going another way.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Pick {
+    pub token: u32,
+    /// Candidates the draw was made over (after top-k, top-p, min-p; 1 when greedy).
+    pub survivors: usize,
+    /// The smallest distance, in probability, between a quantity the chain compared and
+    /// the bound it was compared with: the draw against the cumulative sums around the
+    /// picked candidate, the top-p mass against `top_p` at the cut, `p / p_max` against
+    /// `min_p` at the cut. An implementation that sums in another order may choose
+    /// differently only when this is within its rounding (a near-tie). Infinite when greedy.
+    pub margin: f64,
+}
+
+/// The distribution a sampled (not greedy) choice draws from: the survivors of steps 3-5
+/// in candidate order and their probabilities at the temperature.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Distribution {
+    pub tokens: Vec<u32>,
+    pub probs: Vec<f64>,
+    /// The [`Pick::margin`] contributions of the top-p and min-p cuts.
+    pub cut_margin: f64,
+}
+
+/// Steps 1 and 3-6 of the chain (up to the draw) for a row of logits; `None` when the
+/// choice is greedy (temperature <= 0 or no logits).
+pub fn distribution(cfg: &SamplerConfig, window: &[u32], logits: &[f32]) -> Option<Distribution> {
+    let l = penalized(cfg, window, logits);
+    survivors(cfg, &l)
+}
+
+fn survivors(cfg: &SamplerConfig, l: &[f32]) -> Option<Distribution> {
+    let c = cfg;
+    if c.temperature <= 0.0 || l.is_empty() {
+        return None;
+    }
+    let mut margin = f64::INFINITY;
+    let order = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+    let mut cand: Vec<(u32, f32)> = l.iter().enumerate().map(|(i, &v)| (i as u32, v)).collect();
+    if c.top_k > 0 && c.top_k < cand.len() {
+        cand.select_nth_unstable_by(c.top_k - 1, order);
+        cand.truncate(c.top_k);
+    }
+    cand.sort_unstable_by(order);
+    let softmax = |cand: &[(u32, f32)], t: f64| -> Vec<f64> {
+        let m = f64::from(cand.first().map_or(0.0, |x| x.1));
+        let e: Vec<f64> = cand
+            .iter()
+            .map(|x| ((f64::from(x.1) - m) / t).exp())
+            .collect();
+        let s: f64 = e.iter().sum();
+        e.into_iter().map(|x| x / s).collect()
+    };
+    if c.top_p < 1.0 {
+        let p = softmax(&cand, 1.0);
+        let mut mass = 0.0;
+        let mut keep = cand.len();
+        for (i, pi) in p.iter().enumerate() {
+            let before = mass;
+            mass += pi;
+            if mass >= f64::from(c.top_p) {
+                keep = i + 1;
+                margin = margin
+                    .min(mass - f64::from(c.top_p))
+                    .min((f64::from(c.top_p) - before).abs());
+                break;
             }
-            cand.truncate(keep.max(1));
         }
-        if c.min_p > 0.0 {
-            let p = softmax(&cand, 1.0);
-            let pmax = p.first().copied().unwrap_or(0.0);
-            let keep = p
-                .iter()
-                .take_while(|&&pi| pi >= f64::from(c.min_p) * pmax)
-                .count();
-            cand.truncate(keep.max(1));
-        }
-        let p = softmax(&cand, f64::from(c.temperature));
-        let u = self.rng.next_f64();
-        let mut acc = 0.0;
-        for (x, pi) in cand.iter().zip(&p) {
-            acc += pi;
-            if u < acc {
-                return x.0;
+        cand.truncate(keep.max(1));
+    }
+    if c.min_p > 0.0 {
+        let p = softmax(&cand, 1.0);
+        let pmax = p.first().copied().unwrap_or(0.0);
+        let bound = f64::from(c.min_p) * pmax;
+        let keep = p.iter().take_while(|&&pi| pi >= bound).count();
+        for j in [keep.wrapping_sub(1), keep] {
+            if let Some(pj) = p.get(j) {
+                margin = margin.min((pj - bound).abs() / pmax.max(f64::MIN_POSITIVE));
             }
         }
-        cand.last().map_or(0, |x| x.0)
+        cand.truncate(keep.max(1));
+    }
+    let probs = softmax(&cand, f64::from(c.temperature));
+    Some(Distribution {
+        tokens: cand.into_iter().map(|x| x.0).collect(),
+        probs,
+        cut_margin: margin,
+    })
+}
+
+/// The chain of the module doc on one row of logits with the draw `u` (in `[0, 1)`; unused
+/// when greedy) and the penalty `window` (oldest first).
+pub fn pick(cfg: &SamplerConfig, window: &[u32], logits: &[f32], u: f64) -> Pick {
+    let l = penalized(cfg, window, logits);
+    let Some(d) = survivors(cfg, &l) else {
+        return Pick {
+            token: greedy(&l),
+            survivors: 1,
+            margin: f64::INFINITY,
+        };
+    };
+    let mut margin = d.cut_margin;
+    let mut acc = 0.0;
+    let mut chosen = d.tokens.len().saturating_sub(1);
+    for (i, pi) in d.probs.iter().enumerate() {
+        let before = acc;
+        acc += pi;
+        if u < acc {
+            chosen = i;
+            if i > 0 {
+                margin = margin.min(u - before);
+            }
+            margin = margin.min(acc - u);
+            break;
+        }
+    }
+    Pick {
+        token: d.tokens.get(chosen).copied().unwrap_or(0),
+        survivors: d.tokens.len(),
+        margin,
     }
 }
 
@@ -352,5 +459,44 @@ mod tests {
         s.accept(0);
         s.accept(1);
         assert_eq!(s.penalized(&[4.0, 4.0]), vec![4.0, 2.0]);
+    }
+
+    #[test]
+    fn sample_is_pick_with_the_next_draw_and_margins_shrink_at_boundaries() {
+        let logits: Vec<f32> = (0..300).map(|i| (i as f32 * 0.731).sin() * 4.0).collect();
+        let c = SamplerConfig {
+            top_k: 50,
+            top_p: 0.9,
+            min_p: 0.01,
+            repeat_penalty: 1.2,
+            seed: 11,
+            ..cfg(0.8)
+        };
+        let mut a = Sampler::new(c.clone());
+        let mut b = Sampler::new(c.clone());
+        for t in [3, 7, 7] {
+            a.accept(t);
+            b.accept(t);
+        }
+        for _ in 0..50 {
+            let t = a.sample(&logits);
+            let u = b.draw();
+            assert_eq!(t, pick(&c, b.window(), &logits, u).token);
+            a.accept(t);
+            b.accept(t);
+        }
+        // Greedy takes no draw.
+        let mut g = Sampler::new(cfg(0.0));
+        assert!(!g.uses_draw());
+        assert_eq!(g.draw(), 0.0);
+        // A draw on the first cumulative boundary has (almost) no margin; one in the middle
+        // of a bucket has a clear one; the distribution sums to 1.
+        let d = distribution(&c, &[], &logits).unwrap();
+        assert!((d.probs.iter().sum::<f64>() - 1.0).abs() < 1e-12);
+        assert!(pick(&c, &[], &logits, d.probs[0]).margin < 1e-12);
+        let mid = pick(&c, &[], &logits, d.probs[0] / 2.0);
+        assert_eq!(mid.token, d.tokens[0]);
+        assert!(mid.margin > 1e-6, "{mid:?}");
+        assert_eq!(mid.survivors, d.tokens.len());
     }
 }

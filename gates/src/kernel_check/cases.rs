@@ -13,7 +13,7 @@ use engine::quant::QuantFormat;
 use half::f16;
 
 /// Every op name the cases report under (each must have one tolerance).
-pub const OPS: [&str; 13] = [
+pub const OPS: [&str; 15] = [
     "matvec",
     "embed",
     "rmsnorm",
@@ -26,6 +26,8 @@ pub const OPS: [&str; 13] = [
     "softcap",
     "kv_store",
     "argmax",
+    "sample",
+    "sample_chi2",
     "batch_invariance",
 ];
 
@@ -139,6 +141,7 @@ pub fn run_all(gpu: &Gpu, seed: u64) -> Vec<CheckLine> {
     rope_cases(gpu, &mut rng, &mut lines);
     attention_cases(gpu, &mut rng, &mut lines);
     pointwise_cases(gpu, &mut rng, &mut lines);
+    super::sample::sample_cases(gpu, &mut rng, &mut lines);
     lines
 }
 

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
-use engine::kv::KvDtype;
+use engine::cuda::{CudaConfig, CudaDecoder, CudaError, Gpu};
+use engine::kv::{KvDtype, SeqKv};
 use engine::model_file::GgufModel;
 use engine::reference::{Reference, ReferenceOptions};
 use engine::sampling::{Sampler, SamplerConfig};
@@ -71,9 +72,13 @@ pub struct Args {
     /// Seed of the sampler's random numbers.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Backend.
+    /// Backend: `auto` uses the GPU when a CUDA driver and device are present.
     #[arg(long, value_enum, default_value_t = Backend::Auto)]
     pub backend: Backend,
+    /// CUDA: run every decode step eagerly instead of replaying a captured CUDA graph.
+    #[arg(long)]
+    pub no_graph: bool,
+
     /// Keep up to this many MiB of weights dequantized in memory (faster decode, same
     /// results); 0 = dequantize on every step.
     #[arg(long, default_value_t = 2048)]
@@ -106,14 +111,151 @@ fn prompt_tokens(args: &Args, model: &GgufModel, tok: &Tokenizer) -> anyhow::Res
     Ok(tok.encode(&text, !starts_with_bos, true)?)
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
-    match args.backend {
-        Backend::Cuda => bail!("CUDA backend not built yet; use --backend cpu"),
-        Backend::Auto => {
-            eprintln!("assay: no CUDA backend in this build; using the CPU reference backend")
-        }
-        Backend::Cpu => {}
+/// The backend a run uses, after probing for a GPU.
+enum Resolved {
+    Cpu,
+    Cuda(Arc<Gpu>),
+}
+
+/// The cubin cache of the `assay` binary: `~/.cache/assay/cubins`.
+fn cuda_config() -> CudaConfig {
+    CudaConfig {
+        cubin_cache_dir: std::env::var_os("HOME")
+            .map(|h| PathBuf::from(h).join(".cache/assay/cubins")),
+        ..CudaConfig::default()
     }
+}
+
+/// Pick the backend: `auto` takes the GPU when a driver and a device are present, else
+/// says so in one line and takes the CPU; `cuda` without a usable GPU is an error.
+fn resolve_backend(backend: Backend) -> anyhow::Result<Resolved> {
+    match backend {
+        Backend::Cpu => Ok(Resolved::Cpu),
+        Backend::Cuda => match Gpu::open(&cuda_config()) {
+            Ok(g) => Ok(Resolved::Cuda(Arc::new(g))),
+            Err(CudaError::NoDriver) => {
+                bail!("--backend cuda: no CUDA driver found on this machine (use --backend cpu)")
+            }
+            Err(e) => Err(anyhow::Error::new(e).context("--backend cuda: cannot open the GPU")),
+        },
+        Backend::Auto => {
+            if !engine::cuda::driver_present() {
+                eprintln!("no CUDA driver found; using the CPU backend");
+                return Ok(Resolved::Cpu);
+            }
+            match Gpu::open(&cuda_config()) {
+                Ok(g) => Ok(Resolved::Cuda(Arc::new(g))),
+                Err(e) => {
+                    eprintln!("CUDA unavailable ({e}); using the CPU backend");
+                    Ok(Resolved::Cpu)
+                }
+            }
+        }
+    }
+}
+
+/// A model loaded on its backend, with the state of the one sequence being generated.
+enum Exec {
+    Cpu {
+        exec: Box<Reference>,
+        kv: SeqKv,
+    },
+    Cuda {
+        dec: Box<CudaDecoder>,
+        /// Replay the captured one-token step (else eager launches).
+        graph: bool,
+        /// Greedy without penalties: the device argmax; else the device sampler.
+        argmax: bool,
+    },
+}
+
+impl Exec {
+    fn name(&self) -> &'static str {
+        match self {
+            Exec::Cpu { .. } => "cpu",
+            Exec::Cuda { .. } => "cuda",
+        }
+    }
+
+    /// Feed the prompt and choose the first token.
+    fn first(&mut self, prompt: &[u32], sampler: &mut Sampler) -> anyhow::Result<u32> {
+        match self {
+            Exec::Cpu { exec, kv } => Ok(sampler.sample(&exec.step(kv, prompt)?)),
+            Exec::Cuda { dec, argmax, .. } => {
+                dec.forward(prompt)?;
+                Ok(if *argmax {
+                    dec.argmax()?
+                } else {
+                    dec.sample(sampler)?
+                })
+            }
+        }
+    }
+
+    /// Feed the accepted `token` and choose the next.
+    fn next(&mut self, token: u32, sampler: &mut Sampler) -> anyhow::Result<u32> {
+        match self {
+            Exec::Cpu { exec, kv } => Ok(sampler.sample(&exec.step(kv, &[token])?)),
+            Exec::Cuda { dec, graph, argmax } => Ok(match (*graph, *argmax) {
+                (true, true) => dec.step_graphed(token)?,
+                (true, false) => dec.step_graphed_sampled(token, sampler)?,
+                (false, true) => {
+                    dec.forward(&[token])?;
+                    dec.argmax()?
+                }
+                (false, false) => {
+                    dec.forward(&[token])?;
+                    dec.sample(sampler)?
+                }
+            }),
+        }
+    }
+}
+
+/// Load the model's program on the resolved backend (`capacity`: KV positions needed).
+fn load_exec(
+    backend: &Resolved,
+    args: &Args,
+    model: &Arc<GgufModel>,
+    path: &std::path::Path,
+    cfg: &SamplerConfig,
+    capacity: usize,
+) -> anyhow::Result<Exec> {
+    match backend {
+        Resolved::Cpu => {
+            let options = ReferenceOptions {
+                threads: args.threads,
+                kv_dtype: KvDtype::F16,
+            };
+            let mut exec = Reference::new(model.clone(), options)
+                .with_context(|| format!("cannot run {}", path.display()))?;
+            exec.cache_weights(args.cache_weights_mb.saturating_mul(1 << 20))?;
+            let kv = exec.new_cache();
+            Ok(Exec::Cpu {
+                exec: Box::new(exec),
+                kv,
+            })
+        }
+        Resolved::Cuda(gpu) => {
+            let program = engine::arch::build_program(model.header())
+                .with_context(|| format!("cannot run {}", path.display()))?;
+            let dec = CudaDecoder::new(gpu.clone(), model, program, capacity)
+                .with_context(|| format!("cannot load {} on the GPU", path.display()))?;
+            let argmax = cfg.temperature <= 0.0
+                && cfg.repeat_penalty == 1.0
+                && cfg.presence_penalty == 0.0
+                && cfg.frequency_penalty == 0.0;
+            Ok(Exec::Cuda {
+                dec: Box::new(dec),
+                graph: !args.no_graph,
+                argmax,
+            })
+        }
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let backend = resolve_backend(args.backend)?;
     let t_load = Instant::now();
     let path = crate::common::resolve_model(args.model.as_deref(), args.models_dir.clone())?;
     let model =
@@ -121,30 +263,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // The program first: an unsupported or inconsistent model is reported as such even
     // when its tokenizer is missing too.
     let model = Arc::new(model);
-    let options = ReferenceOptions {
-        threads: args.threads,
-        kv_dtype: KvDtype::F16,
-    };
-    let mut exec = Reference::new(model.clone(), options)
-        .with_context(|| format!("cannot run {}", path.display()))?;
-    exec.cache_weights(args.cache_weights_mb.saturating_mul(1 << 20))?;
-    let tok = Tokenizer::from_gguf(model.header())
-        .with_context(|| format!("cannot read the tokenizer of {}", path.display()))?;
-    let prompt = prompt_tokens(&args, &model, &tok)?;
-    if prompt.is_empty() {
-        bail!("the prompt is empty after tokenization");
-    }
-    let load_s = t_load.elapsed().as_secs_f64();
-    let n_ctx = exec.program().shape.n_ctx_train;
-    if n_ctx > 0 && prompt.len() + args.max_tokens > n_ctx {
-        bail!(
-            "prompt ({} tokens) + {} new tokens exceed the model's context of {n_ctx}",
-            prompt.len(),
-            args.max_tokens
-        );
-    }
-
-    let mut sampler = Sampler::new(SamplerConfig {
+    let cfg = SamplerConfig {
         temperature: args.temperature,
         top_k: args.top_k,
         top_p: args.top_p,
@@ -154,11 +273,31 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         frequency_penalty: args.frequency_penalty,
         seed: args.seed,
         ..SamplerConfig::default()
-    });
+    };
+    let program = engine::arch::build_program(model.header())
+        .with_context(|| format!("cannot run {}", path.display()))?;
+    let tok = Tokenizer::from_gguf(model.header())
+        .with_context(|| format!("cannot read the tokenizer of {}", path.display()))?;
+    let prompt = prompt_tokens(&args, &model, &tok)?;
+    if prompt.is_empty() {
+        bail!("the prompt is empty after tokenization");
+    }
+    let n_ctx = program.shape.n_ctx_train;
+    if n_ctx > 0 && prompt.len() + args.max_tokens > n_ctx {
+        bail!(
+            "prompt ({} tokens) + {} new tokens exceed the model's context of {n_ctx}",
+            prompt.len(),
+            args.max_tokens
+        );
+    }
+    let capacity = prompt.len() + args.max_tokens;
+    let mut exec = load_exec(&backend, &args, &model, &path, &cfg, capacity)?;
+    let load_s = t_load.elapsed().as_secs_f64();
+
+    let mut sampler = Sampler::new(cfg);
     for &t in &prompt {
         sampler.accept(t);
     }
-    let mut kv = exec.new_cache();
     let mut stream = StreamDecoder::new(&tok);
     let mut out = std::io::stdout().lock();
     let mut generated = Vec::new();
@@ -166,11 +305,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut stop = "length";
 
     let t_prefill = Instant::now();
-    let mut logits = exec.step(&mut kv, &prompt)?;
+    let mut next = exec.first(&prompt, &mut sampler)?;
     let prefill_s = t_prefill.elapsed().as_secs_f64();
     let t_decode = Instant::now();
     while generated.len() < args.max_tokens {
-        let next = sampler.sample(&logits);
         if tok.is_eog(next) && !args.ignore_eos {
             stop = "eog";
             break;
@@ -186,7 +324,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if generated.len() == args.max_tokens {
             break;
         }
-        logits = exec.step(&mut kv, &[next])?;
+        next = exec.next(next, &mut sampler)?;
     }
     let tail = stream.finish();
     text.push_str(&tail);
@@ -196,14 +334,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let decode_steps = generated.len().saturating_sub(1);
     let prefill_tps = prompt.len() as f64 / prefill_s.max(1e-9);
     let decode_tps = decode_steps as f64 / decode_s.max(1e-9);
+    let (mode, fallbacks) = match &exec {
+        Exec::Cpu { .. } => ("reference", 0),
+        Exec::Cuda { dec, graph, .. } => (
+            if *graph { "graphed" } else { "eager" },
+            dec.sample_fallbacks(),
+        ),
+    };
     if args.json {
         let obj = json!({
             "model": path.display().to_string(),
-            "backend": "cpu",
+            "backend": exec.name(),
+            "mode": mode,
             "prompt_tokens": prompt,
             "tokens": generated,
             "text": text,
             "stop": stop,
+            "sample_fallbacks": fallbacks,
             "timings": {
                 "load_s": load_s,
                 "prefill_s": prefill_s,
@@ -216,9 +363,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     } else {
         writeln!(out, "{tail}")?;
         eprintln!(
-            "prompt: {} tokens in {prefill_s:.2}s ({prefill_tps:.1} tok/s) | generated: {} tokens in {decode_s:.2}s ({decode_tps:.1} tok/s) | stop: {stop}",
+            "prompt: {} tokens in {prefill_s:.2}s ({prefill_tps:.1} tok/s) | generated: {} tokens in {decode_s:.2}s ({decode_tps:.1} tok/s) | backend: {} ({mode}) | stop: {stop}",
             prompt.len(),
             generated.len(),
+            exec.name(),
         );
     }
     Ok(())

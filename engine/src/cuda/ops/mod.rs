@@ -10,6 +10,7 @@
 mod attention;
 mod linear;
 mod pointwise;
+mod sample;
 
 pub use attention::{AttnScratch, AttnShape, attention, kv_store};
 pub use linear::{embed, matvec};
@@ -17,6 +18,7 @@ pub use pointwise::{
     Activation, RopeStyle, RopeTable, add, add_inplace, argmax, gated_act, gated_act_inplace,
     qk_norm, rmsnorm, rmsnorm_inplace, rope, scale_inplace, softcap_inplace,
 };
+pub use sample::{SAMPLE_CAP, SampleBuffers, Sampled, sample};
 
 use super::{CudaError, Gpu, shape_err};
 use crate::quant::QuantFormat;
