@@ -1,7 +1,18 @@
 //! `assay generate`: load a model, tokenize a prompt (optionally through the model's chat
 //! template), run it on a backend and stream the continuation, ending with a line of
 //! prompt/generated token counts and tokens per second (stderr). `--json` prints one object
-//! instead: `{"prompt_tokens", "tokens", "text", "timings", ...}`.
+//! instead: `{"backend", "mode", "prompt_tokens", "tokens", "text", "sample_fallbacks",
+//! "timings", ...}`.
+//!
+//! Backends ([`Backend`], resolved once by [`resolve_backend`], run through [`Exec`]): the
+//! CPU reference executor, or the CUDA decoder — prompt in launches of up to 8 rows, then
+//! one captured CUDA graph replayed per token (`--no-graph`: eager launches); greedy
+//! without penalties takes the device argmax, anything else the device sampler, both 4
+//! bytes back per token. `auto` (the default) uses CUDA when a driver and a device are
+//! present and the model's formats have kernels, otherwise says why in one line and runs
+//! on the CPU; `cuda` without a usable GPU is an error. The sampler (seed, draws, penalty
+//! history) lives on the host for every backend, so a seed gives the same tokens on both
+//! wherever the logits agree.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -291,7 +302,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         );
     }
     let capacity = prompt.len() + args.max_tokens;
-    let mut exec = load_exec(&backend, &args, &model, &path, &cfg, capacity)?;
+    let mut exec = match load_exec(&backend, &args, &model, &path, &cfg, capacity) {
+        Err(e) if args.backend == Backend::Auto && matches!(backend, Resolved::Cuda(_)) => {
+            eprintln!("CUDA cannot run this model ({e:#}); using the CPU backend");
+            load_exec(&Resolved::Cpu, &args, &model, &path, &cfg, capacity)?
+        }
+        r => r?,
+    };
     let load_s = t_load.elapsed().as_secs_f64();
 
     let mut sampler = Sampler::new(cfg);
