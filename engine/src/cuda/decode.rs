@@ -15,6 +15,10 @@
 //! A one-token step can also run as a captured CUDA graph ([`graph`]): the same launches,
 //! recorded once per decoder with the token id and position read from a small device
 //! buffer ([`Feed::Step`]) that the host overwrites before each replay.
+//!
+//! Sampled steps (`decode/sample.rs`): the `engine::sampling` chain runs on the device on the
+//! logits left by a step (`kernels/sample.cu`), eagerly or as the last node of a second
+//! captured graph; the host's sampler supplies the draw and the penalty window.
 
 use super::cudarc::driver::{CudaSlice, DevicePtr};
 use super::ops::{self, Activation, AttnScratch, AttnShape, RopeStyle, RopeTable};

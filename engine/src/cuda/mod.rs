@@ -14,7 +14,8 @@
 //!   a launch;
 //! - [`cpu`]: the CPU reference of every kernel, which kernel-check compares against;
 //! - [`decode`]: [`CudaDecoder`], the executor of an `arch::Program` for one sequence,
-//!   eager or with its one-token step captured once as a CUDA graph and replayed.
+//!   eager or with its one-token step captured once as a CUDA graph and replayed; greedy
+//!   (device argmax) or sampled (the sampler chain on the device, 4 bytes back per token).
 //!
 //! Weights keep GGUF's block layout as stored (no repacking yet; rows start 16-byte
 //! aligned). Activations are f32, the KV cache f16. `unsafe` lives only in this module,
