@@ -12,4 +12,6 @@ pub mod model_file;
 pub mod quant;
 pub mod reference;
 pub mod sampling;
+pub mod scheduler;
+pub mod server;
 pub mod tokenizer;

@@ -5,7 +5,7 @@
 //! Owns: [`Verdict`], the gate registry ([`GateDef`], [`GateContext`], [`GateOutcome`]),
 //! and the receipt schema and its stamp (time, build identity, device) in [`receipt`],
 //! [`stamp`], [`identity`], [`device`], [`clock`]. Gates live one family per file:
-//! [`cpu_gates`] and [`reference_gates`] (run everywhere), [`gpu_gates`] (skip with a reason
+//! [`cpu_gates`], [`reference_gates`] and [`served_gate`] (run everywhere), [`gpu_gates`] (skip with a reason
 //! without a GPU).
 
 pub mod clock;
@@ -21,6 +21,7 @@ pub mod model_files;
 pub mod quant_golden;
 pub mod receipt;
 pub mod reference_gates;
+pub mod served_gate;
 pub mod stamp;
 
 use std::path::PathBuf;
@@ -132,6 +133,7 @@ pub struct GateDef {
 pub fn battery() -> Vec<GateDef> {
     let mut gates = cpu_gates::gates();
     gates.extend(reference_gates::gates());
+    gates.extend(served_gate::gates());
     gates.extend(gpu_gates::gates());
     gates
 }

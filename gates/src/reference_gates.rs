@@ -142,7 +142,7 @@ fn all_logits(r: &Reference, tokens: &[u32]) -> Result<Vec<f32>, String> {
 }
 
 /// The default model, opened, with its facts.
-fn default_model(
+pub fn default_model(
     ctx: &GateContext,
 ) -> Result<(Arc<GgufModel>, crate::receipt::ModelFacts), String> {
     let name = ctx.default_model.clone();

@@ -12,6 +12,8 @@
 //! [`SeqKv::commit`]s them; [`SeqKv::truncate`] rolls a sequence back (speculative
 //! decoding, prefix reuse).
 
+pub mod blocks;
+
 use crate::arch::KvLayerSpec;
 
 /// Precision of the stored K/V values.
@@ -160,6 +162,36 @@ impl SeqKv {
         Ok(())
     }
 
+    /// Bytes one position takes over all `layers` (K and V, stored as f32).
+    pub fn bytes_per_token(layers: &[KvLayerSpec]) -> usize {
+        layers
+            .iter()
+            .map(|l| 2 * l.n_kv_heads * l.head_dim * 4)
+            .sum()
+    }
+
+    /// A new cache holding a copy of the committed positions `0..len` (clamped to
+    /// `len()`), with no spare capacity.
+    pub fn prefix_copy(&self, len: usize) -> SeqKv {
+        let len = len.min(self.len);
+        let layers = self
+            .layers
+            .iter()
+            .map(|l| LayerKv {
+                row: l.row,
+                head_dim: l.head_dim,
+                k: l.k.get(..len * l.row).unwrap_or(&[]).to_vec(),
+                v: l.v.get(..len * l.row).unwrap_or(&[]).to_vec(),
+            })
+            .collect();
+        SeqKv {
+            dtype: self.dtype,
+            len,
+            reserved: len,
+            layers,
+        }
+    }
+
     /// Drop every position from `len` on (no-op when `len >= len()`).
     pub fn truncate(&mut self, len: usize) {
         if len < self.len {
@@ -211,6 +243,11 @@ mod tests {
         assert!(kv.commit(1).is_err());
         kv.truncate(1);
         assert_eq!(kv.len(), 1);
+        let c = kv.prefix_copy(5);
+        assert_eq!(c.len(), 1);
+        assert_eq!(c.k(0, 0, 0), kv.k(0, 0, 0));
+        assert_eq!(c.k(0, 1, 0), None, "the copy holds only the prefix");
+        assert_eq!(SeqKv::bytes_per_token(&spec()), 2 * 8 * 4);
     }
 
     #[test]

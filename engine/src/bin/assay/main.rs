@@ -3,6 +3,8 @@
 mod common;
 mod generate;
 mod inspect;
+mod keys;
+mod serve;
 mod tokenize;
 
 use clap::{Parser, Subcommand};
@@ -23,6 +25,10 @@ enum Command {
     Tokenize(tokenize::Args),
     /// Generate text from a prompt.
     Generate(generate::Args),
+    /// Serve models over an OpenAI-compatible HTTP API.
+    Serve(serve::Args),
+    /// Manage API keys for `assay serve`.
+    Keys(keys::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -38,6 +44,8 @@ fn main() -> std::process::ExitCode {
         Command::Inspect(a) => inspect::run(a),
         Command::Tokenize(a) => tokenize::run(a),
         Command::Generate(a) => generate::run(a),
+        Command::Serve(a) => serve::run(a),
+        Command::Keys(a) => keys::run(a),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

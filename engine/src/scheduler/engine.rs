@@ -1,0 +1,447 @@
+//! The engine thread's loop: take commands, reap cancelled requests, admit by KV memory,
+//! plan one step (decodes first, then prefill chunks in admission order within the token
+//! budget), grow block tables (evicting prefix-cache entries, then preempting the newest
+//! sequence when the pool is dry), run the executor, sample, emit events.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, TryRecvError};
+use std::time::Instant;
+
+use super::prefix::PrefixCache;
+use super::{
+    Command, Event, Executor, Finish, FinishReason, GenRequest, SchedulerConfig, Stats, StepInput,
+};
+use crate::kv::blocks::{BlockAllocator, BlockTable};
+use crate::sampling::Sampler;
+
+struct Seq<K> {
+    req: GenRequest,
+    sampler: Sampler,
+    /// Prompt followed by the generated tokens.
+    tokens: Vec<u32>,
+    prompt_len: usize,
+    cached: usize,
+    generated: usize,
+    kv: Option<K>,
+    blocks: BlockTable,
+    admitted_once: bool,
+}
+
+pub(super) struct Engine<E: Executor> {
+    exec: E,
+    alloc: BlockAllocator,
+    config: Arc<SchedulerConfig>,
+    stats: Arc<Stats>,
+    rx: Receiver<Command>,
+    rx_open: bool,
+    waiting: VecDeque<Seq<E::Kv>>,
+    running: Vec<Seq<E::Kv>>,
+    cache: PrefixCache<E::Kv>,
+    drain_deadline: Option<Instant>,
+}
+
+impl<E: Executor> Engine<E> {
+    pub(super) fn new(
+        exec: E,
+        alloc: BlockAllocator,
+        config: Arc<SchedulerConfig>,
+        stats: Arc<Stats>,
+        rx: Receiver<Command>,
+    ) -> Self {
+        let cache = PrefixCache::new(config.prefix_cache_entries);
+        Self {
+            exec,
+            alloc,
+            config,
+            stats,
+            rx,
+            rx_open: true,
+            waiting: VecDeque::new(),
+            running: Vec::new(),
+            cache,
+            drain_deadline: None,
+        }
+    }
+
+    pub(super) fn run(&mut self) {
+        self.warmup();
+        loop {
+            if !self.pull_commands() {
+                break;
+            }
+            self.reap();
+            self.admit();
+            if !self.running.is_empty() {
+                self.step();
+            }
+            self.publish();
+            let draining = self.stats.draining.load(Ordering::SeqCst);
+            if draining && self.running.is_empty() && self.waiting.is_empty() {
+                break;
+            }
+        }
+        for s in std::mem::take(&mut self.running) {
+            self.finish(s, FinishReason::Shutdown);
+        }
+        while let Some(s) = self.waiting.pop_front() {
+            self.finish(s, FinishReason::Shutdown);
+        }
+        self.publish();
+        self.stats.stopped.store(true, Ordering::SeqCst);
+    }
+
+    fn warmup(&mut self) {
+        if let Some(t) = self.config.warmup_token {
+            let mut kv = self.exec.new_kv();
+            let toks = [t];
+            let mut b = [StepInput {
+                kv: &mut kv,
+                tokens: &toks,
+                want_logits: true,
+            }];
+            if let Err(e) = self.exec.step(&mut b) {
+                tracing::error!("warm-up step failed: {e}");
+                return;
+            }
+        }
+        self.stats.ready.store(true, Ordering::SeqCst);
+    }
+
+    /// Take every pending command; block when there is nothing to do. `false` = exit.
+    fn pull_commands(&mut self) -> bool {
+        let idle = self.running.is_empty() && self.waiting.is_empty();
+        if idle {
+            if self.stats.draining.load(Ordering::SeqCst) || !self.rx_open {
+                return false;
+            }
+            match self.rx.recv() {
+                Ok(c) => self.command(c),
+                Err(_) => return false,
+            }
+        }
+        loop {
+            match self.rx.try_recv() {
+                Ok(c) => self.command(c),
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => {
+                    self.rx_open = false;
+                    break;
+                }
+            }
+        }
+        true
+    }
+
+    fn command(&mut self, c: Command) {
+        match c {
+            Command::Submit(req) => {
+                let req = *req;
+                let mut sampler = Sampler::new(req.sampling.clone());
+                for &t in &req.prompt {
+                    sampler.accept(t);
+                }
+                let tokens = req.prompt.clone();
+                let prompt_len = tokens.len();
+                self.waiting.push_back(Seq {
+                    req,
+                    sampler,
+                    tokens,
+                    prompt_len,
+                    cached: 0,
+                    generated: 0,
+                    kv: None,
+                    blocks: BlockTable::default(),
+                    admitted_once: false,
+                });
+            }
+            Command::Drain(deadline) => {
+                self.drain_deadline = Some(deadline);
+            }
+        }
+    }
+
+    /// Cancel requests nobody listens to; apply the drain.
+    fn reap(&mut self) {
+        let draining = self.stats.draining.load(Ordering::SeqCst);
+        let waiting = std::mem::take(&mut self.waiting);
+        for s in waiting {
+            if s.req.events.is_closed() {
+                self.finish(s, FinishReason::Cancelled);
+            } else if draining {
+                self.finish(s, FinishReason::Shutdown);
+            } else {
+                self.waiting.push_back(s);
+            }
+        }
+        let past_deadline = self.drain_deadline.is_some_and(|d| Instant::now() >= d);
+        let running = std::mem::take(&mut self.running);
+        for s in running {
+            if s.req.events.is_closed() {
+                self.finish(s, FinishReason::Cancelled);
+            } else if past_deadline {
+                self.finish(s, FinishReason::Shutdown);
+            } else {
+                self.running.push(s);
+            }
+        }
+    }
+
+    fn release(&mut self, mut t: BlockTable) {
+        if let Err(e) = self.alloc.release(&mut t) {
+            tracing::error!("KV accounting: {e}");
+        }
+    }
+
+    fn evict_one(&mut self) -> bool {
+        match self.cache.evict_lru() {
+            Some(t) => {
+                self.release(t);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn admit(&mut self) {
+        while let Some(mut s) = self.waiting.pop_front() {
+            if s.req.max_tokens == 0 {
+                self.count_admission(&mut s, 0);
+                self.finish(s, FinishReason::Length);
+                continue;
+            }
+            let need = (s.tokens.len() + self.alloc.block_tokens()).min(self.config.n_ctx);
+            while !self.alloc.can_admit(need) && self.evict_one() {}
+            let blocks = match self.alloc.allocate(need) {
+                Ok(b) => b,
+                Err(_) => {
+                    self.waiting.push_front(s);
+                    break;
+                }
+            };
+            let hit = self.cache.lookup(&s.req.tenant, &s.tokens);
+            let reuse = hit.map_or(0, |h| h.shared.min(s.tokens.len() - 1));
+            let kv = match (hit, reuse) {
+                (Some(h), r) if r > 0 => match self.cache.kv(h.entry) {
+                    Some(src) => self.exec.kv_prefix(src, r),
+                    None => self.exec.new_kv(),
+                },
+                _ => self.exec.new_kv(),
+            };
+            let reused = self.exec.kv_len(&kv);
+            s.kv = Some(kv);
+            s.blocks = blocks;
+            self.count_admission(&mut s, reused);
+            self.running.push(s);
+        }
+    }
+
+    fn count_admission(&mut self, s: &mut Seq<E::Kv>, reused: usize) {
+        if s.admitted_once {
+            return;
+        }
+        s.admitted_once = true;
+        s.cached = reused;
+        let st = &self.stats;
+        st.queue_depth.fetch_sub(1, Ordering::SeqCst);
+        st.prompt_tokens
+            .fetch_add(s.prompt_len as u64, Ordering::Relaxed);
+        st.cached_tokens.fetch_add(reused as u64, Ordering::Relaxed);
+        if reused > 0 {
+            st.prefix_hits.fetch_add(1, Ordering::Relaxed);
+        } else {
+            st.prefix_misses.fetch_add(1, Ordering::Relaxed);
+        }
+        let _ = s.req.events.send(Event::Admitted {
+            cached_tokens: reused,
+        });
+    }
+
+    fn fed(&self, s: &Seq<E::Kv>) -> usize {
+        s.kv.as_ref().map_or(0, |kv| self.exec.kv_len(kv))
+    }
+
+    /// Preempt the newest running sequence: free its KV, queue it first for recompute.
+    fn preempt_newest(&mut self) {
+        if let Some(mut s) = self.running.pop() {
+            s.kv = None;
+            let t = std::mem::take(&mut s.blocks);
+            self.release(t);
+            self.stats.preemptions.fetch_add(1, Ordering::Relaxed);
+            self.waiting.push_front(s);
+        }
+    }
+
+    /// Tokens each running sequence feeds this step (0 = none), decodes first, then
+    /// prefill chunks in admission order within the budget.
+    fn plan(&self) -> Vec<usize> {
+        let mut plan = vec![0usize; self.running.len()];
+        let mut decodes = 0;
+        for (i, s) in self.running.iter().enumerate() {
+            if s.tokens.len().saturating_sub(self.fed(s)) == 1 {
+                plan[i] = 1;
+                decodes += 1;
+            }
+        }
+        let mut budget = self
+            .config
+            .max_batch_tokens
+            .saturating_sub(decodes)
+            .max(self.alloc.block_tokens());
+        for (i, s) in self.running.iter().enumerate() {
+            let left = s.tokens.len().saturating_sub(self.fed(s));
+            if left > 1 && budget > 0 {
+                plan[i] = left.min(budget);
+                budget -= plan[i];
+            }
+        }
+        plan
+    }
+
+    /// Grow the block tables for `plan`; preempts (and shortens `plan`) when the pool is
+    /// dry.
+    fn grow(&mut self, plan: &mut Vec<usize>) {
+        let mut i = 0;
+        while i < self.running.len().min(plan.len()) {
+            if plan[i] == 0 {
+                i += 1;
+                continue;
+            }
+            let target = self.fed(&self.running[i]) + plan[i];
+            loop {
+                let s = &mut self.running[i];
+                if self.alloc.grow(&mut s.blocks, target).is_ok() {
+                    i += 1;
+                    break;
+                }
+                if self.evict_one() {
+                    continue;
+                }
+                self.preempt_newest();
+                plan.truncate(self.running.len());
+                if i >= self.running.len() {
+                    break;
+                }
+            }
+        }
+    }
+
+    fn step(&mut self) {
+        let mut plan = self.plan();
+        self.grow(&mut plan);
+        let mut which = Vec::new();
+        let result = {
+            let mut inputs = Vec::new();
+            for (i, s) in self.running.iter_mut().enumerate() {
+                let n = plan.get(i).copied().unwrap_or(0);
+                let Some(kv) = s.kv.as_mut() else { continue };
+                if n == 0 {
+                    continue;
+                }
+                let fed = self.exec.kv_len(kv);
+                let Some(tokens) = s.tokens.get(fed..fed + n) else {
+                    continue;
+                };
+                inputs.push(StepInput {
+                    kv,
+                    tokens,
+                    want_logits: fed + n == s.tokens.len(),
+                });
+                which.push(i);
+            }
+            if inputs.is_empty() {
+                return;
+            }
+            self.exec.step(&mut inputs)
+        };
+        self.stats.steps.fetch_add(1, Ordering::Relaxed);
+        let logits = match result {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!("executor step failed: {e}");
+                let mut running = std::mem::take(&mut self.running);
+                for &i in which.iter().rev() {
+                    if i < running.len() {
+                        let s = running.swap_remove(i);
+                        self.finish(s, FinishReason::Error(e.clone()));
+                    }
+                }
+                self.running = running;
+                return;
+            }
+        };
+        let mut done: Vec<(usize, FinishReason)> = Vec::new();
+        for (&i, row) in which.iter().zip(logits) {
+            let Some(row) = row else { continue };
+            let Some(s) = self.running.get_mut(i) else {
+                continue;
+            };
+            let tok = s.sampler.sample(&row);
+            if self.config.eog_tokens.contains(&tok) {
+                done.push((i, FinishReason::Eog));
+                continue;
+            }
+            s.sampler.accept(tok);
+            s.tokens.push(tok);
+            s.generated += 1;
+            self.stats.generated_tokens.fetch_add(1, Ordering::Relaxed);
+            if s.req.events.send(Event::Token(tok)).is_err() {
+                done.push((i, FinishReason::Cancelled));
+            } else if s.generated >= s.req.max_tokens || s.tokens.len() >= self.config.n_ctx {
+                done.push((i, FinishReason::Length));
+            }
+        }
+        // Remove from the back so indices stay valid, keeping admission order.
+        done.sort_by_key(|d| std::cmp::Reverse(d.0));
+        for (i, reason) in done {
+            if i < self.running.len() {
+                let s = self.running.remove(i);
+                self.finish(s, reason);
+            }
+        }
+    }
+
+    fn finish(&mut self, mut s: Seq<E::Kv>, reason: FinishReason) {
+        let _ = s.req.events.send(Event::Finished(Finish {
+            reason: reason.clone(),
+            prompt_tokens: s.prompt_len,
+            cached_tokens: s.cached,
+            generated: s.generated,
+        }));
+        if !s.admitted_once {
+            self.stats.queue_depth.fetch_sub(1, Ordering::SeqCst);
+        }
+        let blocks = std::mem::take(&mut s.blocks);
+        let keep = matches!(reason, FinishReason::Length | FinishReason::Eog);
+        match s.kv.take() {
+            Some(mut kv) if keep && self.config.prefix_cache_entries > 0 => {
+                let len = self.exec.kv_len(&kv);
+                self.exec.kv_trim(&mut kv, len);
+                let mut blocks = blocks;
+                if let Err(e) = self.alloc.shrink(&mut blocks, len) {
+                    tracing::error!("KV accounting: {e}");
+                }
+                s.tokens.truncate(len);
+                let freed =
+                    self.cache
+                        .insert(&s.req.tenant, std::mem::take(&mut s.tokens), kv, blocks);
+                for t in freed {
+                    self.release(t);
+                }
+            }
+            _ => self.release(blocks),
+        }
+    }
+
+    fn publish(&self) {
+        let st = &self.stats;
+        st.running.store(self.running.len(), Ordering::Relaxed);
+        st.kv_blocks_used
+            .store(self.alloc.used_blocks(), Ordering::Relaxed);
+        st.kv_blocks_free
+            .store(self.alloc.free_blocks(), Ordering::Relaxed);
+        st.prefix_cache_entries
+            .store(self.cache.len(), Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,403 @@
+//! The scheduler driven with a fake executor whose next token is a hash of the sequence's
+//! whole history (so any mix-up of sequences, positions or KV shows in the tokens):
+//! continuous batching gives every request its solo output, long prompts are prefilled in
+//! chunks while running streams keep decoding, the prefix cache is reused per tenant only,
+//! preemption under KV pressure recomputes correctly, cancellation frees KV, a full queue
+//! refuses, executor errors end requests cleanly, and drain stops everything.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use engine::sampling::SamplerConfig;
+use engine::scheduler::{
+    self, Event, Executor, Finish, FinishReason, GenRequest, SchedulerConfig, SchedulerHandle,
+    StepInput, SubmitError,
+};
+use tokio::sync::mpsc;
+
+const VOCAB: usize = 50;
+const EOG: u32 = 49;
+
+/// One step's composition: (tokens fed, wants logits) per input.
+type StepLog = Arc<Mutex<Vec<Vec<(usize, bool)>>>>;
+
+struct Fake {
+    log: StepLog,
+    /// Blocks every step until this mutex can be taken.
+    gate: Arc<Mutex<()>>,
+    fail_when_fed: Option<u32>,
+    /// Time each step takes (so streams overlap as they do on a real model).
+    delay: Duration,
+}
+
+fn next_token(history: &[u32]) -> u32 {
+    let mut h: u64 = 1469598103934665603;
+    for &t in history {
+        h = (h ^ u64::from(t)).wrapping_mul(1099511628211);
+    }
+    // Never EOG by accident: 0..48.
+    (h % (VOCAB as u64 - 2)) as u32
+}
+
+impl Executor for Fake {
+    type Kv = Vec<u32>;
+    fn new_kv(&self) -> Vec<u32> {
+        Vec::new()
+    }
+    fn kv_len(&self, kv: &Vec<u32>) -> usize {
+        kv.len()
+    }
+    fn kv_prefix(&self, kv: &Vec<u32>, len: usize) -> Vec<u32> {
+        kv[..len.min(kv.len())].to_vec()
+    }
+    fn kv_trim(&self, kv: &mut Vec<u32>, len: usize) {
+        kv.truncate(len);
+        kv.shrink_to_fit();
+    }
+    fn kv_bytes_per_token(&self) -> usize {
+        1024
+    }
+    fn n_vocab(&self) -> usize {
+        VOCAB
+    }
+    fn step(
+        &mut self,
+        batch: &mut [StepInput<'_, Vec<u32>>],
+    ) -> Result<Vec<Option<Vec<f32>>>, String> {
+        let _g = self.gate.lock().unwrap();
+        std::thread::sleep(self.delay);
+        if let Some(bad) = self.fail_when_fed
+            && batch.iter().any(|b| b.tokens.contains(&bad))
+        {
+            return Err("planted executor failure".into());
+        }
+        self.log.lock().unwrap().push(
+            batch
+                .iter()
+                .map(|b| (b.tokens.len(), b.want_logits))
+                .collect(),
+        );
+        Ok(batch
+            .iter_mut()
+            .map(|b| {
+                b.kv.extend_from_slice(b.tokens);
+                b.want_logits.then(|| {
+                    let mut l = vec![0f32; VOCAB];
+                    l[next_token(b.kv) as usize] = 1.0;
+                    l
+                })
+            })
+            .collect())
+    }
+}
+
+fn fake() -> (Fake, StepLog, Arc<Mutex<()>>) {
+    let log = StepLog::default();
+    let gate = Arc::new(Mutex::new(()));
+    (
+        Fake {
+            log: log.clone(),
+            gate: gate.clone(),
+            fail_when_fed: None,
+            delay: Duration::from_micros(200),
+        },
+        log,
+        gate,
+    )
+}
+
+fn config() -> SchedulerConfig {
+    SchedulerConfig {
+        n_ctx: 256,
+        kv_budget_bytes: 4096 * 1024,
+        block_tokens: 4,
+        max_queue: 64,
+        max_batch_tokens: 32,
+        prefix_cache_entries: 16,
+        eog_tokens: vec![EOG],
+        warmup_token: Some(1),
+    }
+}
+
+/// What the fake generates for `prompt` alone.
+fn solo(prompt: &[u32], n: usize) -> Vec<u32> {
+    let mut h = prompt.to_vec();
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let t = next_token(&h);
+        out.push(t);
+        h.push(t);
+    }
+    out
+}
+
+fn request(
+    tenant: &str,
+    prompt: Vec<u32>,
+    max_tokens: usize,
+) -> (GenRequest, mpsc::UnboundedReceiver<Event>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    (
+        GenRequest {
+            tenant: tenant.into(),
+            prompt,
+            max_tokens,
+            sampling: SamplerConfig::default(),
+            events: tx,
+        },
+        rx,
+    )
+}
+
+/// Every event until Finished: (tokens, cached, finish).
+fn collect(rx: &mut mpsc::UnboundedReceiver<Event>) -> (Vec<u32>, usize, Finish) {
+    let mut toks = Vec::new();
+    let mut cached = usize::MAX;
+    loop {
+        match rx.blocking_recv() {
+            Some(Event::Admitted { cached_tokens }) => cached = cached_tokens,
+            Some(Event::Token(t)) => toks.push(t),
+            Some(Event::Finished(f)) => return (toks, cached, f),
+            None => panic!("channel closed without Finished"),
+        }
+    }
+}
+
+fn prompt(seed: u32, n: usize) -> Vec<u32> {
+    (0..n as u32).map(|i| (seed * 7 + i * 3) % 40 + 2).collect()
+}
+
+fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+fn idle(h: &SchedulerHandle) -> bool {
+    let s = h.stats();
+    s.running.load(Ordering::SeqCst) == 0 && s.queue_depth.load(Ordering::SeqCst) == 0
+}
+
+#[test]
+fn concurrent_requests_each_get_their_solo_output() {
+    let (f, log, _) = fake();
+    let h = scheduler::start(f, config()).unwrap();
+    let mut rxs = Vec::new();
+    for i in 0..24u32 {
+        let p = prompt(i, 3 + (i as usize * 5) % 40);
+        let (req, rx) = request("t", p.clone(), 5 + i as usize % 7);
+        h.submit(req).unwrap();
+        rxs.push((p, 5 + i as usize % 7, rx));
+    }
+    for (p, n, mut rx) in rxs {
+        let (toks, _, fin) = collect(&mut rx);
+        assert_eq!(fin.reason, FinishReason::Length);
+        assert_eq!(toks, solo(&p, n), "prompt {p:?}");
+        assert_eq!((fin.prompt_tokens, fin.generated), (p.len(), n));
+    }
+    let max_batch = log.lock().unwrap().iter().map(Vec::len).max().unwrap();
+    assert!(
+        max_batch > 4,
+        "requests were batched together ({max_batch})"
+    );
+    wait_until("idle", || idle(&h));
+}
+
+#[test]
+fn long_prompt_is_chunked_while_streams_keep_decoding() {
+    let (mut f, log, _) = fake();
+    f.delay = Duration::from_millis(2);
+    let h = scheduler::start(f, config()).unwrap();
+    let (a, mut arx) = request("t", prompt(1, 4), 150);
+    h.submit(a).unwrap();
+    // Wait for A's first token: it is decoding.
+    loop {
+        if let Some(Event::Token(_)) = arx.blocking_recv() {
+            break;
+        }
+    }
+    let long = prompt(2, 200);
+    let (b, mut brx) = request("t", long.clone(), 3);
+    h.submit(b).unwrap();
+    let (btoks, _, _) = collect(&mut brx);
+    assert_eq!(btoks, solo(&long, 3));
+    let (atoks, _, _) = collect(&mut arx);
+    assert_eq!(atoks.len(), 149);
+    let log = log.lock().unwrap();
+    // Steps that prefilled a chunk of B (more than one token, no logits) also decoded A.
+    let chunk_steps: Vec<&Vec<(usize, bool)>> = log
+        .iter()
+        .filter(|s| s.iter().any(|&(n, w)| n > 1 && !w))
+        .collect();
+    assert!(
+        chunk_steps.len() >= 5,
+        "200 tokens in chunks of <= 32: {}",
+        chunk_steps.len()
+    );
+    for s in &chunk_steps {
+        assert!(
+            s.iter().all(|&(n, _)| n <= 32),
+            "chunk over the budget: {s:?}"
+        );
+        assert!(
+            s.contains(&(1, true)),
+            "a prefill step without the running decode: {s:?}"
+        );
+    }
+}
+
+#[test]
+fn prefix_cache_is_reused_within_a_tenant_only() {
+    let (f, _, _) = fake();
+    let h = scheduler::start(f, config()).unwrap();
+    let p = prompt(3, 30);
+    let run = |tenant: &str, p: Vec<u32>| {
+        let (r, mut rx) = request(tenant, p, 4);
+        h.submit(r).unwrap();
+        collect(&mut rx)
+    };
+    let (t1, c1, _) = run("alice", p.clone());
+    assert_eq!(c1, 0);
+    let (t2, c2, f2) = run("alice", p.clone());
+    assert_eq!(c2, 29, "all but the last prompt token come from the cache");
+    assert_eq!(f2.cached_tokens, 29);
+    assert_eq!(t1, t2);
+    let (t3, c3, _) = run("bob", p.clone());
+    assert_eq!(
+        (c3, t3),
+        (0, t1.clone()),
+        "another tenant never reuses alice's cache"
+    );
+    // A longer prompt sharing the first 30 tokens + the generated ones.
+    let mut longer = p.clone();
+    longer.extend_from_slice(&t1[..3]);
+    longer.push(7);
+    let (t4, c4, _) = run("alice", longer.clone());
+    assert_eq!(c4, 33);
+    assert_eq!(t4, solo(&longer, 4));
+    assert!(h.stats().prefix_hits.load(Ordering::SeqCst) >= 2);
+}
+
+#[test]
+fn kv_pressure_preempts_and_recomputes_correctly() {
+    let (f, _, _) = fake();
+    let mut c = config();
+    // 64 positions in all: three requests of 10 + 40 cannot all hold their KV at once.
+    c.n_ctx = 64;
+    c.kv_budget_bytes = 64 * 1024;
+    c.prefix_cache_entries = 0;
+    let h = scheduler::start(f, c).unwrap();
+    let mut rxs = Vec::new();
+    for i in 0..3 {
+        let p = prompt(10 + i, 10);
+        let (r, rx) = request("t", p.clone(), 40);
+        h.submit(r).unwrap();
+        rxs.push((p, rx));
+    }
+    for (p, mut rx) in rxs {
+        let (toks, _, fin) = collect(&mut rx);
+        assert_eq!(fin.reason, FinishReason::Length);
+        assert_eq!(toks, solo(&p, 40));
+    }
+    assert!(h.stats().preemptions.load(Ordering::SeqCst) > 0);
+    wait_until("KV freed", || {
+        h.stats().kv_blocks_used.load(Ordering::SeqCst) == 0
+    });
+}
+
+#[test]
+fn cancellation_frees_kv() {
+    let (mut f, _, _) = fake();
+    f.delay = Duration::from_millis(2);
+    let mut c = config();
+    c.prefix_cache_entries = 0;
+    let h = scheduler::start(f, c).unwrap();
+    let (r, mut rx) = request("t", prompt(4, 20), 200);
+    h.submit(r).unwrap();
+    loop {
+        if let Some(Event::Token(_)) = rx.blocking_recv() {
+            break;
+        }
+    }
+    wait_until("KV in use", || {
+        h.stats().kv_blocks_used.load(Ordering::SeqCst) > 0
+    });
+    drop(rx);
+    wait_until("cancelled", || {
+        idle(&h) && h.stats().kv_blocks_used.load(Ordering::SeqCst) == 0
+    });
+    assert!(h.stats().generated_tokens.load(Ordering::SeqCst) < 200);
+}
+
+#[test]
+fn full_queue_refuses_and_drain_stops() {
+    let (f, _, gate) = fake();
+    let mut c = config();
+    c.max_queue = 3;
+    let held = gate.lock().unwrap();
+    let h = scheduler::start(f, c).unwrap();
+    // The engine is stuck in its warm-up step: submissions stay queued.
+    let mut rxs = Vec::new();
+    for i in 0..3 {
+        let (r, rx) = request("t", prompt(i, 5), 5);
+        h.submit(r).unwrap();
+        rxs.push(rx);
+    }
+    let (r, _rx) = request("t", prompt(9, 5), 5);
+    assert_eq!(h.submit(r), Err(SubmitError::QueueFull(3)));
+    let (r, _rx) = request("t", prompt(9, 5), 1000);
+    assert!(matches!(h.submit(r), Err(SubmitError::TooLong { .. })));
+    let (r, _rx) = request("t", vec![], 5);
+    assert_eq!(h.submit(r), Err(SubmitError::EmptyPrompt));
+    assert!(!h.is_ready());
+    drop(held);
+    for mut rx in rxs {
+        assert_eq!(collect(&mut rx).2.reason, FinishReason::Length);
+    }
+    assert!(h.is_ready());
+    // Drain with no grace: a long request ends with Shutdown; new ones are refused.
+    let (r, mut rx) = request("t", prompt(5, 5), 250);
+    h.submit(r).unwrap();
+    loop {
+        if let Some(Event::Token(_)) = rx.blocking_recv() {
+            break;
+        }
+    }
+    h.drain(Duration::ZERO);
+    assert_eq!(collect(&mut rx).2.reason, FinishReason::Shutdown);
+    let (r, _rx) = request("t", prompt(6, 5), 5);
+    assert_eq!(h.submit(r), Err(SubmitError::ShuttingDown));
+    h.join();
+    assert!(h.stats().stopped.load(Ordering::SeqCst));
+}
+
+#[test]
+fn executor_error_ends_the_request_and_frees_kv() {
+    let (mut f, _, _) = fake();
+    f.fail_when_fed = Some(48);
+    let mut c = config();
+    c.prefix_cache_entries = 0;
+    let h = scheduler::start(f, c).unwrap();
+    let (r, mut rx) = request("t", vec![3, 48, 5], 5);
+    h.submit(r).unwrap();
+    let (_, _, fin) = collect(&mut rx);
+    assert!(matches!(fin.reason, FinishReason::Error(ref e) if e.contains("planted")));
+    let (r, mut rx) = request("t", vec![3, 4, 5], 5);
+    h.submit(r).unwrap();
+    assert_eq!(
+        collect(&mut rx).0,
+        solo(&[3, 4, 5], 5),
+        "the engine keeps serving"
+    );
+    wait_until("KV freed", || {
+        h.stats().kv_blocks_used.load(Ordering::SeqCst) == 0
+    });
+}
