@@ -332,7 +332,7 @@ async fn auth_routes_and_error_bodies() {
         (
             Body::from(json!({"model": "smol", "prompt": "x ".repeat(400)}).to_string()),
             413,
-            Some("messages"),
+            Some("prompt"),
         ),
         (Body::from(vec![b' '; 100 << 10]), 413, None),
         (

@@ -123,12 +123,17 @@ pub fn reference_greedy(
 
 /// A minimal HTTP/1.1 POST over loopback (`Connection: close`): status and body, the
 /// chunked transfer coding undone.
-pub fn http_post(addr: SocketAddr, path: &str, body: &str) -> Result<(u16, Vec<u8>), String> {
+pub fn http_post(
+    addr: SocketAddr,
+    path: &str,
+    key: &str,
+    body: &str,
+) -> Result<(u16, Vec<u8>), String> {
     let mut s = TcpStream::connect(addr).map_err(|e| format!("connect: {e}"))?;
     s.set_read_timeout(Some(Duration::from_secs(600)))
         .map_err(|e| e.to_string())?;
     let req = format!(
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
     s.write_all(req.as_bytes())
@@ -171,14 +176,16 @@ fn dechunk(mut b: &[u8]) -> Result<Vec<u8>, String> {
     }
 }
 
-/// One greedy chat request; returns the served tokens and the cached-token count.
+/// One greedy chat request with API key `key`; returns the served tokens, the cached
+/// prompt tokens and the prompt tokens.
 pub fn served_tokens(
     addr: SocketAddr,
-    model: &str,
+    key: &str,
     prompt: &str,
     n: usize,
     stream: bool,
-) -> Result<(Vec<u32>, u64), String> {
+) -> Result<(Vec<u32>, u64, u64), String> {
+    let model = "gate";
     let mut req = json!({
         "model": model,
         "messages": [{"role": "user", "content": prompt}],
@@ -190,7 +197,7 @@ pub fn served_tokens(
         req["stream"] = json!(true);
         req["stream_options"] = json!({"include_usage": true});
     }
-    let (status, body) = http_post(addr, "/v1/chat/completions", &req.to_string())?;
+    let (status, body) = http_post(addr, "/v1/chat/completions", key, &req.to_string())?;
     if status != 200 {
         return Err(format!("HTTP {status}: {}", String::from_utf8_lossy(&body)));
     }
@@ -209,10 +216,11 @@ pub fn served_tokens(
         let cached = v["usage"]["prompt_tokens_details"]["cached_tokens"]
             .as_u64()
             .unwrap_or(0);
-        return Ok((ids(&v["choices"][0]["token_ids"]), cached));
+        let prompt = v["usage"]["prompt_tokens"].as_u64().unwrap_or(0);
+        return Ok((ids(&v["choices"][0]["token_ids"]), cached, prompt));
     }
     let text = String::from_utf8_lossy(&body).into_owned();
-    let (mut toks, mut cached, mut done) = (Vec::new(), 0, false);
+    let (mut toks, mut cached, mut prompt_tokens, mut done) = (Vec::new(), 0, 0, false);
     for ev in text.split("\n\n").filter_map(|e| e.strip_prefix("data: ")) {
         if ev == "[DONE]" {
             done = true;
@@ -227,11 +235,20 @@ pub fn served_tokens(
         if let Some(c) = v["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64() {
             cached = c;
         }
+        if let Some(p) = v["usage"]["prompt_tokens"].as_u64() {
+            prompt_tokens = p;
+        }
     }
     if !done {
         return Err("stream ended without [DONE]".into());
     }
-    Ok((toks, cached))
+    Ok((toks, cached, prompt_tokens))
+}
+
+/// The API key of tenant `i` (each prompt gets its own tenant, so its first request is
+/// cold: prefix caches are per key).
+fn key(i: usize) -> String {
+    format!("gate-key-{i}")
 }
 
 /// Serve `exec` in-process and check every case against `reference`. Returns the verdict
@@ -276,6 +293,13 @@ pub fn run_served<E: Executor>(
             );
         }
     };
+    let hashes: String = (0..=PROMPTS.len())
+        .map(|i| format!("{}\n", engine::server::auth::hash_key(&key(i))))
+        .collect();
+    let keys = match engine::server::KeySet::parse(&hashes, "gate keys") {
+        Ok(k) => k,
+        Err(e) => return (Verdict::from_failures(vec![format!("keys: {e}")]), vec![]),
+    };
     let state = Arc::new(AppState {
         models: vec![Arc::new(ServedModel {
             alias: "gate".into(),
@@ -287,7 +311,7 @@ pub fn run_served<E: Executor>(
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
         })],
-        keys: None,
+        keys: Some(keys),
         metrics: Metrics::default(),
         config: ServerConfig::default(),
     });
@@ -324,10 +348,12 @@ pub fn run_served<E: Executor>(
             got,
         });
     };
-    // Alone: cold (blocking), then cached (blocking, must report cached tokens), streamed.
+    // Alone, one tenant per prompt: cold (blocking, nothing cached), then the repeat
+    // (blocking, the whole prompt but its last token from the prefix cache), then streamed.
     for (i, p) in PROMPTS.iter().enumerate() {
-        let cold = served_tokens(addr, "gate", p, n_tokens, false);
-        let cold = cold.and_then(|(t, c)| {
+        let k = key(i);
+        let cold = served_tokens(addr, &k, p, n_tokens, false);
+        let cold = cold.and_then(|(t, c, _)| {
             if c == 0 {
                 Ok(t)
             } else {
@@ -335,16 +361,19 @@ pub fn run_served<E: Executor>(
             }
         });
         push(format!("prompt {i} cold"), &wants[i], cold);
-        let warm = served_tokens(addr, "gate", p, n_tokens, false);
-        let warm = warm.and_then(|(t, c)| {
-            if c > 0 {
+        let warm = served_tokens(addr, &k, p, n_tokens, false);
+        let warm = warm.and_then(|(t, c, n)| {
+            if c + 1 == n {
                 Ok(t)
             } else {
-                Err("repeat request reported no cached tokens".into())
+                Err(format!(
+                    "repeat request reported {c} cached of {n} prompt tokens, expected {}",
+                    n.saturating_sub(1)
+                ))
             }
         });
         push(format!("prompt {i} prefix-cached"), &wants[i], warm);
-        let streamed = served_tokens(addr, "gate", p, n_tokens, true).map(|(t, _)| t);
+        let streamed = served_tokens(addr, &k, p, n_tokens, true).map(|(t, _, _)| t);
         push(format!("prompt {i} streamed"), &wants[i], streamed);
     }
     // 16 concurrent requests, streamed and not, every prompt.
@@ -357,7 +386,8 @@ pub fn run_served<E: Executor>(
                     (
                         i,
                         stream,
-                        served_tokens(addr, "gate", PROMPTS[i], n_tokens, stream).map(|(t, _)| t),
+                        served_tokens(addr, &key(PROMPTS.len()), PROMPTS[i], n_tokens, stream)
+                            .map(|(t, _, _)| t),
                     )
                 })
             })
@@ -518,8 +548,11 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_served_path_that_swaps_one_token_is_red() {
+    type Loaded = (Reference, Reference, Tokenizer, ChatTemplate);
+
+    /// SmolLM2 twice (reference and served) with its tokenizer and template, or `None`
+    /// (skip) when it is not fetched.
+    fn smollm2() -> Option<Loaded> {
         let dir = std::env::var_os("ASSAY_MODELS_DIR")
             .map(std::path::PathBuf::from)
             .unwrap_or_else(|| {
@@ -529,17 +562,32 @@ mod tests {
         let path = dir.join("SmolLM2-135M-Instruct.Q4_1.gguf");
         if !path.exists() {
             println!("SKIP: {} not found", path.display());
-            return;
+            return None;
         }
         let model = Arc::new(engine::model_file::GgufModel::open(&path).unwrap());
         let opts = ReferenceOptions {
             threads: Some(2),
             kv_dtype: KvDtype::F16,
         };
-        let reference = Reference::new(model.clone(), opts).unwrap();
-        let served = Reference::new(model.clone(), opts).unwrap();
+        let mut reference = Reference::new(model.clone(), opts).unwrap();
+        reference.cache_weights(1 << 30).unwrap();
+        let mut served = Reference::new(model.clone(), opts).unwrap();
+        served.cache_weights(1 << 30).unwrap();
         let tok = Tokenizer::from_gguf(model.header()).unwrap();
         let tmpl = ChatTemplate::for_model(model.header()).unwrap();
+        Some((reference, served, tok, tmpl))
+    }
+
+    #[test]
+    fn the_served_path_is_green_and_one_swapped_token_turns_it_red() {
+        let Some((reference, served, tok, tmpl)) = smollm2() else {
+            return;
+        };
+        let (v, detail) = run_served(CpuExecutor::new(served), &reference, tok, tmpl, 3);
+        assert_eq!(v, Verdict::Green, "{detail:?}");
+        let Some((reference, served, tok, tmpl)) = smollm2() else {
+            return;
+        };
         // Row 1 is the warm-up; row 6 belongs to a real request.
         let faulty = SwapOne {
             inner: CpuExecutor::new(served),

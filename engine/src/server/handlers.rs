@@ -8,7 +8,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use axum::Extension;
 use axum::body::{Body, Bytes};
-use axum::extract::rejection::BytesRejection;
+use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
@@ -80,7 +80,14 @@ pub(super) async fn models(State(st): State<Arc<AppState>>) -> Response {
     axum::Json(json!({"object": "list", "data": data})).into_response()
 }
 
-pub(super) async fn model(State(st): State<Arc<AppState>>, Path(id): Path<String>) -> Response {
+pub(super) async fn model(
+    State(st): State<Arc<AppState>>,
+    id: Result<Path<String>, PathRejection>,
+) -> Response {
+    let id = match id {
+        Ok(Path(id)) => id,
+        Err(e) => return ApiError::bad_request(e.body_text()).into_response(),
+    };
     match st.model(&id) {
         Some(m) => axum::Json(model_json(m)).into_response(),
         None => ApiError::model_not_found(&id).into_response(),
@@ -303,8 +310,12 @@ async fn generate(
     }
     let prompt = tokenize(&m, &p.prompt)?;
     if prompt.len() > m.max_prompt_tokens {
+        let param = match kind {
+            Kind::Chat => "messages",
+            Kind::Completion => "prompt",
+        };
         return Err(ApiError::too_large(
-            Some("messages"),
+            Some(param),
             format!(
                 "the prompt is {} tokens, more than the limit of {}",
                 prompt.len(),
