@@ -10,8 +10,9 @@ use anyhow::{Context, Result, bail};
 use engine::cuda::{CudaConfig, CudaDecoder, Gpu};
 use engine::model_file::GgufModel;
 
+use super::arms::ArmRun;
 use super::cells::{Cell, Mode};
-use super::runner::{Measured, prompt};
+use super::runner::{Measured, SameTokens, prompt};
 
 /// Open the GPU (kernels compiled or loaded from `cubin_cache`).
 pub fn open_gpu(cubin_cache: Option<std::path::PathBuf>) -> Result<Arc<Gpu>> {
@@ -54,72 +55,94 @@ pub fn d2d_bandwidth(gpu: &Gpu, bytes: usize, reps: usize) -> Result<(f64, Strin
     ))
 }
 
-/// Time `cell` on the GPU: prefill eagerly, then `gen_tokens` graphed greedy steps.
-/// Every run must generate the same tokens.
-pub fn measure_gpu(gpu: &Arc<Gpu>, path: &Path, cell: &Cell, runs: usize) -> Result<Measured> {
-    if cell.batch != 1 {
-        bail!("cell {}: the CUDA decoder runs batch 1 only", cell.id);
+/// The CUDA decoder ready to time `cell`: each run prefills the prompt eagerly, then
+/// makes `gen_tokens` graphed greedy steps; every run must generate the same tokens.
+pub struct GpuArm {
+    dec: CudaDecoder,
+    cell: Cell,
+    prompt: Vec<u32>,
+    capacity: usize,
+    same: SameTokens,
+}
+
+impl GpuArm {
+    pub fn new(gpu: &Arc<Gpu>, path: &Path, cell: &Cell) -> Result<GpuArm> {
+        if cell.batch != 1 {
+            bail!("cell {}: the CUDA decoder runs batch 1 only", cell.id);
+        }
+        let model = GgufModel::open(path).with_context(|| format!("opening {}", path.display()))?;
+        let program =
+            engine::arch::build_program(model.header()).context("building the program")?;
+        let vocab = program.shape.n_vocab;
+        let capacity = cell.prompt_tokens + cell.gen_tokens + 8;
+        let mut dec = CudaDecoder::new(Arc::clone(gpu), &model, program, capacity)
+            .context("uploading the weights")?;
+        dec.capture_step().context("capturing the step graph")?;
+        Ok(GpuArm {
+            dec,
+            cell: cell.clone(),
+            prompt: prompt(cell.prompt_tokens, vocab),
+            capacity,
+            same: SameTokens::default(),
+        })
     }
-    let model = GgufModel::open(path).with_context(|| format!("opening {}", path.display()))?;
-    let program = engine::arch::build_program(model.header()).context("building the program")?;
-    let vocab = program.shape.n_vocab;
-    let capacity = cell.prompt_tokens + cell.gen_tokens + 8;
-    let mut dec = CudaDecoder::new(Arc::clone(gpu), &model, program, capacity)
-        .context("uploading the weights")?;
-    dec.capture_step().context("capturing the step graph")?;
-    let p = prompt(cell.prompt_tokens, vocab);
-    let mut samples = Vec::new();
-    let mut first: Option<Vec<u32>> = None;
-    for run in 0..cell.warmup + runs {
-        dec.reset();
+
+    fn once(&mut self) -> Result<f64> {
+        let cell = &self.cell;
+        self.dec.reset();
         let t = Instant::now();
-        dec.forward(&p).context("prefill")?;
-        let mut tok = dec.argmax().context("argmax")?;
+        self.dec.forward(&self.prompt).context("prefill")?;
+        let mut tok = self.dec.argmax().context("argmax")?;
         let prefill_s = t.elapsed().as_secs_f64();
         let mut out = vec![tok];
         let t = Instant::now();
         for _ in 0..cell.gen_tokens {
-            tok = dec.step_graphed(tok).context("graphed step")?;
+            tok = self.dec.step_graphed(tok).context("graphed step")?;
             out.push(tok);
         }
         let decode_s = t.elapsed().as_secs_f64();
-        match &first {
-            None => first = Some(out),
-            Some(f) if *f != out => bail!("cell {}: run {run} generated other tokens", cell.id),
-            Some(_) => {}
-        }
-        if run >= cell.warmup {
-            samples.push(match cell.mode {
-                Mode::Decode => cell.gen_tokens as f64 / decode_s.max(1e-9),
-                Mode::Prefill => cell.prompt_tokens as f64 / prefill_s.max(1e-9),
-            });
+        self.same.check(&cell.id, out)?;
+        Ok(match cell.mode {
+            Mode::Decode => cell.gen_tokens as f64 / decode_s.max(1e-9),
+            Mode::Prefill => cell.prompt_tokens as f64 / prefill_s.max(1e-9),
+        })
+    }
+
+    /// How the samples were made, with `samples` (warm-up excluded).
+    pub fn measured(&self, samples: Vec<f64>) -> Measured {
+        let mut kernels: Vec<String> = self
+            .dec
+            .kernel_choices()
+            .into_iter()
+            .map(|(_, k)| k)
+            .collect();
+        kernels.sort();
+        kernels.dedup();
+        Measured {
+            samples,
+            version: env!("CARGO_PKG_VERSION").into(),
+            engine: "assay-cuda".into(),
+            flags: vec![
+                "graph=step".into(),
+                "kv=f16".into(),
+                format!("warmup={}", self.cell.warmup),
+                format!("capacity={}", self.capacity),
+            ],
+            detail: vec![
+                self.same.detail(),
+                format!("matvec kernels: {}", kernels.join(", ")),
+                format!(
+                    "weights on device: {:.3} GB",
+                    self.dec.weight_bytes() as f64 / 1e9
+                ),
+            ],
+            kv_bytes: 2.0,
         }
     }
-    let toks = first.unwrap_or_default();
-    let mut kernels: Vec<String> = dec.kernel_choices().into_iter().map(|(_, k)| k).collect();
-    kernels.sort();
-    kernels.dedup();
-    Ok(Measured {
-        samples,
-        engine: "assay-cuda".into(),
-        flags: vec![
-            "graph=step".into(),
-            "kv=f16".into(),
-            format!("warmup={}", cell.warmup),
-            format!("capacity={capacity}"),
-        ],
-        detail: vec![
-            format!(
-                "greedy tokens identical in all {} runs: {:?}",
-                cell.warmup + runs,
-                &toks[..toks.len().min(8)]
-            ),
-            format!("matvec kernels: {}", kernels.join(", ")),
-            format!(
-                "weights on device: {:.3} GB",
-                dec.weight_bytes() as f64 / 1e9
-            ),
-        ],
-        kv_bytes: 2.0,
-    })
+}
+
+impl ArmRun for GpuArm {
+    fn run(&mut self, n: usize) -> Result<Vec<f64>> {
+        (0..n).map(|_| self.once()).collect()
+    }
 }

@@ -3,16 +3,27 @@
 //! decode cell records its physical limit (bytes per token over the bandwidth measured in
 //! this run) and the achieved fraction. One receipt row per cell (`research/bench.jsonl`).
 //!
+//! A cell with several arms (our engine, llama.cpp) times them one at a time in the same
+//! run, interleaved ([`arms`]), and its receipt holds every arm's raw samples and roofline
+//! fraction against the same limit.
+//!
 //! Files: [`cells`] (board definitions), [`roofline`] (bytes per token, bandwidth),
-//! [`runner`] (the CPU reference arm), [`gpu`] (the CUDA arm, device bandwidth).
+//! [`arms`] (arm selection, interleaving), [`runner`] (the CPU reference arm), [`gpu`]
+//! (the CUDA arm, device bandwidth), [`llamacpp`] (the llama.cpp arm), [`llama_server`]
+//! (llama-server start / readiness / stop, for pairings).
 
+pub mod arms;
 pub mod cells;
 pub mod gpu;
+pub mod llamacpp;
+// The launcher `harness pair` (issue 12) will use; tested here, not wired to a command yet.
+#[allow(dead_code)]
+pub mod llama_server;
 pub mod roofline;
 pub mod runner;
 
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use engine::model_file::GgufModel;
@@ -22,7 +33,9 @@ use gates::receipt::{Arm, Kind, Receipt, Stats, Workload, append};
 use gates::stamp::Stamp;
 
 use crate::env::{EnvArgs, under};
+use arms::{ArmKind, ArmRun, Interleave};
 use cells::{Cell, DeviceKind, Mode, load_boards};
+use runner::Measured;
 
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
@@ -50,6 +63,48 @@ pub struct BenchArgs {
     /// Bytes copied device-to-device to measure GPU bandwidth (GPU cells).
     #[arg(long, default_value_t = 4 << 30)]
     pub copy_bytes: usize,
+    /// Only these arms of each cell (comma-separated: assay, llama.cpp; default: all).
+    #[arg(long, value_delimiter = ',')]
+    pub arms: Vec<String>,
+    /// How the arms' timed runs alternate: `rep` (A B A B, one llama-bench call per run)
+    /// or `block` (all runs of each arm in one go: one llama-bench call per cell).
+    #[arg(long, value_enum, default_value = "rep")]
+    pub interleave: Interleave,
+    /// Folder of the llama.cpp builds (`cpu/`, `cuda/`) that competitors/llama.cpp/build
+    /// made (default: ~/.cache/assay/llama.cpp).
+    #[arg(long, env = "ASSAY_LLAMA_CPP_HOME")]
+    pub llama_cpp_home: Option<PathBuf>,
+    /// Time a cell without an arm whose engine is not built here (the receipt says so),
+    /// instead of failing the cell.
+    #[arg(long)]
+    pub skip_missing_arms: bool,
+    /// Longest a competitor's call may run, in seconds.
+    #[arg(long, default_value_t = 900)]
+    pub arm_timeout_s: u64,
+}
+
+/// Our engine on the cell's device.
+enum Ours {
+    Cpu(Box<runner::CpuArm>),
+    Gpu(Box<gpu::GpuArm>),
+}
+
+impl Ours {
+    fn measured(&self, samples: Vec<f64>) -> Measured {
+        match self {
+            Ours::Cpu(a) => a.measured(samples),
+            Ours::Gpu(a) => a.measured(samples),
+        }
+    }
+}
+
+impl ArmRun for Ours {
+    fn run(&mut self, n: usize) -> Result<Vec<f64>> {
+        match self {
+            Ours::Cpu(a) => a.run(n),
+            Ours::Gpu(a) => a.run(n),
+        }
+    }
 }
 
 /// The model file of a cell.
@@ -107,6 +162,7 @@ fn run_cell(
     shared: &mut Shared,
 ) -> Result<Receipt> {
     let t0 = Instant::now();
+    let kinds = arms::select(&cell.arms, &args.arms)?;
     let (name, path) = model_path(env, cell)?;
     let model = GgufModel::open(&path).with_context(|| format!("opening {}", path.display()))?;
     let facts = model_facts(&name, &path, &model).context("hashing the model")?;
@@ -114,25 +170,103 @@ fn run_cell(
         .threads
         .unwrap_or(stamp.device.cpu.logical_cores as usize);
     let runs = args.runs.unwrap_or(cell.runs).max(5);
-    let measured = match cell.device {
-        DeviceKind::Cpu => runner::measure_cpu(&path, cell, threads, runs)?,
-        DeviceKind::Gpu => {
-            if shared.gpu.is_none() {
-                let cache = gates::kernel_check::default_cache_dir(
-                    std::env::var_os("HOME").map(PathBuf::from),
-                );
-                shared.gpu = Some(gpu::open_gpu(cache)?);
+    let mut notes = Vec::new();
+    // The competitor first: a missing build fails (or skips) before our engine loads.
+    let mut llama = None;
+    if kinds.contains(&ArmKind::LlamaCpp) {
+        let home = args
+            .llama_cpp_home
+            .clone()
+            .or_else(llamacpp::default_home)
+            .context("no llama.cpp home (HOME unset; pass --llama-cpp-home)")?;
+        match llamacpp::locate(&home, cell.device) {
+            Ok(i) => {
+                llama = Some(llamacpp::LlamaArm::new(
+                    i,
+                    cell,
+                    &path,
+                    threads,
+                    Duration::from_secs(args.arm_timeout_s),
+                ))
             }
+            Err(e) if args.skip_missing_arms => {
+                notes.push(format!("arm llama.cpp skipped (not measured): {e:#}"));
+            }
+            Err(e) => return Err(e.context(format!("cell {}: arm llama.cpp", cell.id))),
+        }
+    }
+    if cell.device == DeviceKind::Gpu && shared.gpu.is_none() {
+        let cache =
+            gates::kernel_check::default_cache_dir(std::env::var_os("HOME").map(PathBuf::from));
+        shared.gpu = Some(gpu::open_gpu(cache)?);
+    }
+    if cell.device == DeviceKind::Gpu && shared.gpu_bw.is_none() && cell.mode == Mode::Decode {
+        let Some(g) = shared.gpu.clone() else {
+            bail!("no GPU handle");
+        };
+        shared.gpu_bw = Some(gpu::d2d_bandwidth(&g, args.copy_bytes, 5)?);
+    }
+    let mut ours = match (kinds.contains(&ArmKind::Assay), cell.device) {
+        (false, _) => None,
+        (true, DeviceKind::Cpu) => Some(Ours::Cpu(Box::new(runner::CpuArm::new(
+            &path, cell, threads,
+        )?))),
+        (true, DeviceKind::Gpu) => {
             let Some(g) = shared.gpu.clone() else {
                 bail!("no GPU handle");
             };
-            if shared.gpu_bw.is_none() && cell.mode == Mode::Decode {
-                shared.gpu_bw = Some(gpu::d2d_bandwidth(&g, args.copy_bytes, 5)?);
-            }
-            gpu::measure_gpu(&g, &path, cell, runs)?
+            Some(Ours::Gpu(Box::new(gpu::GpuArm::new(&g, &path, cell)?)))
         }
     };
-    let stats = Stats::of(&measured.samples);
+    let mut list: Vec<&mut dyn ArmRun> = Vec::new();
+    if let Some(o) = ours.as_mut() {
+        list.push(o);
+    }
+    if let Some(l) = llama.as_mut() {
+        list.push(l);
+    }
+    if list.is_empty() {
+        bail!("cell {}: no arm left to run", cell.id);
+    }
+    let n_arms = list.len();
+    let mut samples = arms::interleave(&mut list, cell.warmup, runs, args.interleave)?;
+    drop(list);
+    if n_arms > 1 {
+        notes.push(format!(
+            "arms timed one at a time in this run: {} warm-up run(s) of each discarded, then {}",
+            cell.warmup,
+            match args.interleave {
+                Interleave::Rep => format!(
+                    "A B A B ... ({runs} rounds; llama-bench cannot pause between its \
+                     repetitions, so each llama.cpp run is its own call with -r 1)"
+                ),
+                Interleave::Block => format!("all {runs} runs of each arm in turn (block)"),
+            }
+        ));
+    }
+    let mut measured: Vec<(String, Measured)> = Vec::new();
+    if let Some(o) = &ours {
+        measured.push((ArmKind::Assay.name().into(), o.measured(samples.remove(0))));
+    }
+    if let Some(l) = &llama {
+        let reps = match args.interleave {
+            Interleave::Rep => 1,
+            Interleave::Block => runs,
+        };
+        let mut flags = l.flags(reps);
+        flags.push(format!("interleave={}", args.interleave.name()));
+        measured.push((
+            ArmKind::LlamaCpp.name().into(),
+            Measured {
+                samples: samples.remove(0),
+                engine: "llama-bench".into(),
+                version: l.install.info.version(),
+                flags,
+                detail: l.detail(),
+                kv_bytes: l.kv_bytes(),
+            },
+        ));
+    }
     let mut r = stamp.receipt(Kind::Bench, &cell.id, Verdict::Green);
     r.model = Some(facts);
     r.workload = Workload {
@@ -158,36 +292,36 @@ fn run_cell(
                 .context("device bandwidth not measured")?,
         };
         let ctx = cell.prompt_tokens as f64 + cell.gen_tokens as f64 / 2.0;
-        let bpt = roofline::bytes_per_token(&model, ctx, measured.kv_bytes);
+        // Both engines keep an f16 KV cache here; the first arm's is the one charged.
+        let kv_bytes = measured.first().map_or(2.0, |(_, m)| m.kv_bytes);
+        let bpt = roofline::bytes_per_token(&model, ctx, kv_bytes);
         r.roofline = Some(roofline::roofline(bpt, bw, method));
     }
-    let fraction = match (&r.roofline, stats) {
-        (Some(roof), Some(s)) => Some(s.median / roof.limit_tokens_per_s),
-        _ => None,
-    };
-    r.arms = vec![Arm {
-        name: "assay".into(),
-        engine: measured.engine.clone(),
-        version: env!("CARGO_PKG_VERSION").into(),
-        flags: measured.flags.clone(),
-        unit: Some("tok/s".into()),
-        samples: measured.samples.clone(),
-        stats,
-        roofline_fraction: fraction,
-    }];
-    r.detail = measured.detail.clone();
-    let unwired: Vec<&str> = cell
-        .arms
-        .iter()
-        .map(String::as_str)
-        .filter(|a| *a != "assay")
-        .collect();
-    if !unwired.is_empty() {
-        r.detail.push(format!(
-            "arm(s) {} of this cell not wired yet: assay measured alone",
-            unwired.join(", ")
-        ));
+    for (arm, m) in measured {
+        let stats = Stats::of(&m.samples);
+        let fraction = match (&r.roofline, stats) {
+            (Some(roof), Some(s)) => Some(s.median / roof.limit_tokens_per_s),
+            _ => None,
+        };
+        r.detail.extend(m.detail.iter().map(|d| {
+            if arm == ArmKind::Assay.name() {
+                d.clone()
+            } else {
+                format!("[{arm}] {d}")
+            }
+        }));
+        r.arms.push(Arm {
+            name: arm,
+            engine: m.engine,
+            version: m.version,
+            flags: m.flags,
+            unit: Some("tok/s".into()),
+            samples: m.samples,
+            stats,
+            roofline_fraction: fraction,
+        });
     }
+    r.detail.extend(notes);
     r.wall_s = (t0.elapsed().as_secs_f64() * 1000.0).round() / 1000.0;
     Ok(r)
 }

@@ -1,6 +1,6 @@
-//! The engines that time a cell. For now: the CPU reference executor (so the bench
-//! machinery runs end to end on any machine); the CUDA engine and the paired engines
-//! (llama.cpp) arrive with the CUDA decode path.
+//! Our CPU arm: the CPU reference executor (so the bench machinery runs end to end on any
+//! machine), and what every arm of ours shares (the prompt, the same-tokens check, the
+//! [`Measured`] record).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -11,6 +11,7 @@ use engine::kv::KvDtype;
 use engine::model_file::GgufModel;
 use engine::reference::{Reference, ReferenceOptions, argmax};
 
+use super::arms::ArmRun;
 use super::cells::{Cell, Mode};
 
 /// The prompt of every cell for now: deterministic token ids (no tokenizer needed).
@@ -28,73 +29,122 @@ pub struct Measured {
     /// tok/s of every timed run.
     pub samples: Vec<f64>,
     pub engine: String,
+    pub version: String,
     pub flags: Vec<String>,
     pub detail: Vec<String>,
     /// Bytes per KV element (for the roofline).
     pub kv_bytes: f64,
 }
 
-/// Time `cell` on the CPU reference executor: warm-up runs discarded, `runs` kept.
-/// Every run must generate the same tokens (greedy), or the cell fails.
-pub fn measure_cpu(path: &Path, cell: &Cell, threads: usize, runs: usize) -> Result<Measured> {
-    if cell.batch != 1 {
-        bail!(
-            "cell {}: the CPU reference bench runs batch 1 only",
-            cell.id
-        );
+/// Every run of a cell must generate the same greedy tokens: the first run's tokens, and
+/// a check of each later run against them.
+#[derive(Default)]
+pub struct SameTokens {
+    first: Option<Vec<u32>>,
+    runs: usize,
+}
+
+impl SameTokens {
+    pub fn check(&mut self, cell: &str, out: Vec<u32>) -> Result<()> {
+        self.runs += 1;
+        match &self.first {
+            None => self.first = Some(out),
+            Some(f) if *f != out => {
+                bail!("cell {cell}: run {} generated other tokens", self.runs - 1)
+            }
+            Some(_) => {}
+        }
+        Ok(())
     }
-    let model =
-        Arc::new(GgufModel::open(path).with_context(|| format!("opening {}", path.display()))?);
-    let kv_dtype = KvDtype::F16;
-    let options = ReferenceOptions {
-        threads: Some(threads),
-        kv_dtype,
-    };
-    let r = Reference::new(model, options).context("building the reference executor")?;
-    let vocab = r.program().shape.n_vocab;
-    let p = prompt(cell.prompt_tokens, vocab);
-    let mut samples = Vec::new();
-    let mut first_tokens: Option<Vec<u32>> = None;
-    for run in 0..cell.warmup + runs {
-        let mut kv = r.new_cache();
+
+    /// The detail line for the receipt.
+    pub fn detail(&self) -> String {
+        let toks = self.first.as_deref().unwrap_or_default();
+        format!(
+            "greedy tokens identical in all {} runs: {:?}",
+            self.runs,
+            &toks[..toks.len().min(8)]
+        )
+    }
+}
+
+/// The CPU reference executor ready to time `cell`: each run prefills the prompt into a
+/// fresh cache and decodes `gen_tokens` greedy tokens; every run must generate the same
+/// tokens, or the cell fails.
+pub struct CpuArm {
+    r: Reference,
+    cell: Cell,
+    prompt: Vec<u32>,
+    threads: usize,
+    same: SameTokens,
+}
+
+impl CpuArm {
+    pub fn new(path: &Path, cell: &Cell, threads: usize) -> Result<CpuArm> {
+        if cell.batch != 1 {
+            bail!(
+                "cell {}: the CPU reference bench runs batch 1 only",
+                cell.id
+            );
+        }
+        let model =
+            Arc::new(GgufModel::open(path).with_context(|| format!("opening {}", path.display()))?);
+        let options = ReferenceOptions {
+            threads: Some(threads),
+            kv_dtype: KvDtype::F16,
+        };
+        let r = Reference::new(model, options).context("building the reference executor")?;
+        let vocab = r.program().shape.n_vocab;
+        Ok(CpuArm {
+            prompt: prompt(cell.prompt_tokens, vocab),
+            r,
+            cell: cell.clone(),
+            threads,
+            same: SameTokens::default(),
+        })
+    }
+
+    fn once(&mut self) -> Result<f64> {
+        let cell = &self.cell;
+        let mut kv = self.r.new_cache();
         let t = Instant::now();
-        let logits = r.step(&mut kv, &p).context("prefill")?;
+        let logits = self.r.step(&mut kv, &self.prompt).context("prefill")?;
         let prefill_s = t.elapsed().as_secs_f64();
         let mut tok = argmax(&logits) as u32;
         let mut out = vec![tok];
         let t = Instant::now();
         for _ in 0..cell.gen_tokens {
-            let logits = r.step(&mut kv, &[tok]).context("decode")?;
+            let logits = self.r.step(&mut kv, &[tok]).context("decode")?;
             tok = argmax(&logits) as u32;
             out.push(tok);
         }
         let decode_s = t.elapsed().as_secs_f64();
-        match &first_tokens {
-            None => first_tokens = Some(out),
-            Some(f) if *f != out => bail!("cell {}: run {run} generated other tokens", cell.id),
-            Some(_) => {}
-        }
-        if run >= cell.warmup {
-            samples.push(match cell.mode {
-                Mode::Decode => cell.gen_tokens as f64 / decode_s.max(1e-9),
-                Mode::Prefill => cell.prompt_tokens as f64 / prefill_s.max(1e-9),
-            });
+        self.same.check(&cell.id, out)?;
+        Ok(match cell.mode {
+            Mode::Decode => cell.gen_tokens as f64 / decode_s.max(1e-9),
+            Mode::Prefill => cell.prompt_tokens as f64 / prefill_s.max(1e-9),
+        })
+    }
+
+    /// How the samples were made, with `samples` (warm-up excluded).
+    pub fn measured(&self, samples: Vec<f64>) -> Measured {
+        Measured {
+            samples,
+            version: env!("CARGO_PKG_VERSION").into(),
+            engine: "assay-reference-cpu".into(),
+            flags: vec![
+                format!("threads={}", self.threads),
+                "kv=f16".into(),
+                format!("warmup={}", self.cell.warmup),
+            ],
+            detail: vec![self.same.detail()],
+            kv_bytes: 2.0,
         }
     }
-    let toks = first_tokens.unwrap_or_default();
-    Ok(Measured {
-        samples,
-        engine: "assay-reference-cpu".into(),
-        flags: vec![
-            format!("threads={threads}"),
-            "kv=f16".into(),
-            format!("warmup={}", cell.warmup),
-        ],
-        detail: vec![format!(
-            "greedy tokens identical in all {} runs: {:?}",
-            cell.warmup + runs,
-            &toks[..toks.len().min(8)]
-        )],
-        kv_bytes: 2.0,
-    })
+}
+
+impl ArmRun for CpuArm {
+    fn run(&mut self, n: usize) -> Result<Vec<f64>> {
+        (0..n).map(|_| self.once()).collect()
+    }
 }
