@@ -1,7 +1,7 @@
 // embed.cu — embedding lookup: out[t] = scale * dequantize(W[tokens[t]]).
 //
 // One block per token; threads take 32-value chunks of the row in turn (the same chunk
-// decoders as matvec). A token id outside 0..vocab writes NaN over the whole row, so a bad
+// decoders as matvec, common/formats.cuh, in the device layout of each format). A token id outside 0..vocab writes NaN over the whole row, so a bad
 // id is loud rather than a silent read out of bounds.
 #include "common/common.cuh"
 #include "common/formats.cuh"
@@ -17,10 +17,10 @@ __device__ __forceinline__ void embed_body(const u8* __restrict__ w, u64 row_byt
         for (int i = threadIdx.x; i < k; i += blockDim.x) o[i] = ASSAY_NAN;
         return;
     }
-    const u8* wr = w + (u64)tok * row_bytes;
+    const WMat m = {w, row_bytes, (u64)vocab, (u64)(k / F::ELEMS)};
     for (int c = threadIdx.x; c < (k >> 5); c += blockDim.x) {
         float v[32];
-        F::chunk(wr, c, v);
+        F::chunkm(m, (u64)tok, c, v);
         float4* op = (float4*)(o + ((u64)c << 5));
 #pragma unroll
         for (int i = 0; i < 8; i++)

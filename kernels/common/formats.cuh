@@ -1,13 +1,61 @@
 // formats.cuh — weight formats as stored in GGUF, decoded 32 values ("one chunk") at a time.
 //
 // Owns: for each supported format a struct with BYTES (bytes per block), ELEMS (values per
-// block) and `chunk(row, c, v)`, which writes values 32c .. 32c+31 of a row into v[0..32]
-// in element order. The weights keep GGML's block layout exactly as stored in the file (no
-// repacking yet); the byte offsets are those of engine/src/quant/*.rs. Loads use the widest
-// width the block alignment allows (rows start 16-byte aligned; a block of B bytes is then
-// aligned to the largest power of two dividing B, at most 16).
+// block), `chunkm(m, row, c, v)`, which writes values 32c .. 32c+31 of a row of the matrix
+// `m` into v[0..32] in element order (embed), and `dot(m, row, c, xs, xst)`, the dot product
+// of those 32 values with xs[0], xs[xst], ..., xs[31 xst] in a fixed order (matvec).
+//
+// Device layouts (engine/src/cuda/ops/mod.rs repacks at upload, `repack`): Q4_0, Q8_0 and
+// Q6_K, whose GGUF blocks are only 2-byte aligned, are stored *planar*: for the whole matrix,
+// plane 0 holds the quants of every block (row-major, block after block: 16 / 32 / 192
+// bytes), then plane 1 the per-block scales (f16 d / f16 d / 16 i8 sub-scales), then (Q6_K)
+// plane 2 the f16 d; so every quant load is 16 bytes wide and 16-byte aligned and a warp's
+// loads are contiguous. Every other format keeps GGML's block layout as stored in the file
+// (rows start 16-byte aligned); the byte offsets are those of engine/src/quant/*.rs. Loads
+// use the widest width the alignment allows.
+//
+// Quants become floats without int->float conversions: a byte b placed under the exponent
+// of 2^23 (prmt) is the float 2^23 + b exactly, and one subtraction gives b - offset exactly.
 #pragma once
 #include "common/common.cuh"
+
+// A weight matrix as the kernels see it: base address, bytes per row (block layouts),
+// rows, and blocks per row (planar layouts).
+struct WMat {
+    const u8* w;
+    u64 row_bytes;
+    u64 rows;
+    u64 nb;
+};
+
+// 2^23 + byte j of w, as a float (exact).
+__device__ __forceinline__ float mag_byte(u32 w, int j) {
+    u32 r;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(w), "r"(0x4B000000u), "r"(0x7440u | (u32)j));
+    return __uint_as_float(r);
+}
+#define ASSAY_MAG 8388608.f
+
+__device__ __forceinline__ void u4w(const uint4 a, u32* w) {
+    w[0] = a.x; w[1] = a.y; w[2] = a.z; w[3] = a.w;
+}
+
+// Formats in GGUF block layout: chunkm / dot from the row decoder `F::chunk(row, c, v)`.
+template <class F>
+struct RowFmt {
+    static __device__ __forceinline__ void chunkm(const WMat& m, u64 row, int c, float* v) {
+        F::chunk(m.w + row * m.row_bytes, c, v);
+    }
+    static __device__ __forceinline__ float dot(const WMat& m, u64 row, int c,
+                                                const float* xs, int xst) {
+        float v[32];
+        F::chunk(m.w + row * m.row_bytes, c, v);
+        float s = 0.f;
+#pragma unroll
+        for (int i = 0; i < 32; i++) s = fmaf(v[i], xs[i * xst], s);
+        return s;
+    }
+};
 
 // 16 bytes at a 2-aligned address as four little-endian words.
 __device__ __forceinline__ void ld16_a2(const u8* p, u32* w) {
@@ -26,7 +74,7 @@ __device__ __forceinline__ u32 byte_of(const u32* w, int j) {
     return (w[j >> 2] >> (8 * (j & 3))) & 0xffu;
 }
 
-struct FmtF32 {
+struct FmtF32 : RowFmt<FmtF32> {
     static constexpr int BYTES = 4, ELEMS = 1;
     static __device__ __forceinline__ void chunk(const u8* row, int c, float* v) {
         const float4* p = (const float4*)(row + (u64)c * 128);
@@ -38,7 +86,7 @@ struct FmtF32 {
     }
 };
 
-struct FmtF16 {
+struct FmtF16 : RowFmt<FmtF16> {
     static constexpr int BYTES = 2, ELEMS = 1;
     static __device__ __forceinline__ void chunk(const u8* row, int c, float* v) {
         const uint4* p = (const uint4*)(row + (u64)c * 64);
@@ -55,7 +103,7 @@ struct FmtF16 {
     }
 };
 
-struct FmtBF16 {
+struct FmtBF16 : RowFmt<FmtBF16> {
     static constexpr int BYTES = 2, ELEMS = 1;
     static __device__ __forceinline__ void chunk(const u8* row, int c, float* v) {
         const uint4* p = (const uint4*)(row + (u64)c * 64);
@@ -72,25 +120,49 @@ struct FmtBF16 {
     }
 };
 
-// Q4_0: d f16 | qs[16]; element j in low nibble of qs[j], j+16 in its high nibble; d*(q-8).
+// Q4_0 (planar): plane 0 qs[16] per block, plane 1 d f16 per block. Element j of a block
+// is the low nibble of qs[j], element j+16 its high nibble; value d*(q-8).
 struct FmtQ4_0 {
     static constexpr int BYTES = 18, ELEMS = 32;
-    static __device__ __forceinline__ void chunk(const u8* row, int c, float* v) {
-        const u8* b = row + (u64)c * BYTES;
-        const float d = f16_to_f32((u16)ld_u16(b));
-        u32 w[4];
-        ld16_a2(b + 2, w);
+    static __device__ __forceinline__ void load(const WMat& m, u64 row, int c, u32* q, float* d) {
+        const u64 bi = row * m.nb + (u64)c;
+        u4w(*(const uint4*)(m.w + bi * 16), q);
+        *d = f16_to_f32(*(const u16*)(m.w + m.rows * m.nb * 16 + bi * 2));
+    }
+    static __device__ __forceinline__ void chunkm(const WMat& m, u64 row, int c, float* v) {
+        u32 q[4];
+        float d;
+        load(m, row, c, q, &d);
 #pragma unroll
         for (int j = 0; j < 16; j++) {
-            const u32 q = byte_of(w, j);
-            v[j] = d * (float)((int)(q & 15u) - 8);
-            v[j + 16] = d * (float)((int)(q >> 4) - 8);
+            const u32 b = byte_of(q, j);
+            v[j] = d * (float)((int)(b & 15u) - 8);
+            v[j + 16] = d * (float)((int)(b >> 4) - 8);
         }
+    }
+    // d * (sum over j of (q_j - 8) x_j for the low nibbles + the same for the high ones).
+    static __device__ __forceinline__ float dot(const WMat& m, u64 row, int c, const float* xs,
+                                                int xst) {
+        u32 q[4];
+        float d;
+        load(m, row, c, q, &d);
+        float s0 = 0.f, s1 = 0.f;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const u32 lo = q[i] & 0x0F0F0F0Fu, hi = (q[i] >> 4) & 0x0F0F0F0Fu;
+#pragma unroll
+            for (int b = 0; b < 4; b++) {
+                const int j = 4 * i + b;
+                s0 = fmaf(mag_byte(lo, b) - (ASSAY_MAG + 8.f), xs[j * xst], s0);
+                s1 = fmaf(mag_byte(hi, b) - (ASSAY_MAG + 8.f), xs[(j + 16) * xst], s1);
+            }
+        }
+        return d * (s0 + s1);
     }
 };
 
 // Q4_1: d f16 | m f16 | qs[16]; d*q + m.
-struct FmtQ4_1 {
+struct FmtQ4_1 : RowFmt<FmtQ4_1> {
     static constexpr int BYTES = 20, ELEMS = 32;
     static __device__ __forceinline__ void chunk(const u8* row, int c, float* v) {
         const u8* b = row + (u64)c * BYTES;
@@ -109,7 +181,7 @@ struct FmtQ4_1 {
 };
 
 // Q5_0: d f16 | qh u32 (bit i = bit 4 of element i) | qs[16]; d*(q-16).
-struct FmtQ5_0 {
+struct FmtQ5_0 : RowFmt<FmtQ5_0> {
     static constexpr int BYTES = 22, ELEMS = 32;
     static __device__ __forceinline__ void chunk(const u8* row, int c, float* v) {
         const u8* b = row + (u64)c * BYTES;
@@ -129,7 +201,7 @@ struct FmtQ5_0 {
 };
 
 // Q5_1: d f16 | m f16 | qh u32 | qs[16]; d*q + m.
-struct FmtQ5_1 {
+struct FmtQ5_1 : RowFmt<FmtQ5_1> {
     static constexpr int BYTES = 24, ELEMS = 32;
     static __device__ __forceinline__ void chunk(const u8* row, int c, float* v) {
         const u8* b = row + (u64)c * BYTES;
@@ -150,17 +222,41 @@ struct FmtQ5_1 {
     }
 };
 
-// Q8_0: d f16 | qs i8[32]; d*q.
+// Q8_0 (planar): plane 0 qs i8[32] per block, plane 1 d f16 per block; value d*q.
 struct FmtQ8_0 {
     static constexpr int BYTES = 34, ELEMS = 32;
-    static __device__ __forceinline__ void chunk(const u8* row, int c, float* v) {
-        const u8* b = row + (u64)c * BYTES;
-        const float d = f16_to_f32((u16)ld_u16(b));
-        u32 w[8];
+    static __device__ __forceinline__ void load(const WMat& m, u64 row, int c, u32* q, float* d) {
+        const u64 bi = row * m.nb + (u64)c;
+        const uint4* p = (const uint4*)(m.w + bi * 32);
+        u4w(p[0], q);
+        u4w(p[1], q + 4);
+        *d = f16_to_f32(*(const u16*)(m.w + m.rows * m.nb * 32 + bi * 2));
+    }
+    static __device__ __forceinline__ void chunkm(const WMat& m, u64 row, int c, float* v) {
+        u32 q[8];
+        float d;
+        load(m, row, c, q, &d);
 #pragma unroll
-        for (int i = 0; i < 8; i++) w[i] = ld_u32_a2(b + 2 + 4 * i);
+        for (int j = 0; j < 32; j++) v[j] = d * (float)(int)(i8)byte_of(q, j);
+    }
+    // d * sum of q_j x_j, two interleaved partial sums (even / odd words).
+    static __device__ __forceinline__ float dot(const WMat& m, u64 row, int c, const float* xs,
+                                                int xst) {
+        u32 q[8];
+        float d;
+        load(m, row, c, q, &d);
+        float s0 = 0.f, s1 = 0.f;
 #pragma unroll
-        for (int j = 0; j < 32; j++) v[j] = d * (float)(int)(i8)byte_of(w, j);
+        for (int i = 0; i < 8; i++) {
+            const u32 u = q[i] ^ 0x80808080u;  // q + 128 per byte
+#pragma unroll
+            for (int b = 0; b < 4; b++) {
+                const float v = mag_byte(u, b) - (ASSAY_MAG + 128.f);
+                if (i & 1) s1 = fmaf(v, xs[(4 * i + b) * xst], s1);
+                else s0 = fmaf(v, xs[(4 * i + b) * xst], s0);
+            }
+        }
+        return d * (s0 + s1);
     }
 };
 
@@ -186,28 +282,56 @@ __device__ __forceinline__ void kq_scale_min(u32 s0, u32 s1, u32 s2, int j, floa
 }
 
 // Q4_K: d f16 | dmin f16 | scales[12] | qs[128]; sub-block j = chunk; byte qs[32(j/2) + l]
-// holds element 32j + l in nibble j%2; value d*sc_j*q - dmin*m_j.
+// holds element 32j + l in nibble j%2; value d*sc_j*q - dmin*m_j. (Block layout: 144 bytes
+// keep every block 16-byte aligned.)
 struct FmtQ4_K {
     static constexpr int BYTES = 144, ELEMS = 256;
-    static __device__ __forceinline__ void chunk(const u8* row, int c, float* v) {
-        const u8* b = row + (u64)(c >> 3) * BYTES;
+    static __device__ __forceinline__ void load(const WMat& m, u64 row, int c, u32* w, float* dl,
+                                                float* ml) {
+        const u8* b = m.w + row * m.row_bytes + (u64)(c >> 3) * BYTES;
         const int j = c & 7;
-        const float d = f16_to_f32((u16)ld_u16(b));
-        const float dmin = f16_to_f32((u16)ld_u16(b + 2));
+        const uint4 h = *(const uint4*)b;
+        const float d = f16_to_f32((u16)(h.x & 0xffffu));
+        const float dmin = f16_to_f32((u16)(h.x >> 16));
         float sc, mn;
-        kq_scale_min(ld_u32(b + 4), ld_u32(b + 8), ld_u32(b + 12), j, &sc, &mn);
-        const float dl = d * sc, ml = dmin * mn;
-        u32 w[8];
+        kq_scale_min(h.y, h.z, h.w, j, &sc, &mn);
+        *dl = d * sc;
+        *ml = dmin * mn;
         ld32_a16(b + 16 + 32 * (j >> 1), w);
-        const int sh = 4 * (j & 1);
+    }
+    static __device__ __forceinline__ void chunkm(const WMat& m, u64 row, int c, float* v) {
+        u32 w[8];
+        float dl, ml;
+        load(m, row, c, w, &dl, &ml);
+        const int sh = 4 * (c & 1);
 #pragma unroll
         for (int l = 0; l < 32; l++) v[l] = dl * (float)((byte_of(w, l) >> sh) & 15u) - ml;
+    }
+    // dl * sum q_l x_l - ml * sum x_l.
+    static __device__ __forceinline__ float dot(const WMat& m, u64 row, int c, const float* xs,
+                                                int xst) {
+        u32 w[8];
+        float dl, ml;
+        load(m, row, c, w, &dl, &ml);
+        const int sh = 4 * (c & 1);
+        float s = 0.f, sx = 0.f;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const u32 u = (w[i] >> sh) & 0x0F0F0F0Fu;
+#pragma unroll
+            for (int b = 0; b < 4; b++) {
+                const float x = xs[(4 * i + b) * xst];
+                s = fmaf(mag_byte(u, b) - ASSAY_MAG, x, s);
+                sx += x;
+            }
+        }
+        return fmaf(dl, s, -ml * sx);
     }
 };
 
 // Q5_K: d f16 | dmin f16 | scales[12] | qh[32] | qs[128]; bit j of qh[l] is bit 4 of
 // element 32j + l.
-struct FmtQ5_K {
+struct FmtQ5_K : RowFmt<FmtQ5_K> {
     static constexpr int BYTES = 176, ELEMS = 256;
     static __device__ __forceinline__ void chunk(const u8* row, int c, float* v) {
         const u8* b = row + (u64)(c >> 3) * BYTES;
@@ -229,30 +353,59 @@ struct FmtQ5_K {
     }
 };
 
-// Q6_K: ql[128] | qh[64] | scales i8[16] | d f16. Element 128n + 32r + l (r = 0..3):
-// low 4 bits from ql[64n + 32(r%2) + l] (nibble r/2), high 2 bits from qh[32n + l] bits 2r,
-// scale scales[8n + 2r + l/16]; value d*sc*(q-32).
+// Q6_K (planar): plane 0 ql[128] qh[64] per block (192 bytes), plane 1 scales i8[16] per
+// block, plane 2 d f16 per block. Element 128n + 32r + l (r = 0..3): low 4 bits from
+// ql[64n + 32(r%2) + l] (nibble r/2), high 2 bits from qh[32n + l] bits 2r, scale
+// scales[8n + 2r + l/16]; value d*sc*(q-32).
 struct FmtQ6_K {
     static constexpr int BYTES = 210, ELEMS = 256;
-    static __device__ __forceinline__ void chunk(const u8* row, int c, float* v) {
-        const u8* b = row + (u64)(c >> 3) * BYTES;
+    // The 32 six-bit quants of chunk c (one per byte of q) and the two scales d*sc.
+    static __device__ __forceinline__ void load(const WMat& m, u64 row, int c, u32* q,
+                                                float* ds0, float* ds1) {
+        const u64 bi = row * m.nb + (u64)(c >> 3);
         const int j = c & 7;
         const int n = j >> 2, r = j & 3;
-        const float d = f16_to_f32((u16)ld_u16(b + 208));
-        const float ds0 = d * (float)(int)(i8)b[192 + 8 * n + 2 * r];
-        const float ds1 = d * (float)(int)(i8)b[192 + 8 * n + 2 * r + 1];
+        const u8* b = m.w + bi * 192;
+        const uint4* pl = (const uint4*)(b + 64 * n + 32 * (r & 1));
+        const uint4* ph = (const uint4*)(b + 128 + 32 * n);
         u32 ql[8], qh[8];
-#pragma unroll
-        for (int i = 0; i < 8; i++) {
-            ql[i] = ld_u32_a2(b + 64 * n + 32 * (r & 1) + 4 * i);
-            qh[i] = ld_u32_a2(b + 128 + 32 * n + 4 * i);
-        }
+        u4w(pl[0], ql);
+        u4w(pl[1], ql + 4);
+        u4w(ph[0], qh);
+        u4w(ph[1], qh + 4);
+        const u32 sc = *(const u16*)(m.w + m.rows * m.nb * 192 + bi * 16 + 8 * n + 2 * r);
+        const float d = f16_to_f32(*(const u16*)(m.w + m.rows * m.nb * 208 + bi * 2));
+        *ds0 = d * (float)(int)(i8)(sc & 0xffu);
+        *ds1 = d * (float)(int)(i8)(sc >> 8);
         const int shl = 4 * (r >> 1), shh = 2 * r;
 #pragma unroll
-        for (int l = 0; l < 32; l++) {
-            const u32 q = ((byte_of(ql, l) >> shl) & 15u) | (((byte_of(qh, l) >> shh) & 3u) << 4);
-            v[l] = (l < 16 ? ds0 : ds1) * (float)((int)q - 32);
+        for (int i = 0; i < 8; i++)
+            q[i] = ((ql[i] >> shl) & 0x0F0F0F0Fu) | (((qh[i] >> shh) & 0x03030303u) << 4);
+    }
+    static __device__ __forceinline__ void chunkm(const WMat& m, u64 row, int c, float* v) {
+        u32 q[8];
+        float ds0, ds1;
+        load(m, row, c, q, &ds0, &ds1);
+#pragma unroll
+        for (int l = 0; l < 32; l++) v[l] = (l < 16 ? ds0 : ds1) * (float)((int)byte_of(q, l) - 32);
+    }
+    // ds0 * sum_{l<16} (q_l - 32) x_l + ds1 * sum_{l>=16} (q_l - 32) x_l.
+    static __device__ __forceinline__ float dot(const WMat& m, u64 row, int c, const float* xs,
+                                                int xst) {
+        u32 q[8];
+        float ds0, ds1;
+        load(m, row, c, q, &ds0, &ds1);
+        float s0 = 0.f, s1 = 0.f;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+#pragma unroll
+            for (int b = 0; b < 4; b++) {
+                const float v = mag_byte(q[i], b) - (ASSAY_MAG + 32.f);
+                if (i < 4) s0 = fmaf(v, xs[(4 * i + b) * xst], s0);
+                else s1 = fmaf(v, xs[(4 * i + b) * xst], s1);
+            }
         }
+        return fmaf(ds1, s1, ds0 * s0);
     }
 };
 

@@ -112,6 +112,13 @@ impl Gpu {
                 let f = module
                     .load_function(&name)
                     .map_err(|_| CudaError::MissingKernel(name.clone()))?;
+                if family == Family::Matvec {
+                    // x tiles live in dynamic shared memory beyond the default 48 KiB.
+                    f.set_attribute(
+                        cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        select::MV_MAX_SHARED_BYTES as i32,
+                    )?;
+                }
                 funcs.insert(name, f);
             }
             loads.push(ModuleLoad {

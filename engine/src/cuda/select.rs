@@ -3,11 +3,11 @@
 //! Owns: the list of weight formats with CUDA kernels ([`KERNEL_FORMATS`]) and the
 //! entry-point suffix of each, the compile target for a compute capability
 //! ([`arch_for`]), and one `choose_*` function per op. Each choice is recorded in receipts
-//! by its [`std::fmt::Display`] name. Today every op has one variant; tuned variants
-//! (issue 7) arrive as new enum variants chosen here, with unit tests.
+//! by its [`std::fmt::Display`] name. The matvec rows-per-warp choice is the first tuned
+//! one (issue 7); further variants arrive as new enum variants chosen here, with unit tests.
 
 use super::CudaError;
-use super::sources::consts::{ATT_MAX_HD, ATT_SPLIT, MV_MAX_TOK};
+use super::sources::consts::{ATT_MAX_HD, ATT_SPLIT, MV_MAX_TOK, MV_TILE, MV_WARPS};
 use crate::quant::QuantFormat;
 
 /// Weight formats that have matvec and embedding kernels.
@@ -70,19 +70,73 @@ pub fn arch_for(cc: (i32, i32)) -> String {
 /// Matrix-vector product kernels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MatvecKernel {
-    /// One warp per output row, GGUF block layout, f32 activations, up to
-    /// [`MV_MAX_TOK`] token vectors per launch with per-token accumulators.
-    WarpPerRow { format: QuantFormat },
+    /// `MV_WARPS` warps per block, each owning `rows_per_warp` rows (1, 2 or 4); x staged
+    /// in shared memory transposed by chunk (tiles of at most `MV_TILE` chunks), weights in
+    /// the device layout of `kernels/common/formats.cuh`, f32 activations and
+    /// accumulation, up to [`MV_MAX_TOK`] token vectors per launch (one after the other).
+    /// A row's arithmetic does not depend on `rows_per_warp`.
+    MultiRow {
+        format: QuantFormat,
+        rows_per_warp: u32,
+    },
 }
+
+impl MatvecKernel {
+    /// The entry point of this choice.
+    pub fn entry(&self) -> String {
+        match self {
+            MatvecKernel::MultiRow {
+                format,
+                rows_per_warp,
+            } => format!("matvec_{}_r{rows_per_warp}", format_suffix(*format)),
+        }
+    }
+
+    /// Rows one block computes.
+    pub fn rows_per_block(&self) -> usize {
+        match self {
+            MatvecKernel::MultiRow { rows_per_warp, .. } => {
+                (*rows_per_warp * MV_WARPS) as usize
+            }
+        }
+    }
+
+    /// Dynamic shared memory of a launch for rows of `k` values: x tile transposed with one
+    /// pad column.
+    pub fn shared_bytes(k: usize) -> usize {
+        32 * ((k / 32).min(MV_TILE) + 1) * 4
+    }
+}
+
+/// The most dynamic shared memory a matvec launch uses (set as the functions' limit).
+pub const MV_MAX_SHARED_BYTES: usize = 32 * (MV_TILE + 1) * 4;
 
 impl std::fmt::Display for MatvecKernel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            MatvecKernel::WarpPerRow { format } => {
-                write!(f, "matvec_{}/warp-per-row", format_suffix(*format))
-            }
+            MatvecKernel::MultiRow {
+                format,
+                rows_per_warp,
+            } => write!(
+                f,
+                "matvec_{}/multi-row(r={rows_per_warp},warps={MV_WARPS})",
+                format_suffix(*format)
+            ),
         }
     }
+}
+
+/// Rows per warp for a matrix of `rows` rows: the most (4, 2, 1) that still gives at
+/// least 1.5 blocks per SM, so that small matrices keep every SM busy while large ones
+/// share each staged x among more rows (x staging costs ~0.9/R of a Q4_0 row's bytes).
+pub fn matvec_rows_per_warp(rows: usize, sm_count: u32) -> u32 {
+    let want = (sm_count.max(1) as usize * 3).div_ceil(2);
+    for r in [4u32, 2] {
+        if rows.div_ceil(r as usize * MV_WARPS as usize) >= want {
+            return r;
+        }
+    }
+    1
 }
 
 /// Choose the matvec kernel for a `rows x k` weight in `format` applied to `ntok` vectors.
@@ -91,7 +145,7 @@ pub fn choose_matvec(
     rows: usize,
     k: usize,
     ntok: usize,
-    _dev: &DeviceFacts,
+    dev: &DeviceFacts,
 ) -> Result<MatvecKernel, CudaError> {
     if format_suffix_of(format).is_none() {
         return Err(CudaError::UnsupportedFormat {
@@ -120,7 +174,10 @@ pub fn choose_matvec(
             format!("{ntok} token vectors; one launch takes 1..={MV_MAX_TOK}"),
         ));
     }
-    Ok(MatvecKernel::WarpPerRow { format })
+    Ok(MatvecKernel::MultiRow {
+        format,
+        rows_per_warp: matvec_rows_per_warp(rows, dev.sm_count),
+    })
 }
 
 /// Embedding lookup kernels.
@@ -254,12 +311,34 @@ mod tests {
             let c = choose_matvec(QuantFormat::Q4_K, 896, 4864, 1, &dev).unwrap();
             assert_eq!(
                 c,
-                MatvecKernel::WarpPerRow {
-                    format: QuantFormat::Q4_K
+                MatvecKernel::MultiRow {
+                    format: QuantFormat::Q4_K,
+                    rows_per_warp: 1
                 }
             );
-            assert_eq!(c.to_string(), "matvec_q4_k/warp-per-row");
+            assert_eq!(c.to_string(), "matvec_q4_k/multi-row(r=1,warps=8)");
+            assert_eq!(c.entry(), "matvec_q4_k_r1");
         }
+        // Llama-3.1-8B on the H200 (132 SMs): k/v 1024 rows -> 1, q/o/down 4096 -> 2,
+        // gate/up 14336 and the head -> 4; the same rows on a smaller GPU share more.
+        let r = |rows, dev: &DeviceFacts| {
+            match choose_matvec(QuantFormat::Q4_0, rows, 4096, 1, dev).unwrap() {
+                MatvecKernel::MultiRow { rows_per_warp, .. } => rows_per_warp,
+            }
+        };
+        assert_eq!(r(1024, &H200), 1);
+        assert_eq!(r(4096, &H200), 2);
+        assert_eq!(r(14336, &H200), 4);
+        assert_eq!(r(128256, &H200), 4);
+        assert_eq!(r(4096, &RTX), 4);
+        assert_eq!(r(2048, &RTX), 2);
+        assert_eq!(r(1, &RTX), 1);
+        let c = choose_matvec(QuantFormat::Q4_0, 4096, 4096, 1, &H200).unwrap();
+        assert_eq!(c.rows_per_block(), 16);
+        assert_eq!(c.entry(), "matvec_q4_0_r2");
+        // Shared memory: one tile of k/32 chunks plus a pad column, capped at MV_TILE.
+        assert_eq!(MatvecKernel::shared_bytes(4096), 32 * 129 * 4);
+        assert_eq!(MatvecKernel::shared_bytes(1 << 20), MV_MAX_SHARED_BYTES);
         // K-quant rows must be whole super-blocks; 32-blocks must be whole too.
         assert!(matches!(
             choose_matvec(QuantFormat::Q4_K, 8, 896, 1, &H200),

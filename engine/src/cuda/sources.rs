@@ -42,14 +42,19 @@ pub const SOURCES: &[KernelSource] = &[
 /// Compile-time constants shared by the kernels (as `-D` defines) and their launch
 /// wrappers (as launch shapes). Changing one changes the cubin cache key.
 pub mod consts {
-    /// Warps (= output rows) per matvec block.
-    pub const MV_WARPS: u32 = 4;
+    /// Warps per matvec block (each owns 1, 2 or 4 rows: `select::MatvecKernel`).
+    pub const MV_WARPS: u32 = 8;
+    /// Most 32-value chunks of x a matvec block holds in shared memory at once (longer
+    /// rows are processed in tiles of this many chunks).
+    pub const MV_TILE: usize = 640;
+    /// Rows per warp of the matvec entry points (`matvec_<fmt>_r<R>`).
+    pub const MV_ROWS_PER_WARP: [u32; 3] = [1, 2, 4];
     /// Most token vectors one matvec launch takes.
     pub const MV_MAX_TOK: usize = 8;
     /// Threads per RMSNorm block.
     pub const NORM_THREADS: u32 = 256;
     /// KV positions per attention split (absolute, fixed boundaries).
-    pub const ATT_SPLIT: usize = 256;
+    pub const ATT_SPLIT: usize = 64;
     /// Warps per attention split block.
     pub const ATT_WARPS: u32 = 4;
     /// Largest head size the attention kernel takes.
@@ -110,6 +115,7 @@ impl Family {
                 vec![
                     format!("-DMV_WARPS={MV_WARPS}"),
                     format!("-DMV_MAX_TOK={MV_MAX_TOK}"),
+                    format!("-DMV_TILE={MV_TILE}"),
                 ]
             }
             Family::Norm => vec![format!("-DNORM_THREADS={NORM_THREADS}")],
@@ -152,7 +158,14 @@ impl Family {
                 ]
             }
             Family::Embed => per_format("embed"),
-            Family::Matvec => per_format("matvec"),
+            Family::Matvec => per_format("matvec")
+                .into_iter()
+                .flat_map(|n: String| {
+                    consts::MV_ROWS_PER_WARP
+                        .iter()
+                        .map(move |r| format!("{n}_r{r}"))
+                })
+                .collect(),
             Family::Norm => vec!["rmsnorm".into()],
             Family::Rope => vec!["rope".into()],
             Family::Sample => vec!["sample_row".into()],

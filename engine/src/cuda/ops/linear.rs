@@ -3,6 +3,7 @@
 use super::{Arg, DeviceWeight, aligned, cfg1, int, launch, need, rd, wr};
 use crate::cuda::select::{self, EmbedKernel, MatvecKernel};
 use crate::cuda::sources::consts::MV_WARPS;
+use cudarc::driver::LaunchConfig;
 use crate::cuda::{CudaError, Gpu};
 use cudarc::driver::{DevicePtr, DevicePtrMut};
 
@@ -31,15 +32,18 @@ pub fn matvec(
     let (wp, xp, yp) = (rd(gpu, &w.data), rd(gpu, x), wr(gpu, y));
     aligned(OP, "weight", wp, 16)?;
     aligned(OP, "x", xp, 16)?;
-    let name = match choice {
-        MatvecKernel::WarpPerRow { format } => format!("matvec_{}", select::format_suffix(format)),
-    };
-    let blocks = u32::try_from(w.rows.div_ceil(MV_WARPS as usize))
+    let name = choice.entry();
+    let blocks = u32::try_from(w.rows.div_ceil(choice.rows_per_block()))
         .map_err(|_| crate::cuda::shape_err(OP, "too many rows"))?;
+    let cfg = LaunchConfig {
+        grid_dim: (blocks, 1, 1),
+        block_dim: (MV_WARPS * 32, 1, 1),
+        shared_mem_bytes: MatvecKernel::shared_bytes(w.cols) as u32,
+    };
     launch(
         gpu,
         &name,
-        cfg1(blocks, MV_WARPS * 32),
+        cfg,
         &[
             Arg::Ptr(wp),
             Arg::U64(w.row_bytes as u64),

@@ -1,8 +1,8 @@
 //! Launch wrappers, one per kernel family (candle-style: check shapes, pick the kernel,
 //! push the arguments, launch on the GPU's stream).
 //!
-//! Owns: [`DeviceWeight`] (a weight matrix uploaded in its GGUF block layout) and the
-//! shared launch plumbing. Buffers are passed as `cudarc` device pointers (`CudaSlice` or
+//! Owns: [`DeviceWeight`] (a weight matrix uploaded in its device layout, [`repack`]) and
+//! the shared launch plumbing. Buffers are passed as `cudarc` device pointers (`CudaSlice` or
 //! views), so callers can hand in sub-ranges of larger buffers; every wrapper checks that
 //! each buffer is long enough for the launch before queueing it, which is what keeps the
 //! kernels' raw indexing in bounds.
@@ -24,8 +24,9 @@ use super::{CudaError, Gpu, shape_err};
 use crate::quant::QuantFormat;
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 
-/// A weight matrix on the device: `rows` rows of `cols` values in `format`'s block layout,
-/// exactly as stored in the model file.
+/// A weight matrix on the device: `rows` rows of `cols` values in `format`'s device layout
+/// ([`repack`]: planar for Q4_0, Q8_0 and Q6_K, the file's block layout otherwise), as
+/// many bytes as in the file.
 pub struct DeviceWeight {
     pub format: QuantFormat,
     pub rows: usize,
@@ -35,7 +36,8 @@ pub struct DeviceWeight {
 }
 
 impl DeviceWeight {
-    /// Upload `bytes` (rows of `format.bytes_for(cols)` bytes each).
+    /// Upload `bytes` (rows of `format.bytes_for(cols)` bytes each, GGUF block layout),
+    /// repacked into the device layout.
     pub fn upload(
         gpu: &Gpu,
         format: QuantFormat,
@@ -60,8 +62,98 @@ impl DeviceWeight {
             rows,
             cols,
             row_bytes,
-            data: gpu.upload(bytes)?,
+            data: gpu.upload(&repack(format, bytes))?,
         })
+    }
+}
+
+/// Planar split of a block format: the byte ranges of one GGUF block that go to plane 0,
+/// 1, 2, in that order (see `kernels/common/formats.cuh`), or `None` for formats kept in
+/// their block layout. Q4_0 and Q8_0 blocks (2-byte aligned: 18 and 34 bytes) put their
+/// quants first and the f16 scale second; Q6_K (210 bytes) puts ql+qh (192), then the 16
+/// sub-scales, then d. Every plane starts 16-byte aligned and every quant load of the
+/// kernels is 16 bytes wide.
+pub fn planar_split(format: QuantFormat) -> Option<&'static [std::ops::Range<usize>]> {
+    const Q4_0: [std::ops::Range<usize>; 2] = [2..18, 0..2];
+    const Q8_0: [std::ops::Range<usize>; 2] = [2..34, 0..2];
+    const Q6_K: [std::ops::Range<usize>; 3] = [0..192, 192..208, 208..210];
+    match format {
+        QuantFormat::Q4_0 => Some(&Q4_0),
+        QuantFormat::Q8_0 => Some(&Q8_0),
+        QuantFormat::Q6_K => Some(&Q6_K),
+        _ => None,
+    }
+}
+
+/// The device layout of a matrix given in GGUF block layout: a permutation of its bytes
+/// (the length is unchanged). Formats without a [`planar_split`] are returned as they are;
+/// for the others, plane p holds range p of every block, blocks in file order.
+pub fn repack(format: QuantFormat, bytes: &[u8]) -> Vec<u8> {
+    let Some(split) = planar_split(format) else {
+        return bytes.to_vec();
+    };
+    let (_, block) = format.block_geometry();
+    let nblocks = bytes.len() / block;
+    let mut out = Vec::with_capacity(bytes.len());
+    for r in split {
+        for b in bytes.chunks_exact(block) {
+            out.extend_from_slice(&b[r.clone()]);
+        }
+    }
+    // A trailing partial block (never produced by `upload`'s size check) is kept as is.
+    out.extend_from_slice(&bytes[nblocks * block..]);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn planar_splits_cover_each_block_once_with_aligned_planes() {
+        for f in crate::quant::QuantFormat::ALL {
+            let Some(split) = planar_split(f) else {
+                continue;
+            };
+            let (_, block) = f.block_geometry();
+            let mut seen = vec![0u8; block];
+            for r in split {
+                for i in r.clone() {
+                    seen[i] += 1;
+                }
+            }
+            assert!(seen.iter().all(|&n| n == 1), "{f}");
+            // Every plane but the last is a multiple of 16 bytes per block or the scales.
+            assert_eq!(split[0].len() % 16, 0, "{f}");
+        }
+    }
+
+    #[test]
+    fn repack_q4_0_puts_quants_then_scales() {
+        // Two blocks: d = [0xA0, 0xA1] / [0xB0, 0xB1], qs = 1..=16 / 101..=116.
+        let mut bytes = vec![0xA0, 0xA1];
+        bytes.extend(1..=16u8);
+        bytes.extend([0xB0, 0xB1]);
+        bytes.extend(101..=116u8);
+        let p = repack(QuantFormat::Q4_0, &bytes);
+        let mut want: Vec<u8> = (1..=16u8).chain(101..=116).collect();
+        want.extend([0xA0, 0xA1, 0xB0, 0xB1]);
+        assert_eq!(p, want);
+        // Formats kept in block layout are untouched.
+        assert_eq!(repack(QuantFormat::Q4_K, &bytes), bytes);
+    }
+
+    #[test]
+    fn repack_q6_k_three_planes() {
+        let bytes: Vec<u8> = (0..420).map(|i| (i % 251) as u8).collect();
+        let p = repack(QuantFormat::Q6_K, &bytes);
+        assert_eq!(p.len(), bytes.len());
+        assert_eq!(&p[..192], &bytes[..192]);
+        assert_eq!(&p[192..384], &bytes[210..402]);
+        assert_eq!(&p[384..400], &bytes[192..208]);
+        assert_eq!(&p[400..416], &bytes[402..418]);
+        assert_eq!(&p[416..418], &bytes[208..210]);
+        assert_eq!(&p[418..420], &bytes[418..420]);
     }
 }
 
