@@ -10,7 +10,8 @@
 // attn_partial: grid (nh, max_splits, ntok). Split s covers the absolute positions
 // [s*ATT_SPLIT, (s+1)*ATT_SPLIT) — fixed boundaries, so a token's arithmetic depends only on
 // its position, never on how many tokens share the launch. Warp w takes positions
-// lo+w, lo+w+ATT_WARPS, ... with an online softmax; the warps are then merged in warp
+// lo+w, lo+w+ATT_WARPS, ... with an online softmax (ATT_UNROLL positions' loads in
+// flight at once, updates in position order); the warps are then merged in warp
 // order. It writes the unnormalised output and (max, sum) per split; a split wholly
 // outside the window writes (-inf, 0). Splits past pos write nothing.
 // attn_combine: grid (nh, ntok); merges splits 0 .. pos/ATT_SPLIT in order.
@@ -26,6 +27,9 @@
 #define ATT_MAX_HD 256
 #endif
 #define ATT_DPL (ATT_MAX_HD / 32)
+#ifndef ATT_UNROLL
+#define ATT_UNROLL 4
+#endif
 
 extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
     attn_partial(const float* __restrict__ q, const u16* __restrict__ kc,
@@ -53,27 +57,47 @@ extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
         o[j] = 0.f;
     }
     float m = ASSAY_NEG_INF, l = 0.f;
-    for (int j = lo + warp; j < hi; j += ATT_WARPS) {
-        const u16* kr = kb + (u64)j * hd;
-        const u16* vr = vb + (u64)j * hd;
-        float part = 0.f;
+    // ATT_UNROLL positions per round: their K and V loads are issued together, then the
+    // online-softmax updates run one position after the other in position order (the same
+    // arithmetic as one position per round).
+    for (int j0 = lo + warp; j0 < hi; j0 += ATT_WARPS * ATT_UNROLL) {
+        float sc[ATT_UNROLL];
+        u16 vv[ATT_UNROLL][ATT_DPL];
 #pragma unroll
-        for (int jj = 0; jj < ATT_DPL; jj++) {
-            const int d = lane + 32 * jj;
-            if (d < hd) part = fmaf(qr[jj], f16_to_f32(kr[d]), part);
-        }
-        float sc = warp_sum(part) * scale;
-        if (softcap > 0.f) sc = softcap * tanhf(sc / softcap);
-        const float mn = fmaxf(m, sc);
-        const float corr = expf(m - mn);
-        const float pw = expf(sc - mn);
-        l = l * corr + pw;
+        for (int u = 0; u < ATT_UNROLL; u++) {
+            const int j = min(j0 + u * ATT_WARPS, hi - 1);
+            const u16* kr = kb + (u64)j * hd;
+            const u16* vr = vb + (u64)j * hd;
+            float part = 0.f;
 #pragma unroll
-        for (int jj = 0; jj < ATT_DPL; jj++) {
-            const int d = lane + 32 * jj;
-            if (d < hd) o[jj] = o[jj] * corr + pw * f16_to_f32(vr[d]);
+            for (int jj = 0; jj < ATT_DPL; jj++) {
+                const int d = lane + 32 * jj;
+                if (d < hd) {
+                    part = fmaf(qr[jj], f16_to_f32(kr[d]), part);
+                    vv[u][jj] = vr[d];
+                }
+            }
+            sc[u] = part;
         }
-        m = mn;
+#pragma unroll
+        for (int u = 0; u < ATT_UNROLL; u++) sc[u] = warp_sum(sc[u]) * scale;
+#pragma unroll
+        for (int u = 0; u < ATT_UNROLL; u++) {
+            if (j0 + u * ATT_WARPS < hi) {
+                float scu = sc[u];
+                if (softcap > 0.f) scu = softcap * tanhf(scu / softcap);
+                const float mn = fmaxf(m, scu);
+                const float corr = expf(m - mn);
+                const float pw = expf(scu - mn);
+                l = l * corr + pw;
+#pragma unroll
+                for (int jj = 0; jj < ATT_DPL; jj++) {
+                    const int d = lane + 32 * jj;
+                    if (d < hd) o[jj] = o[jj] * corr + pw * f16_to_f32(vv[u][jj]);
+                }
+                m = mn;
+            }
+        }
     }
 
     __shared__ float sm_m[ATT_WARPS], sm_l[ATT_WARPS];

@@ -6,11 +6,7 @@
 // One thread per element; each reads its inputs before writing, so aliasing is safe.
 #include "common/common.cuh"
 
-__device__ __forceinline__ float silu(float g) { return g / (1.0f + expf(-g)); }
-__device__ __forceinline__ float gelu_tanh(float g) {
-    const float k0 = 0.7978845608028654f;  // sqrt(2/pi)
-    return 0.5f * g * (1.0f + tanhf(k0 * (g + 0.044715f * g * g * g)));
-}
+// silu / gelu_tanh live in common/common.cuh (matvec's fused gate/up epilogue uses them).
 
 extern "C" __global__ void gated_act(const float* gate, const float* up, float* out, int n,
                                      int act) {

@@ -126,6 +126,12 @@ pub const TOLERANCES: &[(&str, Tol, &str)] = &[
         Tol::Exact,
         "the exactness contract: a row's result must not depend on how many share the launch",
     ),
+    (
+        "fusion",
+        Tol::Exact,
+        "a fused launch (matvec + residual add, gate/up matvec + gated activation) must give \
+         the bits of the separate kernels",
+    ),
 ];
 
 /// The tolerance of `op` (the strictest, [`Tol::Exact`], for an op missing from the table).

@@ -2,8 +2,8 @@
 //
 // Owns: the integer type names, f16/bf16 <-> f32 conversion without any CUDA header (inline
 // PTX, so NVRTC needs no include path and the kernel identity covers every byte compiled),
-// and the fixed-order warp reduction. The engine expands `#include "common/..."` lines
-// itself before handing a family to NVRTC.
+// the fixed-order warp reduction, and the gated-MLP activations. The engine expands
+// `#include "common/..."` lines itself before handing a family to NVRTC.
 #pragma once
 
 typedef unsigned char u8;
@@ -44,6 +44,14 @@ __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
+}
+
+// Gated-MLP activations (elementwise.cu's gated_act and matvec's fused gate/up epilogue:
+// one definition, so both give the same bits).
+__device__ __forceinline__ float silu(float g) { return g / (1.0f + expf(-g)); }
+__device__ __forceinline__ float gelu_tanh(float g) {
+    const float k0 = 0.7978845608028654f;  // sqrt(2/pi)
+    return 0.5f * g * (1.0f + tanhf(k0 * (g + 0.044715f * g * g * g)));
 }
 
 // Little-endian loads from a byte pointer with the alignment stated in the name.

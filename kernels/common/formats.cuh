@@ -40,9 +40,18 @@ __device__ __forceinline__ void u4w(const uint4 a, u32* w) {
     w[0] = a.x; w[1] = a.y; w[2] = a.z; w[3] = a.w;
 }
 
+// Ask L2 for the line holding p (no register, no wait).
+__device__ __forceinline__ void pf_l2(const void* p) {
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
 // Formats in GGUF block layout: chunkm / dot from the row decoder `F::chunk(row, c, v)`.
 template <class F>
 struct RowFmt {
+    // Prefetch the start of chunk c's bytes.
+    static __device__ __forceinline__ void prefetch(const WMat& m, u64 row, int c) {
+        pf_l2(m.w + row * m.row_bytes + (u64)(c * 32 / F::ELEMS) * F::BYTES);
+    }
     static __device__ __forceinline__ void chunkm(const WMat& m, u64 row, int c, float* v) {
         F::chunk(m.w + row * m.row_bytes, c, v);
     }
@@ -124,6 +133,11 @@ struct FmtBF16 : RowFmt<FmtBF16> {
 // is the low nibble of qs[j], element j+16 its high nibble; value d*(q-8).
 struct FmtQ4_0 {
     static constexpr int BYTES = 18, ELEMS = 32;
+    static __device__ __forceinline__ void prefetch(const WMat& m, u64 row, int c) {
+        const u64 bi = row * m.nb + (u64)c;
+        pf_l2(m.w + bi * 16);
+        pf_l2(m.w + m.rows * m.nb * 16 + bi * 2);
+    }
     static __device__ __forceinline__ void load(const WMat& m, u64 row, int c, u32* q, float* d) {
         const u64 bi = row * m.nb + (u64)c;
         u4w(*(const uint4*)(m.w + bi * 16), q);
@@ -225,6 +239,11 @@ struct FmtQ5_1 : RowFmt<FmtQ5_1> {
 // Q8_0 (planar): plane 0 qs i8[32] per block, plane 1 d f16 per block; value d*q.
 struct FmtQ8_0 {
     static constexpr int BYTES = 34, ELEMS = 32;
+    static __device__ __forceinline__ void prefetch(const WMat& m, u64 row, int c) {
+        const u64 bi = row * m.nb + (u64)c;
+        pf_l2(m.w + bi * 32);
+        pf_l2(m.w + m.rows * m.nb * 32 + bi * 2);
+    }
     static __device__ __forceinline__ void load(const WMat& m, u64 row, int c, u32* q, float* d) {
         const u64 bi = row * m.nb + (u64)c;
         const uint4* p = (const uint4*)(m.w + bi * 32);
@@ -286,6 +305,9 @@ __device__ __forceinline__ void kq_scale_min(u32 s0, u32 s1, u32 s2, int j, floa
 // keep every block 16-byte aligned.)
 struct FmtQ4_K {
     static constexpr int BYTES = 144, ELEMS = 256;
+    static __device__ __forceinline__ void prefetch(const WMat& m, u64 row, int c) {
+        pf_l2(m.w + row * m.row_bytes + (u64)(c >> 3) * BYTES + 16 + 32 * ((c & 7) >> 1));
+    }
     static __device__ __forceinline__ void load(const WMat& m, u64 row, int c, u32* w, float* dl,
                                                 float* ml) {
         const u8* b = m.w + row * m.row_bytes + (u64)(c >> 3) * BYTES;
@@ -359,6 +381,12 @@ struct FmtQ5_K : RowFmt<FmtQ5_K> {
 // scales[8n + 2r + l/16]; value d*sc*(q-32).
 struct FmtQ6_K {
     static constexpr int BYTES = 210, ELEMS = 256;
+    static __device__ __forceinline__ void prefetch(const WMat& m, u64 row, int c) {
+        const u64 bi = row * m.nb + (u64)(c >> 3);
+        const int j = c & 7;
+        pf_l2(m.w + bi * 192 + 64 * (j >> 2) + 32 * (j & 1));
+        pf_l2(m.w + bi * 192 + 128 + 32 * (j >> 2));
+    }
     // The 32 six-bit quants of chunk c (one per byte of q) and the two scales d*sc.
     static __device__ __forceinline__ void load(const WMat& m, u64 row, int c, u32* q,
                                                 float* ds0, float* ds1) {

@@ -31,6 +31,7 @@ use half::f16;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+mod fuse;
 mod graph;
 mod sample;
 
@@ -93,6 +94,8 @@ pub struct CudaDecoder {
     len: usize,
     /// Kernel choices made so far (for receipts), by weight name.
     choices: HashMap<String, MatvecKernel>,
+    /// The body as launch units ([`fuse::plan`]).
+    plan: Vec<fuse::Step>,
 }
 
 fn model_err(what: impl std::fmt::Display) -> CudaError {
@@ -195,6 +198,7 @@ impl CudaDecoder {
             }
         }
         Ok(CudaDecoder {
+            plan: fuse::plan(&program),
             tokens: gpu.zeros(MAX_ROWS)?,
             pos: gpu.zeros(MAX_ROWS)?,
             head_pos: gpu.zeros(1)?,
@@ -314,12 +318,20 @@ impl CudaDecoder {
     /// input.
     fn body_pass(&mut self, n: usize, feed: Feed) -> Result<(), CudaError> {
         let body = std::mem::take(&mut self.program.body);
+        let plan = std::mem::take(&mut self.plan);
         let res = (|| {
-            for (i, op) in body.iter().enumerate() {
-                self.run_op(i, op, n, false, feed)?;
+            for step in &plan {
+                if let Some(f) = step.fused {
+                    self.run_fused(f, n)?;
+                    continue;
+                }
+                for (i, op) in body.iter().enumerate().skip(step.first).take(step.len) {
+                    self.run_op(i, op, n, false, feed)?;
+                }
             }
             Ok::<(), CudaError>(())
         })();
+        self.plan = plan;
         self.program.body = body;
         res?;
         let h = self.program.hidden;
@@ -573,6 +585,106 @@ impl CudaDecoder {
                 r
             }
         }
+    }
+
+    /// Run a fused launch unit of the body ([`fuse::Fused`]) for `n` rows.
+    fn run_fused(&mut self, f: fuse::Fused, n: usize) -> Result<(), CudaError> {
+        let CudaDecoder {
+            gpu,
+            program,
+            mats,
+            weights,
+            bufs,
+            choices,
+            ..
+        } = self;
+        let gpu = &**gpu;
+        let norm_in = |nf: Option<fuse::NormFold>| -> Result<Option<ops::NormIn<'_>>, CudaError> {
+            match nf {
+                Some(nf) => Ok(Some(ops::NormIn {
+                    weight: vector(weights, nf.weight)?,
+                    eps: nf.eps,
+                    w_offset: 0.0,
+                })),
+                None => Ok(None),
+            }
+        };
+        let (out, used): (BufId, Vec<WeightId>) = match f {
+            fuse::Fused::Glu {
+                gate_w, up_w, out, ..
+            } => (out, vec![gate_w, up_w]),
+            fuse::Fused::Residual { weight, out, .. } | fuse::Fused::Plain { weight, out, .. } => {
+                (out, vec![weight])
+            }
+        };
+        let mut o = take(bufs, out)?;
+        let r = (|| match f {
+            fuse::Fused::Glu {
+                x,
+                gate_w,
+                up_w,
+                act,
+                norm,
+                ..
+            } => {
+                let wg = w_ref(mats, matrix(weights, gate_w)?)?;
+                let wu = w_ref(mats, matrix(weights, up_w)?)?;
+                let act = match act {
+                    arch::Activation::Silu => Activation::Silu,
+                    arch::Activation::GeluTanh => Activation::GeluTanh,
+                };
+                ops::matvec_glu(
+                    gpu,
+                    wg,
+                    wu,
+                    get(bufs, x)?,
+                    n,
+                    act,
+                    norm_in(norm)?,
+                    &mut o.slice,
+                )
+            }
+            fuse::Fused::Residual {
+                x,
+                weight,
+                bias,
+                norm,
+                ..
+            }
+            | fuse::Fused::Plain {
+                x,
+                weight,
+                bias,
+                norm,
+                ..
+            } => {
+                let w = w_ref(mats, matrix(weights, weight)?)?;
+                let bias = match bias {
+                    Some(b) => Some(vector(weights, b)? as &dyn DevicePtr<f32>),
+                    None => None,
+                };
+                let residual = matches!(f, fuse::Fused::Residual { .. });
+                ops::matvec_fused(
+                    gpu,
+                    w,
+                    get(bufs, x)?,
+                    n,
+                    bias,
+                    norm_in(norm)?,
+                    residual,
+                    &mut o.slice,
+                )
+            }
+        })();
+        put(bufs, out, o);
+        let choice = r?;
+        for w in used {
+            let name = &program.weight(w).name;
+            if !choices.contains_key(name) {
+                choices.insert(name.clone(), choice);
+            }
+        }
+        Ok(())
     }
 
     fn attention(&mut self, spec: &AttentionSpec, n: usize, feed: Feed) -> Result<(), CudaError> {

@@ -79,6 +79,12 @@ pub enum MatvecKernel {
         format: QuantFormat,
         rows_per_warp: u32,
     },
+    /// [`MatvecKernel::MultiRow`] over a gate and an up matrix of the same format and
+    /// shape at once (`rows_per_warp` rows of each, 1 or 2), writing act(gate) * up.
+    GluMultiRow {
+        format: QuantFormat,
+        rows_per_warp: u32,
+    },
 }
 
 impl MatvecKernel {
@@ -89,13 +95,18 @@ impl MatvecKernel {
                 format,
                 rows_per_warp,
             } => format!("matvec_{}_r{rows_per_warp}", format_suffix(*format)),
+            MatvecKernel::GluMultiRow {
+                format,
+                rows_per_warp,
+            } => format!("matvec_{}_glu_r{rows_per_warp}", format_suffix(*format)),
         }
     }
 
     /// Rows one block computes.
     pub fn rows_per_block(&self) -> usize {
         match self {
-            MatvecKernel::MultiRow { rows_per_warp, .. } => {
+            MatvecKernel::MultiRow { rows_per_warp, .. }
+            | MatvecKernel::GluMultiRow { rows_per_warp, .. } => {
                 (*rows_per_warp * MV_WARPS) as usize
             }
         }
@@ -120,6 +131,14 @@ impl std::fmt::Display for MatvecKernel {
             } => write!(
                 f,
                 "matvec_{}/multi-row(r={rows_per_warp},warps={MV_WARPS})",
+                format_suffix(*format)
+            ),
+            MatvecKernel::GluMultiRow {
+                format,
+                rows_per_warp,
+            } => write!(
+                f,
+                "matvec_{}/glu-multi-row(r={rows_per_warp},warps={MV_WARPS})",
                 format_suffix(*format)
             ),
         }
@@ -177,6 +196,22 @@ pub fn choose_matvec(
     Ok(MatvecKernel::MultiRow {
         format,
         rows_per_warp: matvec_rows_per_warp(rows, dev.sm_count),
+    })
+}
+
+/// Choose the fused gate/up kernel for two `rows x k` weights in `format`: the rows per
+/// warp of [`choose_matvec`] for `2 * rows` rows (each warp reads two matrices), at most 2.
+pub fn choose_matvec_glu(
+    format: QuantFormat,
+    rows: usize,
+    k: usize,
+    ntok: usize,
+    dev: &DeviceFacts,
+) -> Result<MatvecKernel, CudaError> {
+    choose_matvec(format, rows, k, ntok, dev)?;
+    Ok(MatvecKernel::GluMultiRow {
+        format,
+        rows_per_warp: matvec_rows_per_warp(2 * rows, dev.sm_count).min(2),
     })
 }
 
@@ -321,10 +356,11 @@ mod tests {
         }
         // Llama-3.1-8B on the H200 (132 SMs): k/v 1024 rows -> 1, q/o/down 4096 -> 2,
         // gate/up 14336 and the head -> 4; the same rows on a smaller GPU share more.
-        let r = |rows, dev: &DeviceFacts| {
-            match choose_matvec(QuantFormat::Q4_0, rows, 4096, 1, dev).unwrap() {
-                MatvecKernel::MultiRow { rows_per_warp, .. } => rows_per_warp,
-            }
+        let r = |rows, dev: &DeviceFacts| match choose_matvec(QuantFormat::Q4_0, rows, 4096, 1, dev)
+            .unwrap()
+        {
+            MatvecKernel::MultiRow { rows_per_warp, .. } => rows_per_warp,
+            MatvecKernel::GluMultiRow { .. } => 0,
         };
         assert_eq!(r(1024, &H200), 1);
         assert_eq!(r(4096, &H200), 2);
@@ -339,6 +375,23 @@ mod tests {
         // Shared memory: one tile of k/32 chunks plus a pad column, capped at MV_TILE.
         assert_eq!(MatvecKernel::shared_bytes(4096), 32 * 129 * 4);
         assert_eq!(MatvecKernel::shared_bytes(1 << 20), MV_MAX_SHARED_BYTES);
+        // Gate/up pairs: at most 2 rows of each matrix per warp; 14336-row gate/up on the
+        // H200 -> 2, a small MLP -> 1; the same shape checks as a single matvec.
+        let g = choose_matvec_glu(QuantFormat::Q4_K, 14336, 4096, 1, &H200).unwrap();
+        assert_eq!(
+            g,
+            MatvecKernel::GluMultiRow {
+                format: QuantFormat::Q4_K,
+                rows_per_warp: 2
+            }
+        );
+        assert_eq!(g.entry(), "matvec_q4_k_glu_r2");
+        assert_eq!(g.to_string(), "matvec_q4_k/glu-multi-row(r=2,warps=8)");
+        assert_eq!(g.rows_per_block(), 16);
+        let g = choose_matvec_glu(QuantFormat::Q8_0, 1024, 512, 3, &H200).unwrap();
+        assert_eq!(g.entry(), "matvec_q8_0_glu_r1");
+        assert!(choose_matvec_glu(QuantFormat::Q4_K, 64, 896, 1, &H200).is_err());
+        assert!(choose_matvec_glu(QuantFormat::Q8_0, 64, 512, 9, &H200).is_err());
         // K-quant rows must be whole super-blocks; 32-blocks must be whole too.
         assert!(matches!(
             choose_matvec(QuantFormat::Q4_K, 8, 896, 1, &H200),
@@ -379,7 +432,7 @@ mod tests {
             c,
             AttentionKernel::SplitKv {
                 split: ATT_SPLIT,
-                max_splits: 2
+                max_splits: 300usize.div_ceil(ATT_SPLIT)
             }
         );
         assert!(choose_attention(512, 8, 8, 100, &H200).is_err());

@@ -49,10 +49,16 @@ pub mod consts {
     pub const MV_TILE: usize = 640;
     /// Rows per warp of the matvec entry points (`matvec_<fmt>_r<R>`).
     pub const MV_ROWS_PER_WARP: [u32; 3] = [1, 2, 4];
+    /// Rows per warp (of each matrix) of the fused gate/up entry points
+    /// (`matvec_<fmt>_glu_r<R>`).
+    pub const MV_GLU_ROWS_PER_WARP: [u32; 2] = [1, 2];
     /// Most token vectors one matvec launch takes.
     pub const MV_MAX_TOK: usize = 8;
     /// Threads per RMSNorm block.
     pub const NORM_THREADS: u32 = 256;
+    // A norm folded into a matvec (matvec.cu) repeats norm.cu's reduction with the
+    // matvec block's threads: the counts must agree for the same bits.
+    const _: () = assert!(NORM_THREADS == MV_WARPS * 32);
     /// KV positions per attention split (absolute, fixed boundaries).
     pub const ATT_SPLIT: usize = 64;
     /// Warps per attention split block.
@@ -161,9 +167,15 @@ impl Family {
             Family::Matvec => per_format("matvec")
                 .into_iter()
                 .flat_map(|n: String| {
-                    consts::MV_ROWS_PER_WARP
+                    let plain = consts::MV_ROWS_PER_WARP
                         .iter()
-                        .map(move |r| format!("{n}_r{r}"))
+                        .map(|r| format!("{n}_r{r}"))
+                        .collect::<Vec<_>>();
+                    let glu = consts::MV_GLU_ROWS_PER_WARP
+                        .iter()
+                        .map(|r| format!("{n}_glu_r{r}"))
+                        .collect::<Vec<_>>();
+                    plain.into_iter().chain(glu)
                 })
                 .collect(),
             Family::Norm => vec!["rmsnorm".into()],
@@ -323,9 +335,19 @@ mod tests {
                 // Per-format entry points are made by a macro: `matvec_##name` + the suffix
                 // list of ASSAY_FOR_EACH_FORMAT.
                 let direct = src.contains(&format!(" {name}("));
+                // Matvec adds a variant tail: `_r##R` or `_glu_r##R`.
                 let by_macro = name.split_once('_').is_some_and(|(prefix, suffix)| {
-                    src.contains(&format!("{prefix}_##name("))
-                        && src.contains(&format!("MACRO({suffix},"))
+                    let (fmt, tail) = if let Some((f, _)) = suffix.split_once("_glu_r") {
+                        (f, "##_glu_r##R(")
+                    } else if let (true, Some((f, _))) =
+                        (prefix == "matvec", suffix.rsplit_once("_r"))
+                    {
+                        (f, "##_r##R(")
+                    } else {
+                        (suffix, "(")
+                    };
+                    src.contains(&format!("{prefix}_##name{tail}"))
+                        && src.contains(&format!("MACRO({fmt},"))
                 });
                 assert!(direct || by_macro, "{name} is not defined in {}", f.file());
             }

@@ -13,7 +13,7 @@ use engine::quant::QuantFormat;
 use half::f16;
 
 /// Every op name the cases report under (each must have one tolerance).
-pub const OPS: [&str; 15] = [
+pub const OPS: [&str; 16] = [
     "matvec",
     "embed",
     "rmsnorm",
@@ -29,6 +29,7 @@ pub const OPS: [&str; 15] = [
     "sample",
     "sample_chi2",
     "batch_invariance",
+    "fusion",
 ];
 
 /// SplitMix64: small, seeded, the same sequence on every machine.
@@ -159,7 +160,7 @@ fn matvec_cases(gpu: &Gpu, rng: &mut Rng, format: QuantFormat, lines: &mut Vec<C
         (129, 4864, 8, false),
         (7, 2 * unit, 5, true),
     ];
-    for (rows, k, ntok, with_bias) in shapes {
+    for (si, (rows, k, ntok, with_bias)) in shapes.into_iter().enumerate() {
         let name = format!(
             "{format} rows={rows} k={k} ntok={ntok}{}",
             if with_bias { " +bias" } else { "" }
@@ -219,6 +220,84 @@ fn matvec_cases(gpu: &Gpu, rng: &mut Rng, format: QuantFormat, lines: &mut Vec<C
                     format!("matvec {name}: 1 vs {ntok} per launch"),
                     &single,
                     &got,
+                ));
+            }
+            let bias_ptr = db
+                .as_ref()
+                .map(|b| b as &dyn engine::cuda::cudarc::driver::DevicePtr<f32>);
+            // Residual in the epilogue = matvec then add, bit for bit.
+            let res = rand_vec(rng, ntok * rows, 1.0);
+            let dres = gpu.upload(&res).map_err(e2s)?;
+            let mut sep = poison(gpu, ntok * rows).map_err(e2s)?;
+            ops::add(gpu, &dy, &dres, &mut sep, ntok * rows).map_err(e2s)?;
+            let mut fused = gpu.upload(&res).map_err(e2s)?;
+            ops::matvec_residual(gpu, &dw, &dx, ntok, bias_ptr, &mut fused).map_err(e2s)?;
+            out.push(compare_f32(
+                "fusion",
+                format!("matvec+residual {name}"),
+                &gpu.download(&fused).map_err(e2s)?,
+                &gpu.download(&sep).map_err(e2s)?,
+            ));
+            // RMSNorm folded into the input = rmsnorm then matvec, bit for bit.
+            let eps = 1e-5;
+            let nw: Vec<f32> = (0..k).map(|_| 1.0 + 0.1 * rng.symmetric()).collect();
+            let dnw = gpu.upload(&nw).map_err(e2s)?;
+            let mut dxn = poison(gpu, ntok * k).map_err(e2s)?;
+            ops::rmsnorm(gpu, &dx, &dnw, &mut dxn, ntok, k, eps, 0.0).map_err(e2s)?;
+            let norm = Some(ops::NormIn {
+                weight: &dnw,
+                eps,
+                w_offset: 0.0,
+            });
+            let mut sep = poison(gpu, ntok * rows).map_err(e2s)?;
+            ops::matvec(gpu, &dw, &dxn, ntok, bias_ptr, &mut sep).map_err(e2s)?;
+            let mut fused = poison(gpu, ntok * rows).map_err(e2s)?;
+            ops::matvec_fused(gpu, &dw, &dx, ntok, bias_ptr, norm, false, &mut fused)
+                .map_err(e2s)?;
+            out.push(compare_f32(
+                "fusion",
+                format!("rmsnorm+matvec {name}"),
+                &gpu.download(&fused).map_err(e2s)?,
+                &gpu.download(&sep).map_err(e2s)?,
+            ));
+            // Gate/up in one pass = two matvecs then gated_act, bit for bit (on odd shapes
+            // with the input norm folded in as well).
+            if !with_bias {
+                let act = if si % 2 == 0 {
+                    Activation::Silu
+                } else {
+                    Activation::GeluTanh
+                };
+                let with_norm = si % 2 == 1;
+                let xin = if with_norm { &dxn } else { &dx };
+                let wu = random_weight(rng, format, rows, k);
+                let du = DeviceWeight::upload(gpu, format, rows, k, &wu).map_err(e2s)?;
+                let mut yg = poison(gpu, ntok * rows).map_err(e2s)?;
+                ops::matvec(gpu, &dw, xin, ntok, None, &mut yg).map_err(e2s)?;
+                let mut yu = poison(gpu, ntok * rows).map_err(e2s)?;
+                ops::matvec(gpu, &du, xin, ntok, None, &mut yu).map_err(e2s)?;
+                let mut sep = poison(gpu, ntok * rows).map_err(e2s)?;
+                ops::gated_act(gpu, &yg, &yu, &mut sep, ntok * rows, act).map_err(e2s)?;
+                let mut fused = poison(gpu, ntok * rows).map_err(e2s)?;
+                let c = ops::matvec_glu(
+                    gpu,
+                    &dw,
+                    &du,
+                    &dx,
+                    ntok,
+                    act,
+                    if with_norm { norm } else { None },
+                    &mut fused,
+                )
+                .map_err(e2s)?;
+                out.push(compare_f32(
+                    "fusion",
+                    format!(
+                        "{}matvec_glu {act:?} {name} [{c}]",
+                        if with_norm { "rmsnorm+" } else { "" }
+                    ),
+                    &gpu.download(&fused).map_err(e2s)?,
+                    &gpu.download(&sep).map_err(e2s)?,
                 ));
             }
             Ok(out)

@@ -3,9 +3,8 @@
 use super::{Arg, DeviceWeight, aligned, cfg1, int, launch, need, rd, wr};
 use crate::cuda::select::{self, EmbedKernel, MatvecKernel};
 use crate::cuda::sources::consts::MV_WARPS;
-use cudarc::driver::LaunchConfig;
 use crate::cuda::{CudaError, Gpu};
-use cudarc::driver::{DevicePtr, DevicePtrMut};
+use cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig};
 
 /// `y[t] = W x[t] (+ bias)` for `ntok` token vectors: x is `[ntok][w.cols]`, y is
 /// `[ntok][w.rows]`, bias (if any) `[w.rows]`. Returns the kernel used.
@@ -15,6 +14,86 @@ pub fn matvec(
     x: &dyn DevicePtr<f32>,
     ntok: usize,
     bias: Option<&dyn DevicePtr<f32>>,
+    y: &mut dyn DevicePtrMut<f32>,
+) -> Result<MatvecKernel, CudaError> {
+    matvec_fused(gpu, w, x, ntok, bias, None, false, y)
+}
+
+/// `y[t] = (W x[t] (+ bias)) + y[t]`: [`matvec`] with the residual add in its epilogue
+/// (the same f32 addition as [`super::add`], so the same bits as the two launches).
+pub fn matvec_residual(
+    gpu: &Gpu,
+    w: &DeviceWeight,
+    x: &dyn DevicePtr<f32>,
+    ntok: usize,
+    bias: Option<&dyn DevicePtr<f32>>,
+    y: &mut dyn DevicePtrMut<f32>,
+) -> Result<MatvecKernel, CudaError> {
+    matvec_fused(gpu, w, x, ntok, bias, None, true, y)
+}
+
+/// An RMSNorm folded into a matvec's input: x is normalised with `weight` (+ `w_offset`)
+/// and `eps` exactly as [`super::rmsnorm`] does (one row of `k` values per token).
+#[derive(Clone, Copy)]
+pub struct NormIn<'a> {
+    pub weight: &'a dyn DevicePtr<f32>,
+    pub eps: f32,
+    pub w_offset: f32,
+}
+
+/// Device address, eps and offset of an optional folded norm, checked for `k` values.
+fn norm_args(
+    gpu: &Gpu,
+    op: &'static str,
+    norm: Option<NormIn<'_>>,
+    k: usize,
+) -> Result<(u64, f32, f32), CudaError> {
+    match norm {
+        None => Ok((0, 0.0, 0.0)),
+        Some(n) => {
+            need(op, "norm weight", n.weight.len(), k)?;
+            let p = rd(gpu, n.weight);
+            aligned(op, "norm weight", p, 16)?;
+            Ok((p, n.eps, n.w_offset))
+        }
+    }
+}
+
+/// The general matvec: `y[t] = W norm(x[t]) (+ bias) (+ y[t] when residual)`, with
+/// `norm` the identity when `None`. The same bits as the separate launches.
+#[allow(clippy::too_many_arguments)]
+pub fn matvec_fused(
+    gpu: &Gpu,
+    w: &DeviceWeight,
+    x: &dyn DevicePtr<f32>,
+    ntok: usize,
+    bias: Option<&dyn DevicePtr<f32>>,
+    norm: Option<NormIn<'_>>,
+    residual: bool,
+    y: &mut dyn DevicePtrMut<f32>,
+) -> Result<MatvecKernel, CudaError> {
+    matvec_impl(gpu, w, x, ntok, bias, norm, residual, y)
+}
+
+fn matvec_cfg(choice: &MatvecKernel, rows: usize, cols: usize) -> Result<LaunchConfig, CudaError> {
+    let blocks = u32::try_from(rows.div_ceil(choice.rows_per_block()))
+        .map_err(|_| crate::cuda::shape_err("matvec", "too many rows"))?;
+    Ok(LaunchConfig {
+        grid_dim: (blocks, 1, 1),
+        block_dim: (MV_WARPS * 32, 1, 1),
+        shared_mem_bytes: MatvecKernel::shared_bytes(cols) as u32,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn matvec_impl(
+    gpu: &Gpu,
+    w: &DeviceWeight,
+    x: &dyn DevicePtr<f32>,
+    ntok: usize,
+    bias: Option<&dyn DevicePtr<f32>>,
+    norm: Option<NormIn<'_>>,
+    residual: bool,
     y: &mut dyn DevicePtrMut<f32>,
 ) -> Result<MatvecKernel, CudaError> {
     const OP: &str = "matvec";
@@ -29,30 +108,83 @@ pub fn matvec(
         }
         None => 0,
     };
+    let (np, eps, w_off) = norm_args(gpu, OP, norm, w.cols)?;
     let (wp, xp, yp) = (rd(gpu, &w.data), rd(gpu, x), wr(gpu, y));
     aligned(OP, "weight", wp, 16)?;
     aligned(OP, "x", xp, 16)?;
-    let name = choice.entry();
-    let blocks = u32::try_from(w.rows.div_ceil(choice.rows_per_block()))
-        .map_err(|_| crate::cuda::shape_err(OP, "too many rows"))?;
-    let cfg = LaunchConfig {
-        grid_dim: (blocks, 1, 1),
-        block_dim: (MV_WARPS * 32, 1, 1),
-        shared_mem_bytes: MatvecKernel::shared_bytes(w.cols) as u32,
-    };
     launch(
         gpu,
-        &name,
-        cfg,
+        &choice.entry(),
+        matvec_cfg(&choice, w.rows, w.cols)?,
         &[
             Arg::Ptr(wp),
             Arg::U64(w.row_bytes as u64),
             Arg::Ptr(xp),
             Arg::Ptr(bias_ptr),
+            Arg::Ptr(if residual { yp } else { 0 }),
             Arg::Ptr(yp),
             Arg::I32(int(OP, "rows", w.rows)?),
             Arg::I32(int(OP, "k", w.cols)?),
             Arg::I32(int(OP, "ntok", ntok)?),
+            Arg::Ptr(np),
+            Arg::F32(eps),
+            Arg::F32(w_off),
+        ],
+    )?;
+    Ok(choice)
+}
+
+/// `y[t] = act(Wg x[t]) * (Wu x[t])` in one pass over both matrices (same format and
+/// shape, no bias), x optionally normalised first (`norm`): the same bits as the separate
+/// launches (rmsnorm, two [`matvec`]s, [`super::gated_act`]).
+#[allow(clippy::too_many_arguments)]
+pub fn matvec_glu(
+    gpu: &Gpu,
+    wg: &DeviceWeight,
+    wu: &DeviceWeight,
+    x: &dyn DevicePtr<f32>,
+    ntok: usize,
+    act: super::Activation,
+    norm: Option<NormIn<'_>>,
+    y: &mut dyn DevicePtrMut<f32>,
+) -> Result<MatvecKernel, CudaError> {
+    const OP: &str = "matvec_glu";
+    if wg.format != wu.format || wg.rows != wu.rows || wg.cols != wu.cols {
+        return Err(crate::cuda::shape_err(
+            OP,
+            format!(
+                "gate {} {}x{} and up {} {}x{} differ",
+                wg.format, wg.rows, wg.cols, wu.format, wu.rows, wu.cols
+            ),
+        ));
+    }
+    let choice = select::choose_matvec_glu(wg.format, wg.rows, wg.cols, ntok, &gpu.facts())?;
+    need(OP, "x", x.len(), ntok * wg.cols)?;
+    need(OP, "y", y.len(), ntok * wg.rows)?;
+    need(OP, "gate weight", wg.data.len(), wg.rows * wg.row_bytes)?;
+    need(OP, "up weight", wu.data.len(), wu.rows * wu.row_bytes)?;
+    let (np, eps, w_off) = norm_args(gpu, OP, norm, wg.cols)?;
+    let (gp, up, xp, yp) = (rd(gpu, &wg.data), rd(gpu, &wu.data), rd(gpu, x), wr(gpu, y));
+    aligned(OP, "gate weight", gp, 16)?;
+    aligned(OP, "up weight", up, 16)?;
+    aligned(OP, "x", xp, 16)?;
+    launch(
+        gpu,
+        &choice.entry(),
+        matvec_cfg(&choice, wg.rows, wg.cols)?,
+        &[
+            Arg::Ptr(gp),
+            Arg::Ptr(up),
+            Arg::U64(wg.row_bytes as u64),
+            Arg::Ptr(xp),
+            Arg::Ptr(yp),
+            Arg::I32(int(OP, "rows", wg.rows)?),
+            Arg::I32(int(OP, "k", wg.cols)?),
+            Arg::I32(int(OP, "ntok", ntok)?),
+            Arg::I32(super::pointwise::act_code(act)),
+            Arg::Ptr(np),
+            Arg::F32(eps),
+            Arg::F32(w_off),
         ],
     )?;
     Ok(choice)

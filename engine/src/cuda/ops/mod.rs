@@ -13,7 +13,7 @@ mod pointwise;
 mod sample;
 
 pub use attention::{AttnScratch, AttnShape, attention, kv_store};
-pub use linear::{embed, matvec};
+pub use linear::{NormIn, embed, matvec, matvec_fused, matvec_glu, matvec_residual};
 pub use pointwise::{
     Activation, RopeStyle, RopeTable, add, add_inplace, argmax, gated_act, gated_act_inplace,
     qk_norm, rmsnorm, rmsnorm_inplace, rope, scale_inplace, softcap_inplace,

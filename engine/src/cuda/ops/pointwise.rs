@@ -245,7 +245,7 @@ pub fn gated_act_inplace(
     )
 }
 
-fn act_code(act: Activation) -> i32 {
+pub(crate) fn act_code(act: Activation) -> i32 {
     match act {
         Activation::Silu => 0,
         Activation::GeluTanh => 1,

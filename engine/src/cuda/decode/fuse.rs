@@ -1,0 +1,412 @@
+//! Fusion plan of a program's body for the CUDA decoder: which runs of ops go to the GPU
+//! as one launch.
+//!
+//! Owns [`plan`]: a pure function of the program. Three patterns, each giving the very
+//! bits of the separate launches (kernel-check compares them exactly):
+//! - gate matmul, up matmul (same input, same format and shape, no bias), gated
+//!   activation -> one `matvec_glu` launch ([`Fused::Glu`]);
+//! - matmul into `t`, then `o = o + t` in place -> one matvec with the residual added in
+//!   its epilogue ([`Fused::Residual`]);
+//! - an RMSNorm (whole rows) whose output only feeds the matmuls right after it -> folded
+//!   into each of them (`norm` of [`Fused`]; a lone matmul becomes [`Fused::Plain`]).
+//!
+//! A pattern is taken only when the intermediate buffers it no longer writes are not read
+//! afterwards (rest of the body, the head, then the body again from the start: the next
+//! token's pass), and the matmul's input is not the buffer it writes.
+
+use crate::arch::{Activation, BufId, Op, Program, WeightId};
+
+/// An RMSNorm folded into a matvec's input: `x` of the unit is the norm's input.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NormFold {
+    pub weight: WeightId,
+    pub eps: f32,
+}
+
+/// A run of ops executed as one launch.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Fused {
+    /// `out = act(gate_w x) * (up_w x)`.
+    Glu {
+        x: BufId,
+        gate_w: WeightId,
+        up_w: WeightId,
+        out: BufId,
+        act: Activation,
+        norm: Option<NormFold>,
+    },
+    /// `out = (weight x (+ bias)) + out`.
+    Residual {
+        x: BufId,
+        weight: WeightId,
+        bias: Option<WeightId>,
+        out: BufId,
+        norm: Option<NormFold>,
+    },
+    /// `out = weight norm(x) (+ bias)` (only with a folded norm).
+    Plain {
+        x: BufId,
+        weight: WeightId,
+        bias: Option<WeightId>,
+        out: BufId,
+        norm: Option<NormFold>,
+    },
+}
+
+impl Fused {
+    fn x(&self) -> BufId {
+        match self {
+            Fused::Glu { x, .. } | Fused::Residual { x, .. } | Fused::Plain { x, .. } => *x,
+        }
+    }
+    fn out(&self) -> BufId {
+        match self {
+            Fused::Glu { out, .. } | Fused::Residual { out, .. } | Fused::Plain { out, .. } => *out,
+        }
+    }
+    fn with_norm(self, xr: BufId, n: NormFold) -> Fused {
+        match self {
+            Fused::Glu {
+                gate_w,
+                up_w,
+                out,
+                act,
+                ..
+            } => Fused::Glu {
+                x: xr,
+                gate_w,
+                up_w,
+                out,
+                act,
+                norm: Some(n),
+            },
+            Fused::Residual {
+                weight, bias, out, ..
+            } => Fused::Residual {
+                x: xr,
+                weight,
+                bias,
+                out,
+                norm: Some(n),
+            },
+            Fused::Plain {
+                weight, bias, out, ..
+            } => Fused::Plain {
+                x: xr,
+                weight,
+                bias,
+                out,
+                norm: Some(n),
+            },
+        }
+    }
+}
+
+/// One launch unit of the body: ops `first .. first + len`, fused or not.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Step {
+    pub first: usize,
+    pub len: usize,
+    pub fused: Option<Fused>,
+}
+
+fn reads(op: &Op) -> Vec<BufId> {
+    match op {
+        Op::Embed { .. } => Vec::new(),
+        Op::RmsNorm { x, .. }
+        | Op::MatMul { x, .. }
+        | Op::Rope { x, .. }
+        | Op::Scale { x, .. }
+        | Op::Softcap { x, .. } => vec![*x],
+        Op::Attention(a) => vec![a.q, a.k, a.v],
+        Op::GatedAct { gate, up, .. } => vec![*gate, *up],
+        Op::Add { a, b, .. } => vec![*a, *b],
+    }
+}
+
+fn writes(op: &Op) -> BufId {
+    match op {
+        Op::Embed { out, .. }
+        | Op::RmsNorm { out, .. }
+        | Op::MatMul { out, .. }
+        | Op::GatedAct { out, .. }
+        | Op::Add { out, .. } => *out,
+        Op::Rope { x, .. } | Op::Scale { x, .. } | Op::Softcap { x, .. } => *x,
+        Op::Attention(a) => a.out,
+    }
+}
+
+/// Whether `buf` is read by the ops after the body run ending before `end` before it is
+/// written again (scanning the rest of the body, the head, then the body from its start).
+fn read_later(p: &Program, end: usize, buf: BufId) -> bool {
+    let after = p.body[end..].iter().chain(&p.head).chain(&p.body[..end]);
+    for op in after {
+        if reads(op).contains(&buf) {
+            return true;
+        }
+        if writes(op) == buf {
+            return false;
+        }
+    }
+    false
+}
+
+fn glu_at(p: &Program, i: usize) -> Option<Fused> {
+    let (
+        Some(Op::MatMul {
+            x: x1,
+            weight: w1,
+            bias: None,
+            out: o1,
+        }),
+        Some(Op::MatMul {
+            x: x2,
+            weight: w2,
+            bias: None,
+            out: o2,
+        }),
+        Some(Op::GatedAct { gate, up, out, act }),
+    ) = (p.body.get(i), p.body.get(i + 1), p.body.get(i + 2))
+    else {
+        return None;
+    };
+    if x1 != x2 || o1 == o2 || [o1, o2].contains(&x1) || out == x1 {
+        return None;
+    }
+    let (gate_w, up_w) = if (gate, up) == (o1, o2) {
+        (*w1, *w2)
+    } else if (gate, up) == (o2, o1) {
+        (*w2, *w1)
+    } else {
+        return None;
+    };
+    let (sg, su) = (p.weight(gate_w), p.weight(up_w));
+    if sg.format != su.format || sg.rows != su.rows || sg.cols != su.cols {
+        return None;
+    }
+    // The matmul outputs the fused launch no longer writes must not be read afterwards.
+    for b in [o1, o2] {
+        if b != out && read_later(p, i + 3, *b) {
+            return None;
+        }
+    }
+    Some(Fused::Glu {
+        x: *x1,
+        gate_w,
+        up_w,
+        out: *out,
+        act: *act,
+        norm: None,
+    })
+}
+
+fn residual_at(p: &Program, i: usize) -> Option<Fused> {
+    let (
+        Some(Op::MatMul {
+            x,
+            weight,
+            bias,
+            out: t,
+        }),
+        Some(Op::Add { a, b, out }),
+    ) = (p.body.get(i), p.body.get(i + 1))
+    else {
+        return None;
+    };
+    let in_place = (a == t && b == out) || (b == t && a == out);
+    if !in_place || out == t || x == out || read_later(p, i + 2, *t) {
+        return None;
+    }
+    Some(Fused::Residual {
+        x: *x,
+        weight: *weight,
+        bias: *bias,
+        out: *out,
+        norm: None,
+    })
+}
+
+/// The launch unit starting at op `i` (ops, fused form), if it is a matmul-led one.
+fn unit_at(p: &Program, i: usize) -> Option<(usize, Fused)> {
+    if let Some(f) = glu_at(p, i) {
+        return Some((3, f));
+    }
+    if let Some(f) = residual_at(p, i) {
+        return Some((2, f));
+    }
+    match p.body.get(i) {
+        Some(Op::MatMul {
+            x,
+            weight,
+            bias,
+            out,
+        }) if x != out => Some((
+            1,
+            Fused::Plain {
+                x: *x,
+                weight: *weight,
+                bias: *bias,
+                out: *out,
+                norm: None,
+            },
+        )),
+        _ => None,
+    }
+}
+
+/// A unit with a folded norm: (first op, op count, fused form).
+type FoldedUnit = (usize, usize, Fused);
+
+/// An RMSNorm at `i` over whole rows whose output feeds only the units right after it:
+/// those units with the norm folded in, and the op index after them.
+fn norm_fold_at(p: &Program, i: usize) -> Option<(Vec<FoldedUnit>, usize)> {
+    let Some(Op::RmsNorm {
+        x: xr,
+        weight,
+        out: nb,
+        group,
+        eps,
+    }) = p.body.get(i)
+    else {
+        return None;
+    };
+    let width = p.buffer(*xr).width;
+    if xr == nb || (*group != width && *group != 0) {
+        return None;
+    }
+    let fold = NormFold {
+        weight: *weight,
+        eps: *eps,
+    };
+    let mut units = Vec::new();
+    let mut j = i + 1;
+    while let Some((len, f)) = unit_at(p, j) {
+        // A unit must read the norm's output as its x and write neither the norm's input
+        // (other blocks of the launch still read it) nor its output.
+        if f.x() != *nb || f.out() == *xr || f.out() == *nb {
+            break;
+        }
+        units.push((j, len, f.with_norm(*xr, fold)));
+        j += len;
+    }
+    if units.is_empty() || read_later(p, j, *nb) {
+        return None;
+    }
+    Some((units, j))
+}
+
+/// The body of `p` as launch units, in order, covering every op once.
+pub fn plan(p: &Program) -> Vec<Step> {
+    let mut steps = Vec::new();
+    let mut i = 0;
+    while i < p.body.len() {
+        if let Some((units, end)) = norm_fold_at(p, i) {
+            // The norm op joins the first unit's step.
+            for (k, (j, len, f)) in units.into_iter().enumerate() {
+                let (first, len) = if k == 0 { (i, len + j - i) } else { (j, len) };
+                steps.push(Step {
+                    first,
+                    len,
+                    fused: Some(f),
+                });
+            }
+            i = end;
+            continue;
+        }
+        let (len, fused) = if let Some(f) = glu_at(p, i) {
+            (3, Some(f))
+        } else if let Some(f) = residual_at(p, i) {
+            (2, Some(f))
+        } else {
+            (1, None)
+        };
+        steps.push(Step {
+            first: i,
+            len,
+            fused,
+        });
+        i += len;
+    }
+    steps
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn llama_like() -> Program {
+        let spec = crate::arch::synthetic::SyntheticSpec::tiny("llama");
+        let bytes = crate::arch::synthetic::gguf_bytes(&spec).unwrap();
+        let header = crate::model_file::gguf::parse(&bytes).unwrap();
+        crate::arch::build_program(&header).unwrap()
+    }
+
+    #[test]
+    fn llama_body_fuses_gate_up_and_both_residuals() {
+        let p = llama_like();
+        let steps = plan(&p);
+        // Every op once, in order.
+        let mut next = 0;
+        for s in &steps {
+            assert_eq!(s.first, next);
+            next += s.len;
+        }
+        assert_eq!(next, p.body.len());
+        let glu = steps
+            .iter()
+            .filter(|s| matches!(s.fused, Some(Fused::Glu { .. })))
+            .count();
+        let res = steps
+            .iter()
+            .filter(|s| matches!(s.fused, Some(Fused::Residual { .. })))
+            .count();
+        assert_eq!(glu, p.shape.n_layers);
+        assert_eq!(res, 2 * p.shape.n_layers);
+        // Both norms of every layer folded: into q, k, v (attention) and the gate/up pass.
+        let normed = steps
+            .iter()
+            .filter(|s| {
+                matches!(
+                    s.fused,
+                    Some(Fused::Glu { norm: Some(_), .. } | Fused::Plain { norm: Some(_), .. })
+                )
+            })
+            .count();
+        assert_eq!(normed, 4 * p.shape.n_layers);
+        assert!(
+            !steps
+                .iter()
+                .any(|s| s.fused.is_none() && matches!(p.body[s.first], Op::RmsNorm { .. }))
+        );
+        for s in &steps {
+            if let Some(Fused::Glu { gate_w, up_w, .. }) = s.fused {
+                assert!(p.weight(gate_w).name.ends_with("ffn_gate.weight"));
+                assert!(p.weight(up_w).name.ends_with("ffn_up.weight"));
+            }
+        }
+    }
+
+    #[test]
+    fn a_matmul_output_read_later_is_not_fused() {
+        let mut p = llama_like();
+        // Make the head read the attention output buffer: the residual fusion of the last
+        // attention projection must then be refused (its output would never be written).
+        let Some(Op::MatMul { out: t, .. }) = p
+            .body
+            .iter()
+            .find(|op| matches!(op, Op::MatMul { weight, .. } if p.weight(*weight).name.ends_with("attn_output.weight")))
+            .cloned()
+        else {
+            panic!("no attention output projection");
+        };
+        let h = p.hidden;
+        p.head.insert(0, Op::Add { a: h, b: t, out: h });
+        let res = plan(&p)
+            .iter()
+            .filter(|s| matches!(s.fused, Some(Fused::Residual { .. })))
+            .count();
+        // Every layer but the last rewrites the buffer (its own projection) before the
+        // head reads it: only the last layer's attention residual stays unfused.
+        assert_eq!(res, 2 * p.shape.n_layers - 1);
+    }
+}
