@@ -12,6 +12,16 @@
 //! one. Each op is one or two launches on the GPU's stream, and a step returns 4 bytes (the
 //! argmax) to the host when only the token is wanted.
 //!
+//! Device layout of the weights (issue 7): Q4_0, Q8_0 and Q6_K matrices are repacked at
+//! upload into planes (the quants of every block, then the scales; `ops::repack`), so that
+//! every quant load of the matvec is 16 bytes wide and aligned; the other formats keep the
+//! GGUF block layout (Q4_K / Q5_K blocks are already 16-byte multiples). Same byte count.
+//!
+//! Launches ([`fuse::plan`]): an RMSNorm feeding only the matmuls right after it is folded
+//! into their input staging, gate + up + gated activation run as one pass, and a residual
+//! add that follows a matmul runs in its epilogue; each gives the bits of the separate
+//! kernels (kernel-check `fusion` cases).
+//!
 //! A one-token step can also run as a captured CUDA graph ([`graph`]): the same launches,
 //! recorded once per decoder with the token id and position read from a small device
 //! buffer ([`Feed::Step`]) that the host overwrites before each replay.
