@@ -4,6 +4,7 @@
 //! validation) and `quant` (block formats: layout, dequant, reference dot, quantize) are the
 //! foundation the tokenizer, architectures, executors and server build on.
 
+pub mod api;
 pub mod arch;
 pub mod catalog;
 pub mod cuda;
