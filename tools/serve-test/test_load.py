@@ -21,15 +21,22 @@ PROMPTS = ["Tell me a fact about cats.", "What is 2+2?", "Name a color.", "Say s
 
 
 def test_64_concurrent_streaming_clients(client):
+    # One request per prompt first: the chat template's shared prefix and each prompt are
+    # then in the prefix cache (as with a real system prompt), so the 64 streams measure
+    # the server, not 64 CPU prefills of the same tokens.
+    for p in PROMPTS:
+        client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": p}], max_tokens=1)
+
     def one(i):
         text, done = "", False
         for chunk in client.chat.completions.create(
                 model=MODEL, messages=[{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}],
-                max_tokens=6, temperature=0, stream=True):
+                max_tokens=6, temperature=0, stream=True, stream_options={"include_usage": True}):
             for c in chunk.choices:
                 text += c.delta.content or ""
                 done |= c.finish_reason is not None
-        assert done
+            cached = chunk.usage.prompt_tokens_details.cached_tokens if chunk.usage else None
+        assert done and cached is not None
         return text
 
     t = time.time()
@@ -116,3 +123,33 @@ def test_sigterm_drains_running_streams():
     assert out.get("reason") == "length", out
     assert s.proc.wait(60) == 0
     assert any("stopped" in l for l in s.lines)
+
+
+def metric(http, name):
+    for line in http.get("/metrics").text.splitlines():
+        if line.startswith(name + "{"):
+            return float(line.split()[-1])
+    raise KeyError(name)
+
+
+def test_clients_that_leave_are_cancelled(http, server, key_file):
+    """A blocking request whose client times out, and a stream whose client closes, stop
+    generating: the engine cancels them and frees their KV."""
+    before = metric(http, "assay_generated_tokens_total")
+    body = {"model": MODEL, "prompt": "Once upon a time", "max_tokens": 1500, "temperature": 0}
+    auth = {"Authorization": f"Bearer {key_file[1]}"}
+    try:
+        httpx.post(server.url + "/v1/completions", json=body, headers=auth, timeout=1.0)
+        raise AssertionError("1500 tokens on the CPU answered within a second")
+    except httpx.TimeoutException:
+        pass
+    with httpx.stream("POST", server.url + "/v1/completions", json=dict(body, stream=True), headers=auth,
+                      timeout=60) as r:
+        for _ in r.iter_lines():
+            break
+    deadline = time.time() + 60
+    while metric(http, "assay_running_sequences") > 0:
+        assert time.time() < deadline, "abandoned requests kept running"
+        time.sleep(0.1)
+    generated = metric(http, "assay_generated_tokens_total") - before
+    assert generated < 1500, generated

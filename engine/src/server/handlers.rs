@@ -308,7 +308,12 @@ async fn generate(
     {
         return Err(ApiError::unavailable("the server is shutting down"));
     }
-    let prompt = tokenize(&m, &p.prompt)?;
+    // Template rendering and tokenization of a large body take a while: off the async
+    // workers.
+    let (mm, pp) = (m.clone(), p.prompt.clone());
+    let prompt = tokio::task::spawn_blocking(move || tokenize(&mm, &pp))
+        .await
+        .map_err(|_| ApiError::internal("tokenization failed"))??;
     if prompt.len() > m.max_prompt_tokens {
         let param = match kind {
             Kind::Chat => "messages",
