@@ -78,6 +78,32 @@ impl EnvArgs {
         Stamp::capture(root, &harness_version(), &git)
             .with_context(|| format!("computing the source identities of {}", root.display()))
     }
+
+    /// [`Self::stamp`] for a run that measures this binary (bench, report): the kernels
+    /// embedded in the binary must be the tree's, or every receipt row would carry the
+    /// identity of sources that did not run (a binary staged from another checkout).
+    pub fn measurement_stamp(&self, root: &Path) -> Result<Stamp> {
+        let stamp = self.stamp(root)?;
+        check_binary_kernels(
+            &stamp.build.kernel_identity,
+            &engine::cuda::kernel_identity(),
+        )?;
+        Ok(stamp)
+    }
+}
+
+/// Refuse when the tree's kernel identity is not the one compiled into this binary.
+pub fn check_binary_kernels(tree: &str, binary: &str) -> Result<()> {
+    if tree != binary {
+        bail!(
+            "this harness binary embeds kernels {} but the tree it runs in holds kernels {}: \
+             its receipts would name sources that did not run; rebuild the binary from this \
+             tree or run it in the checkout it was built from",
+            &binary[..binary.len().min(12)],
+            &tree[..tree.len().min(12)]
+        );
+    }
+    Ok(())
 }
 
 /// `p` if absolute, else `root/p`.
@@ -86,5 +112,28 @@ pub fn under(root: &Path, p: &Path) -> PathBuf {
         p.to_owned()
     } else {
         root.join(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_binary_with_other_kernels_than_the_tree_is_refused() {
+        let (a, b) = ("a".repeat(64), "b".repeat(64));
+        let e = check_binary_kernels(&a, &b).unwrap_err().to_string();
+        assert!(
+            e.contains("bbbbbbbbbbbb") && e.contains("aaaaaaaaaaaa"),
+            "{e}"
+        );
+        assert!(check_binary_kernels(&a, &a).is_ok());
+    }
+
+    #[test]
+    fn this_binary_matches_this_repository() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let tree = gates::identity::SourceIdentity::of_tree(&root).unwrap();
+        assert!(check_binary_kernels(&tree.kernel, &engine::cuda::kernel_identity()).is_ok());
     }
 }

@@ -196,7 +196,7 @@ pub fn render(stamp: &Stamp, all: &[Receipt]) -> (String, Vec<String>) {
 
 pub fn run(env: &EnvArgs, args: &ReportArgs) -> Result<bool> {
     let root = env.root()?;
-    let stamp = env.stamp(&root)?;
+    let stamp = env.measurement_stamp(&root)?;
     let all = load_all(&root.join("research")).context("reading the receipts")?;
     let (md, red) = render(&stamp, &all);
     std::fs::write(&args.out, &md).with_context(|| format!("writing {}", args.out.display()))?;

@@ -361,7 +361,7 @@ pub fn run(env: &EnvArgs, args: &BenchArgs) -> Result<bool> {
     {
         bail!("no board {b}");
     }
-    let stamp = env.stamp(&root)?;
+    let stamp = env.measurement_stamp(&root)?;
     let gpu = stamp.device.gpu().is_some();
     let receipts = under(&root, &args.receipts);
     let mut shared = Shared::default();
