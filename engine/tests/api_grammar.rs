@@ -173,7 +173,7 @@ fn random_walks_through_a_schema_always_validate() {
         let Some((tok, _)) = load(name) else { continue };
         // a logits row wider than the vocabulary (padded embedding) keeps the pad masked
         let n_vocab = tok.vocab_size() + 37;
-        let env = GrammarEnv::new(tok.clone(), n_vocab).unwrap();
+        let env = GrammarEnv::new(&tok, n_vocab).unwrap();
         let schema = pet_schema();
         let spec = GrammarSpec::JsonSchema {
             schema: schema.clone(),
@@ -223,7 +223,7 @@ fn unimplemented_schema_keywords_are_named() {
     let Some((tok, _)) = load(MODELS[0]) else {
         return;
     };
-    let env = GrammarEnv::new(tok.clone(), tok.vocab_size()).unwrap();
+    let env = GrammarEnv::new(&tok, tok.vocab_size()).unwrap();
     for (schema, word) in [
         (
             json!({"type": "array", "items": {"type": "integer"}, "uniqueItems": true}),
@@ -242,7 +242,7 @@ fn unimplemented_schema_keywords_are_named() {
             other => panic!("{schema}: {other:?}"),
         }
     }
-    assert!(GrammarEnv::new(tok.clone(), tok.vocab_size() - 1).is_err());
+    assert!(GrammarEnv::new(&tok, tok.vocab_size() - 1).is_err());
 }
 
 fn weather_tools(choice: Value) -> tools::Tools {
@@ -274,7 +274,7 @@ fn tool_grammars_force_parseable_calls_per_family() {
             native: true
         }
     );
-    let env = GrammarEnv::new(tok.clone(), tok.vocab_size()).unwrap();
+    let env = GrammarEnv::new(&tok, tok.vocab_size()).unwrap();
     let mut rng = Rng(11);
     for family in [Family::Hermes, Family::Llama3Json, Family::Mistral] {
         let f = ToolFormat {

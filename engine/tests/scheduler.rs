@@ -147,6 +147,8 @@ fn request(
             max_tokens,
             sampling: SamplerConfig::default(),
             events: tx,
+            constraint: None,
+            logprobs: None,
         },
         rx,
     )
@@ -160,6 +162,7 @@ fn collect(rx: &mut mpsc::UnboundedReceiver<Event>) -> (Vec<u32>, usize, Finish)
         match rx.blocking_recv() {
             Some(Event::Admitted { cached_tokens }) => cached = cached_tokens,
             Some(Event::Token(t)) => toks.push(t),
+            Some(Event::Logprob(_)) => {}
             Some(Event::Finished(f)) => return (toks, cached, f),
             None => panic!("channel closed without Finished"),
         }

@@ -106,8 +106,9 @@ def test_error_bodies(client):
         client.chat.completions.create(model=MODEL, messages=QUESTION, max_tokens=2, n=2)
     assert e.value.body["param"] == "n"
     with pytest.raises(openai.BadRequestError) as e:
-        client.chat.completions.create(model=MODEL, messages=QUESTION, max_tokens=2, logprobs=True)
-    assert e.value.body["param"] == "logprobs"
+        client.chat.completions.create(model=MODEL, messages=QUESTION, max_tokens=2, logprobs=True,
+                                       top_logprobs=21)
+    assert e.value.body["param"] == "top_logprobs"
     with pytest.raises(openai.BadRequestError) as e:
         client.chat.completions.create(model=MODEL, messages=QUESTION, max_tokens=100000)
     assert e.value.body["param"] == "max_tokens"

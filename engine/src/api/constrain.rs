@@ -144,9 +144,9 @@ pub(crate) fn strictify(v: &mut Value) {
     }
 }
 
-/// Our tokenizer as llguidance sees it.
+/// Our vocabulary as llguidance sees it. Grammar literals are tokenized greedily on the
+/// trie (masks are computed on token bytes, so this never changes what is allowed).
 struct Env {
-    tok: Arc<Tokenizer>,
     trie: TokTrie,
 }
 
@@ -156,13 +156,7 @@ impl TokenizerEnv for Env {
     }
 
     fn tokenize_bytes(&self, s: &[u8]) -> Vec<TokenId> {
-        match std::str::from_utf8(s) {
-            Ok(text) => match self.tok.encode(text, false, false) {
-                Ok(ids) => ids,
-                Err(_) => self.trie.greedy_tokenize(s),
-            },
-            Err(_) => self.trie.greedy_tokenize(s),
-        }
+        self.trie.greedy_tokenize(s)
     }
 }
 
@@ -183,7 +177,7 @@ impl std::fmt::Debug for GrammarEnv {
 
 impl GrammarEnv {
     /// Build from a tokenizer and the width of the model's logits (`>=` the vocabulary).
-    pub fn new(tok: Arc<Tokenizer>, n_vocab: usize) -> Result<GrammarEnv, ConstrainError> {
+    pub fn new(tok: &Tokenizer, n_vocab: usize) -> Result<GrammarEnv, ConstrainError> {
         let n_tok = tok.vocab_size();
         if n_vocab < n_tok || n_vocab == 0 || u32::try_from(n_vocab).is_err() {
             return Err(ConstrainError::Env(format!(
@@ -228,7 +222,7 @@ impl GrammarEnv {
         let mut eos_all = vec![eos];
         eos_all.extend(eog.iter().copied().filter(|&e| e != eos));
         let trie = TokTrie::from(&info, &words).with_eos_tokens(&eos_all);
-        let env: TokEnv = Arc::new(Env { tok, trie });
+        let env: TokEnv = Arc::new(Env { trie });
         let mut factory =
             ParserFactory::new_simple(&env).map_err(|e| ConstrainError::Env(format!("{e:#}")))?;
         factory.quiet();

@@ -41,6 +41,9 @@ pub struct TokenLogprob {
     pub top: Vec<(u32, f64)>,
 }
 
+// The values come from `log_softmax`, which never yields NaN, so equality is total.
+impl Eq for TokenLogprob {}
+
 /// The log-probability of `token` under `logits` and the `top_n` best tokens.
 pub fn token_logprob(logits: &[f32], token: u32, top_n: usize) -> TokenLogprob {
     let lp = log_softmax(logits);

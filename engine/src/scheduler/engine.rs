@@ -373,11 +373,30 @@ impl<E: Executor> Engine<E> {
         };
         let mut done: Vec<(usize, FinishReason)> = Vec::new();
         for (&i, row) in which.iter().zip(logits) {
-            let Some(row) = row else { continue };
+            let Some(mut row) = row else { continue };
             let Some(s) = self.running.get_mut(i) else {
                 continue;
             };
+            let raw = s.req.logprobs.map(|n| (n, row.clone()));
+            if let Some(c) = s.req.constraint.as_mut()
+                && let Err(e) = c.constrain(&mut row)
+            {
+                done.push((i, FinishReason::Error(e.to_string())));
+                continue;
+            }
             let tok = s.sampler.sample(&row);
+            if let Some((n, raw)) = raw {
+                let lp = crate::api::logprobs::token_logprob(&raw, tok, n);
+                let _ = s.req.events.send(Event::Logprob(lp));
+            }
+            let mut grammar_done = false;
+            if let Some(c) = s.req.constraint.as_mut() {
+                if let Err(e) = c.commit(tok) {
+                    done.push((i, FinishReason::Error(e.to_string())));
+                    continue;
+                }
+                grammar_done = c.is_stopped();
+            }
             if self.config.eog_tokens.contains(&tok) {
                 done.push((i, FinishReason::Eog));
                 continue;
@@ -388,6 +407,8 @@ impl<E: Executor> Engine<E> {
             self.stats.generated_tokens.fetch_add(1, Ordering::Relaxed);
             if s.req.events.send(Event::Token(tok)).is_err() {
                 done.push((i, FinishReason::Cancelled));
+            } else if grammar_done {
+                done.push((i, FinishReason::Eog));
             } else if s.generated >= s.req.max_tokens || s.tokens.len() >= self.config.n_ctx {
                 done.push((i, FinishReason::Length));
             }

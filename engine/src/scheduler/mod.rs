@@ -81,6 +81,11 @@ pub struct GenRequest {
     pub sampling: SamplerConfig,
     /// Where the events go; dropping the receiver cancels the request.
     pub events: UnboundedSender<Event>,
+    /// Structured output: a grammar masks the logits before each sample and ends the
+    /// sequence when complete (`None` = unconstrained).
+    pub constraint: Option<crate::api::constrain::Constrained>,
+    /// Report each token's log-probability with this many alternatives (`None` = off).
+    pub logprobs: Option<usize>,
 }
 
 /// Why a sequence ended.
@@ -103,6 +108,9 @@ pub enum FinishReason {
 pub enum Event {
     /// Admitted; `cached_tokens` prompt tokens come from the prefix cache.
     Admitted { cached_tokens: usize },
+    /// The log-probability of the token sampled next (sent just before its `Token`, or
+    /// before `Finished` when it ended the sequence), when the request asked.
+    Logprob(crate::api::logprobs::TokenLogprob),
     /// One generated token.
     Token(u32),
     /// The end.

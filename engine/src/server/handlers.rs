@@ -18,17 +18,18 @@ use tokio::sync::mpsc;
 use super::error::ApiError;
 use super::request::{self, GenParams, Kind, Prompt};
 use super::stop::StopMatcher;
+use super::surfaces;
 use super::{AppState, ServedModel, Tenant};
 use crate::scheduler::{Event, Finish, FinishReason, GenRequest, SubmitError};
 use crate::tokenizer::StreamDecoder;
 
-fn now_s() -> u64 {
+pub(super) fn now_s() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
 }
 
-fn fresh_id() -> String {
+pub(super) fn fresh_id() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
     let n = N.fetch_add(1, Ordering::Relaxed);
@@ -38,7 +39,7 @@ fn fresh_id() -> String {
     format!("{:x}{:06x}", t, n & 0xff_ffff)
 }
 
-fn default_seed() -> u64 {
+pub(super) fn default_seed() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)
@@ -122,7 +123,10 @@ pub(super) async fn completions(
         .unwrap_or_else(IntoResponse::into_response)
 }
 
-fn body_json(body: Result<Bytes, BytesRejection>, limit: usize) -> Result<Value, ApiError> {
+pub(super) fn body_json(
+    body: Result<Bytes, BytesRejection>,
+    limit: usize,
+) -> Result<Value, ApiError> {
     let bytes = body.map_err(|r| {
         if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::too_large(None, format!("request body larger than {limit} bytes"))
@@ -136,9 +140,9 @@ fn body_json(body: Result<Bytes, BytesRejection>, limit: usize) -> Result<Value,
 
 /// Token ids of the prompt, as `assay generate` makes them (chat through the template,
 /// control tokens parsed; plain text with BOS as the metadata says).
-fn tokenize(m: &ServedModel, prompt: &Prompt) -> Result<Vec<u32>, ApiError> {
+pub(super) fn tokenize(m: &ServedModel, p: &GenParams) -> Result<Vec<u32>, ApiError> {
     let tok = &m.tokenizer;
-    let ids = match prompt {
+    let ids = match &p.prompt {
         Prompt::Tokens(t) => {
             if let Some(&bad) = t.iter().find(|&&x| x as usize >= tok.vocab_size()) {
                 return Err(ApiError::bad_field(
@@ -154,14 +158,18 @@ fn tokenize(m: &ServedModel, prompt: &Prompt) -> Result<Vec<u32>, ApiError> {
         Prompt::Text(s) => tok
             .encode(s, true, false)
             .map_err(|e| ApiError::bad_field("prompt", format!("cannot tokenize: {e}")))?,
-        Prompt::Messages(msgs) => {
+        Prompt::Messages(_) | Prompt::ChatJson(_) => {
             let Some(t) = &m.template else {
                 return Err(ApiError::bad_request(format!(
                     "model `{}` has no chat template; use /v1/completions",
                     m.alias
                 )));
             };
-            let text = t.render(msgs, None, true).map_err(|e| {
+            let rendered = match &p.prompt {
+                Prompt::Messages(msgs) if p.tools.is_none() => t.render(msgs, None, true),
+                _ => surfaces::render_with_tools(t, p),
+            };
+            let text = rendered.map_err(|e| {
                 ApiError::bad_field(
                     "messages",
                     format!("the chat template rejected the conversation: {e}"),
@@ -184,7 +192,7 @@ fn tokenize(m: &ServedModel, prompt: &Prompt) -> Result<Vec<u32>, ApiError> {
     Ok(ids)
 }
 
-fn submit_error(e: SubmitError, retry_after: u64) -> ApiError {
+pub(super) fn submit_error(e: SubmitError, retry_after: u64) -> ApiError {
     match e {
         SubmitError::QueueFull(_) => ApiError::queue_full(format!("server busy: {e}"), retry_after),
         SubmitError::ShuttingDown | SubmitError::EngineGone => ApiError::unavailable(e.to_string()),
@@ -193,7 +201,7 @@ fn submit_error(e: SubmitError, retry_after: u64) -> ApiError {
     }
 }
 
-fn finish_reason(f: &FinishReason, stopped: bool) -> &'static str {
+pub(super) fn finish_reason(f: &FinishReason, stopped: bool) -> &'static str {
     if stopped {
         return "stop";
     }
@@ -203,7 +211,7 @@ fn finish_reason(f: &FinishReason, stopped: bool) -> &'static str {
     }
 }
 
-fn usage(prompt: usize, cached: usize, completion: usize) -> Value {
+pub(super) fn usage(prompt: usize, cached: usize, completion: usize) -> Value {
     json!({
         "prompt_tokens": prompt,
         "completion_tokens": completion,
@@ -213,18 +221,23 @@ fn usage(prompt: usize, cached: usize, completion: usize) -> Value {
 }
 
 /// Turns engine events into text: detokenizer, stop strings, token accounting.
-struct Collector<'a> {
+pub(super) struct Collector<'a> {
     dec: Option<StreamDecoder<'a>>,
     stop: StopMatcher,
-    stopped: bool,
-    tokens: Vec<u32>,
+    pub(super) stopped: bool,
+    pub(super) tokens: Vec<u32>,
     started: Instant,
     last: Option<Instant>,
     state: &'a AppState,
 }
 
 impl<'a> Collector<'a> {
-    fn new(m: &'a ServedModel, stops: &[String], started: Instant, state: &'a AppState) -> Self {
+    pub(super) fn new(
+        m: &'a ServedModel,
+        stops: &[String],
+        started: Instant,
+        state: &'a AppState,
+    ) -> Self {
         Self {
             dec: Some(StreamDecoder::new(&m.tokenizer)),
             stop: StopMatcher::new(stops),
@@ -237,7 +250,7 @@ impl<'a> Collector<'a> {
     }
 
     /// A token: the text now safe to emit.
-    fn token(&mut self, t: u32) -> String {
+    pub(super) fn token(&mut self, t: u32) -> String {
         let now = Instant::now();
         match self.last {
             None => self
@@ -263,7 +276,7 @@ impl<'a> Collector<'a> {
     }
 
     /// End of the stream (not after a stop): the held-back text.
-    fn tail(&mut self) -> String {
+    pub(super) fn tail(&mut self) -> String {
         let rest = self
             .dec
             .take()
@@ -278,7 +291,7 @@ impl<'a> Collector<'a> {
     }
 }
 
-fn engine_error(f: &Finish) -> Option<ApiError> {
+pub(super) fn engine_error(f: &Finish) -> Option<ApiError> {
     match &f.reason {
         FinishReason::Shutdown => Some(ApiError::unavailable("the server is shutting down")),
         FinishReason::Error(e) => Some(ApiError::internal(format!("generation failed: {e}"))),
@@ -296,6 +309,28 @@ async fn generate(
     let started = Instant::now();
     let v = body_json(body, st.config.body_limit_bytes)?;
     let p = request::parse(&v, kind, default_seed())?;
+    let (m, rx, n_prompt) = submit(&st, tenant, &p, kind).await?;
+    let id = match kind {
+        Kind::Chat => format!("chatcmpl-{}", fresh_id()),
+        Kind::Completion => format!("cmpl-{}", fresh_id()),
+    };
+    if p.stream {
+        Ok(stream(st, m, p, kind, id, rx, started, n_prompt))
+    } else {
+        blocking(&st, &m, &p, kind, id, rx, started, n_prompt).await
+    }
+}
+
+/// The events of a submitted request, with its model and prompt length.
+pub(super) type Submitted = (Arc<ServedModel>, mpsc::UnboundedReceiver<Event>, usize);
+
+/// Resolve the model, tokenize, build the grammar and queue the request.
+pub(super) async fn submit(
+    st: &AppState,
+    tenant: Option<Extension<Tenant>>,
+    p: &GenParams,
+    kind: Kind,
+) -> Result<Submitted, ApiError> {
     let m = st
         .model(&p.model)
         .ok_or_else(|| ApiError::model_not_found(&p.model))?
@@ -310,10 +345,11 @@ async fn generate(
     }
     // Template rendering and tokenization of a large body take a while: off the async
     // workers.
-    let (mm, pp) = (m.clone(), p.prompt.clone());
+    let (mm, pp) = (m.clone(), p.clone());
     let prompt = tokio::task::spawn_blocking(move || tokenize(&mm, &pp))
         .await
         .map_err(|_| ApiError::internal("tokenization failed"))??;
+    let constraint = surfaces::constraint(&m, p)?;
     if prompt.len() > m.max_prompt_tokens {
         let param = match kind {
             Kind::Chat => "messages",
@@ -339,17 +375,11 @@ async fn generate(
             max_tokens,
             sampling: p.sampling.clone(),
             events: tx,
+            constraint,
+            logprobs: p.logprobs.map(|l| l.top),
         })
         .map_err(|e| submit_error(e, st.config.retry_after_s))?;
-    let id = match kind {
-        Kind::Chat => format!("chatcmpl-{}", fresh_id()),
-        Kind::Completion => format!("cmpl-{}", fresh_id()),
-    };
-    if p.stream {
-        Ok(stream(st, m, p, kind, id, rx, started, n_prompt))
-    } else {
-        blocking(&st, &m, &p, kind, id, rx, started, n_prompt).await
-    }
+    Ok((m, rx, n_prompt))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -366,10 +396,14 @@ async fn blocking(
     let mut c = Collector::new(m, &p.stop, started, st);
     let mut text = String::new();
     let mut cached = 0;
+    let mut lps = Vec::new();
+    let mut pending_lp = None;
     let finish = loop {
         match rx.recv().await {
             Some(Event::Admitted { cached_tokens }) => cached = cached_tokens,
+            Some(Event::Logprob(l)) => pending_lp = Some(l),
             Some(Event::Token(t)) => {
+                lps.extend(pending_lp.take());
                 text.push_str(&c.token(t));
                 if c.stopped {
                     break None;
@@ -391,10 +425,20 @@ async fn blocking(
         None => "stop",
     };
     let u = usage(n_prompt, cached, c.tokens.len());
+    let mut message = json!({"role": "assistant", "content": text});
+    let mut reason = reason;
+    if let Some(mut parser) = surfaces::tool_parser(m, p, &id) {
+        let mut parts = parser.push(&text);
+        parts.extend(parser.finish());
+        message = crate::api::tools::message(&parts);
+        if message.get("tool_calls").is_some() {
+            reason = "tool_calls";
+        }
+    }
     let mut choice = match kind {
         Kind::Chat => json!({
             "index": 0,
-            "message": {"role": "assistant", "content": text},
+            "message": message,
             "logprobs": null,
             "finish_reason": reason,
         }),
@@ -407,6 +451,12 @@ async fn blocking(
     };
     if p.return_token_ids {
         choice["token_ids"] = json!(c.tokens);
+    }
+    if p.logprobs.is_some() {
+        choice["logprobs"] = match kind {
+            Kind::Chat => crate::api::logprobs::chat_logprobs(&m.tokenizer, &lps),
+            Kind::Completion => crate::api::logprobs::completion_logprobs(&m.tokenizer, &lps, 0),
+        };
     }
     let object = match kind {
         Kind::Chat => "chat.completion",
@@ -475,6 +525,10 @@ fn stream(
         let model = m.alias.as_str();
         let mut c = Collector::new(&m, &p.stop, started, &st);
         let ids = |t: u32| p.return_token_ids.then_some(vec![t]);
+        let mut parser = surfaces::tool_parser(&m, &p, &id);
+        let mut pending_lp = None;
+        let mut text_offset = 0usize;
+        let mut called = false;
         if kind == Kind::Chat {
             let mut first = chunk(kind, &id, created, model, None, None, None);
             first["choices"][0]["delta"] = json!({"role": "assistant", "content": ""});
@@ -490,24 +544,40 @@ fn stream(
             };
             match ev {
                 Some(Event::Admitted { cached_tokens }) => cached = cached_tokens,
+                Some(Event::Logprob(l)) => pending_lp = Some(l),
                 Some(Event::Token(t)) => {
                     let text = c.token(t);
                     let tid = ids(t);
-                    if (!text.is_empty() || tid.is_some())
-                        && tx
-                            .send(sse(&chunk(
-                                kind,
-                                &id,
-                                created,
-                                model,
-                                Some(&text),
-                                None,
-                                tid.as_deref(),
-                            )))
-                            .await
-                            .is_err()
-                    {
-                        return;
+                    let lp = pending_lp.take().map(|l| match kind {
+                        Kind::Chat => crate::api::logprobs::chat_logprobs(&m.tokenizer, &[l]),
+                        Kind::Completion => {
+                            let v = crate::api::logprobs::completion_logprobs(
+                                &m.tokenizer,
+                                &[l],
+                                text_offset,
+                            );
+                            text_offset += text.len();
+                            v
+                        }
+                    });
+                    if let Some(ps) = parser.as_mut() {
+                        for part in ps.push(&text) {
+                            called |= matches!(part, crate::api::tools::Parsed::Call { .. });
+                            let mut ch = chunk(kind, &id, created, model, None, None, None);
+                            ch["choices"][0]["delta"] = crate::api::tools::delta(&part);
+                            if tx.send(sse(&ch)).await.is_err() {
+                                return;
+                            }
+                        }
+                    } else if !text.is_empty() || tid.is_some() || lp.is_some() {
+                        let mut ch =
+                            chunk(kind, &id, created, model, Some(&text), None, tid.as_deref());
+                        if let Some(lp) = lp {
+                            ch["choices"][0]["logprobs"] = lp;
+                        }
+                        if tx.send(sse(&ch)).await.is_err() {
+                            return;
+                        }
                     }
                     if c.stopped {
                         break "stop";
@@ -518,7 +588,22 @@ fn stream(
                         let _ = tx.send(sse(&e.body())).await;
                         return;
                     }
-                    let text = c.tail();
+                    let mut text = c.tail();
+                    if let Some(mut ps) = parser.take() {
+                        let mut parts = ps.push(&text);
+                        parts.extend(ps.finish());
+                        text.clear();
+                        for part in parts {
+                            if matches!(part, crate::api::tools::Parsed::Call { .. }) {
+                                called = true;
+                            }
+                            let mut ch = chunk(kind, &id, created, model, None, None, None);
+                            ch["choices"][0]["delta"] = crate::api::tools::delta(&part);
+                            if tx.send(sse(&ch)).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
                     if !text.is_empty()
                         && tx
                             .send(sse(&chunk(
@@ -534,6 +619,9 @@ fn stream(
                             .is_err()
                     {
                         return;
+                    }
+                    if called {
+                        break "tool_calls";
                     }
                     break finish_reason(&f.reason, c.stopped);
                 }

@@ -14,6 +14,7 @@ mod handlers;
 pub mod metrics;
 pub mod request;
 pub mod stop;
+mod surfaces;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -96,6 +97,8 @@ async fn authenticate(State(st): State<Arc<AppState>>, mut req: Request, next: N
                 .get(axum::http::header::AUTHORIZATION)
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.strip_prefix("Bearer "))
+                // Anthropic's SDKs send the key as `x-api-key`.
+                .or_else(|| req.headers().get("x-api-key").and_then(|v| v.to_str().ok()))
                 .map(str::trim);
             match bearer {
                 None => {
@@ -135,6 +138,8 @@ pub fn router(state: Arc<AppState>) -> Router {
     let v1 = Router::new()
         .route("/v1/chat/completions", post(handlers::chat))
         .route("/v1/completions", post(handlers::completions))
+        .route("/v1/messages", post(surfaces::messages))
+        .route("/v1/responses", post(surfaces::responses))
         .route("/v1/models", get(handlers::models))
         .route("/v1/models/{id}", get(handlers::model))
         .route_layer(middleware::from_fn_with_state(state.clone(), authenticate));

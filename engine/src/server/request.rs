@@ -5,6 +5,9 @@
 use serde_json::{Map, Value};
 
 use super::error::ApiError;
+use crate::api::constrain::{self, ConstrainError, GrammarSpec};
+use crate::api::logprobs::{self, LogprobsRequest};
+use crate::api::tools::{self, Tools};
 use crate::sampling::SamplerConfig;
 use crate::tokenizer::ChatMessage;
 
@@ -19,6 +22,8 @@ pub enum Kind {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Prompt {
     Messages(Vec<ChatMessage>),
+    /// Messages carrying tool calls or tool results, normalized for the chat template.
+    ChatJson(Vec<Value>),
     Text(String),
     Tokens(Vec<u32>),
 }
@@ -35,6 +40,25 @@ pub struct GenParams {
     pub include_usage: bool,
     /// Extension: return the generated token ids.
     pub return_token_ids: bool,
+    /// `response_format` other than text: enforced by a grammar.
+    pub response_format: Option<GrammarSpec>,
+    /// `tools` / `tool_choice` (chat).
+    pub tools: Option<Tools>,
+    /// `logprobs` / `top_logprobs`.
+    pub logprobs: Option<LogprobsRequest>,
+}
+
+/// A [`ConstrainError`] as a 400.
+pub fn constrain_error(e: ConstrainError) -> ApiError {
+    match e {
+        ConstrainError::BadFormat { param, message } => ApiError::bad_field(&param, message),
+        ConstrainError::Unsupported(m) => ApiError::bad_field("response_format", m),
+        e => ApiError::bad_request(e.to_string()),
+    }
+}
+
+fn field_error((param, message): (String, String)) -> ApiError {
+    ApiError::bad_field(&param, message)
 }
 
 /// Fields accepted that do not change the output.
@@ -112,21 +136,15 @@ fn refuse_unsupported(obj: &Map<String, Value>, kind: Kind) -> Result<(), ApiErr
     {
         return Err(unsupported("best_of", "only best_of=1 is served"));
     }
-    match obj.get("logprobs") {
-        None | Some(Value::Null) | Some(Value::Bool(false)) => {}
-        Some(Value::Number(n)) if kind == Kind::Completion && n.as_u64() == Some(0) => {}
-        Some(_) => {
-            return Err(unsupported(
-                "logprobs",
-                "log-probabilities are not returned",
-            ));
+    if kind == Kind::Completion {
+        for k in ["tools", "tool_choice"] {
+            if present(k) {
+                return Err(unsupported(k, "tools are served on /v1/chat/completions"));
+            }
         }
     }
     for k in [
-        "top_logprobs",
         "suffix",
-        "tools",
-        "tool_choice",
         "functions",
         "function_call",
         "prediction",
@@ -140,15 +158,6 @@ fn refuse_unsupported(obj: &Map<String, Value>, kind: Kind) -> Result<(), ApiErr
     }
     if boolean(obj, "echo")? == Some(true) {
         return Err(unsupported("echo", "echoing the prompt is not implemented"));
-    }
-    if let Some(rf) = obj.get("response_format")
-        && !rf.is_null()
-        && rf.get("type").and_then(Value::as_str) != Some("text")
-    {
-        return Err(unsupported(
-            "response_format",
-            "only {\"type\": \"text\"} is served",
-        ));
     }
     if let Some(m) = obj.get("modalities")
         && !m.is_null()
@@ -371,7 +380,24 @@ pub fn parse(body: &Value, kind: Kind, default_seed: u64) -> Result<GenParams, A
         Some(_) => return Err(ApiError::bad_field("model", "`model` must be a string")),
     };
     let prompt = match kind {
-        Kind::Chat => Prompt::Messages(messages(obj)?),
+        Kind::Chat => {
+            let tool_shaped = obj
+                .get("messages")
+                .and_then(Value::as_array)
+                .is_some_and(|a| {
+                    a.iter().any(|m| {
+                        m.as_object()
+                            .is_some_and(|o| o.keys().any(|k| k != "role" && k != "content"))
+                            || m.get("content").is_some_and(Value::is_null)
+                    })
+                });
+            match obj.get("messages").and_then(Value::as_array) {
+                Some(a) if tool_shaped => {
+                    Prompt::ChatJson(tools::parse_messages(a).map_err(field_error)?)
+                }
+                _ => Prompt::Messages(messages(obj)?),
+            }
+        }
         Kind::Completion => prompt(obj)?,
     };
     let mut max_tokens = uint(obj, "max_tokens", 1)?;
@@ -434,6 +460,23 @@ pub fn parse(body: &Value, kind: Kind, default_seed: u64) -> Result<GenParams, A
             "`top_p` must be greater than 0",
         ));
     }
+    let response_format =
+        constrain::parse_response_format(obj.get("response_format")).map_err(constrain_error)?;
+    let tools = match kind {
+        Kind::Chat => tools::parse_tools(obj).map_err(field_error)?,
+        Kind::Completion => None,
+    };
+    if response_format.is_some() && tools.as_ref().is_some_and(Tools::active) {
+        return Err(ApiError::bad_field(
+            "response_format",
+            "`response_format` cannot be combined with `tools` (unless `tool_choice` is \"none\")",
+        ));
+    }
+    let logprobs = match kind {
+        Kind::Chat => logprobs::parse_chat(obj),
+        Kind::Completion => logprobs::parse_completion(obj),
+    }
+    .map_err(field_error)?;
     Ok(GenParams {
         model,
         prompt,
@@ -443,6 +486,9 @@ pub fn parse(body: &Value, kind: Kind, default_seed: u64) -> Result<GenParams, A
         stream,
         include_usage,
         return_token_ids: boolean(obj, "return_token_ids")?.unwrap_or(false),
+        response_format,
+        tools,
+        logprobs,
     })
 }
 
@@ -497,11 +543,13 @@ mod tests {
         for (extra, param) in [
             (json!({"logit_bias": {"1": 5}}), "logit_bias"),
             (json!({"n": 2}), "n"),
-            (json!({"logprobs": true}), "logprobs"),
-            (json!({"tools": []}), "tools"),
+            (json!({"logprobs": 1}), "logprobs"),
+            (json!({"top_logprobs": 2}), "top_logprobs"),
+            (json!({"tools": {}}), "tools"),
+            (json!({"tool_choice": "required"}), "tool_choice"),
             (
-                json!({"response_format": {"type": "json_object"}}),
-                "response_format",
+                json!({"response_format": {"type": "xml"}}),
+                "response_format.type",
             ),
             (json!({"frobnicate": 1}), "frobnicate"),
             (json!({"max_tokens": -1}), "max_tokens"),
