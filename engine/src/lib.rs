@@ -15,4 +15,5 @@ pub mod reference;
 pub mod sampling;
 pub mod scheduler;
 pub mod server;
+pub mod spec;
 pub mod tokenizer;

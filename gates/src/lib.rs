@@ -22,6 +22,7 @@ pub mod quant_golden;
 pub mod receipt;
 pub mod reference_gates;
 pub mod served_gate;
+pub mod spec_gates;
 pub mod stamp;
 
 use std::path::PathBuf;
@@ -134,6 +135,7 @@ pub fn battery() -> Vec<GateDef> {
     let mut gates = cpu_gates::gates();
     gates.extend(reference_gates::gates());
     gates.extend(served_gate::gates());
+    gates.extend(spec_gates::gates());
     gates.extend(gpu_gates::gates());
     gates
 }

@@ -169,6 +169,27 @@ impl Sampler {
         }
     }
 
+    /// Whether choices are greedy (no draw): speculative verification then compares tokens.
+    pub fn is_greedy(&self) -> bool {
+        !self.uses_draw()
+    }
+
+    /// The distribution [`Sampler::sample`] draws from for `logits`: `(token, probability)`
+    /// in candidate order; greedy gives the arg-max with probability 1. Speculative
+    /// rejection sampling uses it as the target distribution `p` (and the draft's `q`).
+    pub fn distribution(&self, logits: &[f32]) -> Vec<(u32, f64)> {
+        match distribution(&self.cfg, self.window(), logits) {
+            Some(d) => d.tokens.into_iter().zip(d.probs).collect(),
+            None => vec![(greedy(&penalized(&self.cfg, self.window(), logits)), 1.0)],
+        }
+    }
+
+    /// The generator (speculative decoding draws its accept/reject and residual uniforms
+    /// from it, so one seed fixes the whole run).
+    pub fn rng_mut(&mut self) -> &mut Rng {
+        &mut self.rng
+    }
+
     #[cfg(test)]
     fn penalized(&self, logits: &[f32]) -> Vec<f32> {
         penalized(&self.cfg, self.window(), logits)
@@ -182,6 +203,19 @@ impl Sampler {
         let u = self.draw();
         pick(&self.cfg, self.window(), logits, u).token
     }
+}
+
+/// Walk the cumulative sum of `dist` (in its order) to the first entry past `u` in `[0, 1)`
+/// (as [`pick`] does); the last entry when rounding leaves `u` past the total.
+pub fn draw_from(dist: &[(u32, f64)], u: f64) -> u32 {
+    let mut acc = 0.0;
+    for &(t, p) in dist {
+        acc += p;
+        if u < acc {
+            return t;
+        }
+    }
+    dist.last().map_or(0, |x| x.0)
 }
 
 /// The logits with NaN as -inf and the penalties of `window` applied (step 1 of the chain).

@@ -100,6 +100,8 @@ pub struct Args {
     /// Print one JSON object instead of streaming text.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub spec: crate::spec_cli::SpecArgs,
 }
 
 /// Tokenize the prompt as the run asks: plain (BOS as the model's metadata says) or
@@ -314,6 +316,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut sampler = Sampler::new(cfg);
     for &t in &prompt {
         sampler.accept(t);
+    }
+    if args.spec.spec.is_some() {
+        let Exec::Cpu { exec, .. } = &exec else {
+            bail!("--spec runs on the CPU backend only for now (add --backend cpu)");
+        };
+        let prepared = crate::spec_cli::Prepared {
+            exec,
+            model: &model,
+            tok: &tok,
+            prompt: &prompt,
+            sampler,
+            load_s,
+            model_path: path.display().to_string(),
+        };
+        return crate::spec_cli::run(&args, prepared);
     }
     let mut stream = StreamDecoder::new(&tok);
     let mut out = std::io::stdout().lock();

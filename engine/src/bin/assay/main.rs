@@ -5,6 +5,7 @@ mod generate;
 mod inspect;
 mod keys;
 mod serve;
+mod spec_cli;
 mod tokenize;
 
 use clap::{Parser, Subcommand};

@@ -1,0 +1,185 @@
+//! `assay generate --spec draft:MODEL|ngram --spec-k K`: speculative decoding on the CPU
+//! reference executor. The tokens are those of plain decoding for greedy runs (the `spec`
+//! gate checks it); sampled runs draw from the same distribution. Acceptance statistics per
+//! draft position go to stderr at the end (and into `--json`'s `spec` field).
+
+use std::io::Write;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use engine::kv::KvDtype;
+use engine::model_file::GgufModel;
+use engine::reference::{Reference, ReferenceOptions};
+use engine::sampling::Sampler;
+use engine::spec::{
+    DepthConfig, DraftModel, ExactVerifier, NgramProposer, Proposer, ReferenceTarget, SpecOptions,
+    StopReason, generate,
+};
+use engine::tokenizer::{StreamDecoder, Tokenizer};
+use serde_json::json;
+
+/// When the off policy applies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Policy {
+    /// On for greedy runs, off for sampled runs (whose tokens would depend on timing).
+    Auto,
+    On,
+    Off,
+}
+
+/// The speculative flags of `assay generate`.
+#[derive(clap::Args, Debug)]
+pub struct SpecArgs {
+    /// Speculative decoding: `ngram` (prompt lookup) or `draft:MODEL` (a path or catalog
+    /// name of a model with the same vocabulary).
+    #[arg(long)]
+    pub spec: Option<String>,
+    /// Largest number of drafted tokens per round.
+    #[arg(long, default_value_t = 4)]
+    pub spec_k: usize,
+    /// Keep the depth at `--spec-k` instead of adapting it to recent acceptance.
+    #[arg(long)]
+    pub spec_fixed: bool,
+    /// Stop drafting when the draft model's top probability is under this (0 = never).
+    #[arg(long, default_value_t = 0.3)]
+    pub spec_confidence: f64,
+    /// Turn speculation off for the request when it measures slower than plain decode.
+    #[arg(long, value_enum, default_value_t = Policy::Auto)]
+    pub spec_policy: Policy,
+}
+
+/// What `generate` already prepared.
+pub struct Prepared<'a> {
+    pub exec: &'a Reference,
+    pub model: &'a Arc<GgufModel>,
+    pub tok: &'a Tokenizer,
+    pub prompt: &'a [u32],
+    pub sampler: Sampler,
+    pub load_s: f64,
+    pub model_path: String,
+}
+
+fn proposer(args: &crate::generate::Args, p: &Prepared<'_>) -> anyhow::Result<Box<dyn Proposer>> {
+    let spec = args.spec.spec.as_deref().unwrap_or("");
+    if spec == "ngram" {
+        return Ok(Box::new(NgramProposer::default()));
+    }
+    let Some(name) = spec.strip_prefix("draft:") else {
+        bail!("--spec {spec:?}: expected `ngram` or `draft:MODEL`");
+    };
+    let path = crate::common::resolve_model(Some(name), args.models_dir.clone())?;
+    let model = GgufModel::open(&path)
+        .with_context(|| format!("cannot open draft model {}", path.display()))?;
+    let options = ReferenceOptions {
+        threads: args.threads,
+        kv_dtype: KvDtype::F16,
+    };
+    let mut exec = Reference::new(Arc::new(model), options)
+        .with_context(|| format!("cannot run draft model {}", path.display()))?;
+    exec.cache_weights(args.cache_weights_mb.saturating_mul(1 << 20))?;
+    let label = path
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_else(|| name.to_owned());
+    let draft = DraftModel::new(
+        Arc::new(exec),
+        p.model,
+        p.exec.program().shape.n_vocab,
+        label,
+        p.sampler.config(),
+    )
+    .with_context(|| format!("draft model {}", path.display()))?;
+    Ok(Box::new(draft))
+}
+
+/// Run the speculative generation and print like plain `generate` does.
+pub fn run(args: &crate::generate::Args, mut p: Prepared<'_>) -> anyhow::Result<()> {
+    if args.spec.spec_k == 0 || args.spec.spec_k > 64 {
+        bail!("--spec-k {} is out of range (1..=64)", args.spec.spec_k);
+    }
+    let mut proposer = proposer(args, &p)?;
+    let greedy = p.sampler.is_greedy();
+    let off_when_slower = match args.spec.spec_policy {
+        Policy::Auto => greedy,
+        Policy::On => true,
+        Policy::Off => false,
+    };
+    let opts = SpecOptions {
+        depth: DepthConfig {
+            k_max: args.spec.spec_k,
+            adaptive: !args.spec.spec_fixed,
+            confidence: args.spec.spec_confidence,
+            off_when_slower,
+            probe_rounds: 8,
+        },
+        eog: p.tok.eog_ids(),
+        ignore_eos: args.ignore_eos,
+    };
+    let mut target = ReferenceTarget::new(p.exec);
+    let mut stream = StreamDecoder::new(p.tok);
+    let mut out = std::io::stdout().lock();
+    let mut text = String::new();
+    let json_out = args.json;
+    let g = generate(
+        &mut target,
+        proposer.as_mut(),
+        &mut ExactVerifier,
+        &mut p.sampler,
+        p.prompt,
+        args.max_tokens,
+        &opts,
+        &mut |t| {
+            let piece = stream
+                .push(t)
+                .map_err(|e| engine::spec::SpecError::Other(e.to_string()))?;
+            if !json_out {
+                write!(out, "{piece}")
+                    .and_then(|()| out.flush())
+                    .map_err(|e| engine::spec::SpecError::Other(e.to_string()))?;
+            }
+            text.push_str(&piece);
+            Ok(())
+        },
+    )?;
+    let tail = stream.finish();
+    text.push_str(&tail);
+    let stop = match g.stop {
+        StopReason::Length => "length",
+        StopReason::Eog => "eog",
+    };
+    let decode_steps = g.tokens.len().saturating_sub(1);
+    let prefill_tps = p.prompt.len() as f64 / g.prefill_s.max(1e-9);
+    let decode_tps = decode_steps as f64 / g.decode_s.max(1e-9);
+    if json_out {
+        let obj = json!({
+            "model": p.model_path,
+            "backend": "cpu",
+            "prompt_tokens": p.prompt,
+            "tokens": g.tokens,
+            "text": text,
+            "stop": stop,
+            "timings": {
+                "load_s": p.load_s,
+                "prefill_s": g.prefill_s,
+                "decode_s": g.decode_s,
+                "prefill_tokens_per_s": prefill_tps,
+                "decode_tokens_per_s": decode_tps,
+            },
+            "spec": g.stats,
+        });
+        writeln!(out, "{obj}")?;
+    } else {
+        writeln!(out, "{tail}")?;
+        eprintln!(
+            "prompt: {} tokens in {:.2}s ({prefill_tps:.1} tok/s) | generated: {} tokens in {:.2}s ({decode_tps:.1} tok/s) | stop: {stop}",
+            p.prompt.len(),
+            g.prefill_s,
+            g.tokens.len(),
+            g.decode_s,
+        );
+    }
+    for line in g.stats.report() {
+        eprintln!("{line}");
+    }
+    Ok(())
+}

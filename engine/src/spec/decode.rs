@@ -1,0 +1,187 @@
+//! The speculative decode loop, and the plain loop it must equal.
+
+use std::time::Instant;
+
+use crate::sampling::Sampler;
+
+use super::{
+    AdaptiveDepth, Draft, DraftMode, Proposer, SpecError, SpecOptions, SpecStats, Target, Verifier,
+};
+
+/// Why generation stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StopReason {
+    /// `max_tokens` generated.
+    Length,
+    /// An end-of-generation token was drawn (not included in the tokens).
+    Eog,
+}
+
+/// The result of a generation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Generation {
+    pub tokens: Vec<u32>,
+    pub stop: StopReason,
+    /// Speculation counters (empty for plain decode).
+    pub stats: SpecStats,
+    pub prefill_s: f64,
+    pub decode_s: f64,
+}
+
+fn is_stop(opts: &SpecOptions, t: u32) -> bool {
+    !opts.ignore_eos && opts.eog.contains(&t)
+}
+
+/// Plain decoding: prefill, then one target step per token. `sampler` must already have
+/// seen the prompt (as `assay generate` does); `on_token` is called for every token.
+pub fn plain_generate(
+    target: &mut dyn Target,
+    sampler: &mut Sampler,
+    prompt: &[u32],
+    max_tokens: usize,
+    opts: &SpecOptions,
+    on_token: &mut dyn FnMut(u32) -> Result<(), SpecError>,
+) -> Result<Generation, SpecError> {
+    if prompt.is_empty() {
+        return Err(SpecError::EmptyPrompt);
+    }
+    let t0 = Instant::now();
+    let mut logits = target.forward_last(prompt)?;
+    let prefill_s = t0.elapsed().as_secs_f64();
+    let t1 = Instant::now();
+    let mut tokens = Vec::new();
+    let mut stop = StopReason::Length;
+    while tokens.len() < max_tokens {
+        let next = sampler.sample(&logits);
+        if is_stop(opts, next) {
+            stop = StopReason::Eog;
+            break;
+        }
+        sampler.accept(next);
+        tokens.push(next);
+        on_token(next)?;
+        if tokens.len() == max_tokens {
+            break;
+        }
+        logits = target.forward_last(&[next])?;
+    }
+    Ok(Generation {
+        tokens,
+        stop,
+        stats: SpecStats::default(),
+        prefill_s,
+        decode_s: t1.elapsed().as_secs_f64(),
+    })
+}
+
+/// Speculative decoding: prefill, the first token from the prefill's logits (as plain
+/// decoding), then rounds of draft + one verification forward of `k + 1` rows, emitting
+/// the accepted drafts and the target's own next token. Same contract as
+/// [`plain_generate`]; with a greedy sampler and [`super::ExactVerifier`] the tokens are
+/// those of plain decoding for every proposer and depth.
+#[allow(clippy::too_many_arguments)]
+pub fn generate(
+    target: &mut dyn Target,
+    proposer: &mut dyn Proposer,
+    verifier: &mut dyn Verifier,
+    sampler: &mut Sampler,
+    prompt: &[u32],
+    max_tokens: usize,
+    opts: &SpecOptions,
+    on_token: &mut dyn FnMut(u32) -> Result<(), SpecError>,
+) -> Result<Generation, SpecError> {
+    if prompt.is_empty() {
+        return Err(SpecError::EmptyPrompt);
+    }
+    let mut stats = SpecStats::new(proposer.name(), opts.depth.k_max);
+    let mut depth = AdaptiveDepth::new(opts.depth.clone());
+    let mode = DraftMode {
+        greedy: sampler.is_greedy(),
+        confidence: opts.depth.confidence,
+    };
+    let draft_forwards0 = proposer.forwards();
+    let t0 = Instant::now();
+    let logits = target.forward_last(prompt)?;
+    let prefill_s = t0.elapsed().as_secs_f64();
+    let t1 = Instant::now();
+    let mut tokens = Vec::new();
+    let mut stop = StopReason::Length;
+    let mut context = prompt.to_vec();
+    if max_tokens > 0 {
+        let first = sampler.sample(&logits);
+        if is_stop(opts, first) {
+            stop = StopReason::Eog;
+        } else {
+            sampler.accept(first);
+            tokens.push(first);
+            context.push(first);
+            on_token(first)?;
+        }
+    }
+    'rounds: while stop == StopReason::Length && tokens.len() < max_tokens {
+        let remaining = max_tokens - tokens.len();
+        let k = depth.next_k().min(remaining - 1);
+        let tr = Instant::now();
+        let mut draft = if k > 0 {
+            proposer.propose(&context, k, mode)?
+        } else {
+            Draft::default()
+        };
+        draft.tokens.truncate(k);
+        if let Some(d) = draft.dists.as_mut() {
+            d.truncate(draft.tokens.len());
+        }
+        let drafted_s = tr.elapsed().as_secs_f64();
+        let tv = Instant::now();
+        let base = target.len();
+        let last = context.last().copied().ok_or(SpecError::EmptyPrompt)?;
+        let mut feed = Vec::with_capacity(draft.tokens.len() + 1);
+        feed.push(last);
+        feed.extend_from_slice(&draft.tokens);
+        let rows = if draft.tokens.is_empty() {
+            vec![target.forward_last(&feed)?]
+        } else {
+            target.forward_all(&feed)?
+        };
+        if rows.len() != feed.len() {
+            return Err(SpecError::Rows {
+                got: rows.len(),
+                want: feed.len(),
+            });
+        }
+        let res = verifier.verify(&rows, &draft, sampler);
+        let accepted = res.accepted.min(draft.tokens.len());
+        target.truncate(base + 1 + accepted);
+        let verify_s = tv.elapsed().as_secs_f64();
+        stats.draft_s += drafted_s;
+        stats.verify_s += verify_s;
+        stats.record(draft.tokens.len(), accepted);
+        let emitted = accepted + 1;
+        if depth.record(draft.tokens.len(), accepted, emitted, drafted_s + verify_s) {
+            stats.off_at = Some(tokens.len() as u64);
+        }
+        let out = draft.tokens[..accepted].iter().copied().chain([res.next]);
+        for t in out {
+            if is_stop(opts, t) {
+                stop = StopReason::Eog;
+                break 'rounds;
+            }
+            tokens.push(t);
+            context.push(t);
+            stats.emitted += 1;
+            on_token(t)?;
+            if tokens.len() == max_tokens {
+                break 'rounds;
+            }
+        }
+    }
+    stats.draft_forwards = proposer.forwards() - draft_forwards0;
+    Ok(Generation {
+        tokens,
+        stop,
+        stats,
+        prefill_s,
+        decode_s: t1.elapsed().as_secs_f64(),
+    })
+}

@@ -1,0 +1,167 @@
+//! A draft model: a smaller checkpoint with the target's vocabulary, run on the CPU
+//! reference executor, drafting autoregressively. Its KV cache is kept in step with the
+//! committed context: before drafting it is cut back to the longest prefix it shares with
+//! the context (rejected drafts drop out) and only the new tokens are fed.
+
+use std::sync::Arc;
+
+use crate::kv::SeqKv;
+use crate::model_file::GgufModel;
+use crate::reference::Reference;
+use crate::sampling::{Sampler, SamplerConfig, draw_from, greedy};
+use crate::tokenizer::Tokenizer;
+
+use super::{Draft, DraftMode, Proposer, SpecError};
+
+/// A draft-model proposer.
+pub struct DraftModel {
+    exec: Arc<Reference>,
+    name: String,
+    kv: SeqKv,
+    /// Tokens whose K/V rows are in `kv`.
+    fed: Vec<u32>,
+    sampler: Sampler,
+    forwards: u64,
+}
+
+/// Refuse a draft whose tokenizer or logits width differs from the target's: draft token
+/// ids must mean the same text.
+pub fn check_vocab(target: &GgufModel, draft: &GgufModel) -> Result<(), SpecError> {
+    let t = Tokenizer::from_gguf(target.header())?;
+    let d = Tokenizer::from_gguf(draft.header())?;
+    if t.vocab_size() != d.vocab_size() {
+        return Err(SpecError::VocabMismatch(format!(
+            "{} tokens vs {} in the target",
+            d.vocab_size(),
+            t.vocab_size()
+        )));
+    }
+    for id in 0..t.vocab_size() as u32 {
+        if t.token_text(id) != d.token_text(id) {
+            return Err(SpecError::VocabMismatch(format!(
+                "token {id} is {:?} in the draft, {:?} in the target",
+                d.token_text(id).unwrap_or(""),
+                t.token_text(id).unwrap_or("")
+            )));
+        }
+    }
+    Ok(())
+}
+
+impl DraftModel {
+    /// A draft proposer running `exec` (shareable: each proposer keeps its own cache), checked against the target's model and logits
+    /// width. `sampling` is the target's sampler configuration: the draft samples with the
+    /// same temperature and filters (no penalties; any draft distribution keeps the output
+    /// exact, a close one is accepted more often), seeded from the same seed.
+    pub fn new(
+        exec: Arc<Reference>,
+        target: &GgufModel,
+        target_vocab: usize,
+        name: String,
+        sampling: &SamplerConfig,
+    ) -> Result<Self, SpecError> {
+        check_vocab(target, exec.model())?;
+        let n = exec.program().shape.n_vocab;
+        if n != target_vocab {
+            return Err(SpecError::VocabMismatch(format!(
+                "the draft has {n} logits per row, the target {target_vocab}"
+            )));
+        }
+        let cfg = SamplerConfig {
+            repeat_penalty: 1.0,
+            presence_penalty: 0.0,
+            frequency_penalty: 0.0,
+            seed: sampling.seed ^ 0x5DEE_CE66_D1CE_F00D,
+            ..sampling.clone()
+        };
+        Ok(Self {
+            kv: exec.new_cache(),
+            exec,
+            name,
+            fed: Vec::new(),
+            sampler: Sampler::new(cfg),
+            forwards: 0,
+        })
+    }
+
+    /// Positions in the draft's cache.
+    pub fn cached(&self) -> usize {
+        self.kv.len()
+    }
+
+    fn step(&mut self, tokens: &[u32]) -> Result<Vec<f32>, SpecError> {
+        self.forwards += 1;
+        self.fed.extend_from_slice(tokens);
+        Ok(self.exec.step(&mut self.kv, tokens)?)
+    }
+}
+
+/// Largest softmax probability of a logits row.
+fn top_prob(logits: &[f32]) -> f64 {
+    let m = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    if !m.is_finite() {
+        return 0.0;
+    }
+    let s: f64 = logits
+        .iter()
+        .map(|&l| (f64::from(l) - f64::from(m)).exp())
+        .sum();
+    1.0 / s
+}
+
+impl Proposer for DraftModel {
+    fn name(&self) -> String {
+        format!("draft:{}", self.name)
+    }
+
+    fn propose(&mut self, context: &[u32], k: usize, mode: DraftMode) -> Result<Draft, SpecError> {
+        if k == 0 || context.is_empty() {
+            return Ok(Draft::default());
+        }
+        // Keep the draft cache in step: cut back to the shared prefix (always feeding at
+        // least the last context token, whose logits are needed).
+        let shared = self
+            .fed
+            .iter()
+            .zip(context)
+            .take_while(|(a, b)| a == b)
+            .count()
+            .min(context.len() - 1);
+        self.kv.truncate(shared);
+        self.fed.truncate(shared);
+        let mut logits = self.step(&context[shared..])?;
+        let mut draft = Draft {
+            tokens: Vec::with_capacity(k),
+            dists: (!mode.greedy).then(Vec::new),
+        };
+        for j in 0..k {
+            let t = if mode.greedy {
+                if mode.confidence > 0.0 && top_prob(&logits) < mode.confidence {
+                    break;
+                }
+                greedy(&logits)
+            } else {
+                let dist = self.sampler.distribution(&logits);
+                let top = dist.first().map_or(0.0, |x| x.1);
+                if mode.confidence > 0.0 && top < mode.confidence {
+                    break;
+                }
+                let u = self.sampler.rng_mut().next_f64();
+                let t = draw_from(&dist, u);
+                if let Some(d) = draft.dists.as_mut() {
+                    d.push(dist);
+                }
+                t
+            };
+            draft.tokens.push(t);
+            if j + 1 < k {
+                logits = self.step(&[t])?;
+            }
+        }
+        Ok(draft)
+    }
+
+    fn forwards(&self) -> u64 {
+        self.forwards
+    }
+}

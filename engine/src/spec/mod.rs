@@ -1,0 +1,118 @@
+//! Speculative decoding that never changes the output.
+//!
+//! Owns the [`Proposer`] trait and its implementations — a draft model with the target's
+//! vocabulary ([`DraftModel`]) and n-gram prompt lookup ([`NgramProposer`]); the trait
+//! leaves room for an MTP head — the [`Target`] the drafts are verified on
+//! ([`ReferenceTarget`]: the CPU reference executor), the [`Verifier`] (greedy match and
+//! distribution-exact rejection sampling, [`ExactVerifier`]), adaptive depth and the
+//! speculation-off policy ([`AdaptiveDepth`]), acceptance statistics ([`SpecStats`], for the
+//! CLI, `/metrics` and receipts), and the decode loop ([`generate`]) next to the plain loop
+//! it must equal ([`plain_generate`]).
+//!
+//! One round: the proposer drafts `d_1..d_k` after the committed context; the target runs
+//! ONE forward of `k + 1` rows (the last committed token, then the drafts) with logits of
+//! every row; row `i` is the target's distribution after `context + d_1..d_i`. The reference
+//! executor is batch-invariant (a row's arithmetic does not depend on the other rows), so
+//! row `i` equals what plain decode computes at that position when the drafts before it
+//! equal plain decode's tokens: greedy speculative output is token-identical to plain greedy
+//! decode by construction (and `harness gate`'s `spec` gate checks it for K = 1..8). The
+//! target's KV cache is truncated past the accepted tokens; the draft model's cache is cut
+//! back to the longest prefix it shares with the new context before it drafts again.
+//!
+//! Sampled mode (temperature > 0): draft token `x` drawn from the draft's distribution `q`
+//! is accepted with probability `min(1, p(x) / q(x))`, else the token is drawn from the
+//! normalized residual `max(0, p - q)`; when every draft is accepted one more token is
+//! drawn from the last row. The emitted sequence then has exactly the distribution of plain
+//! sampling from `p` (Leviathan et al. 2023; Chen et al. 2023). `p` is the sampler's own
+//! distribution (penalties over the history, top-k/top-p/min-p, temperature), row by row.
+//! A deterministic proposer (n-gram) has `q = δ(x)`: accept with probability `p(x)`, else
+//! draw from `p` with `x` removed. All uniforms come from the target sampler's seeded
+//! [`crate::sampling::Rng`] (the draft model samples with its own, seeded from the same
+//! seed), so one seed and one K give the same tokens.
+
+mod adaptive;
+mod decode;
+mod draft_model;
+mod ngram;
+mod stats;
+pub mod synthetic;
+mod target;
+#[cfg(test)]
+mod tests;
+mod verify;
+
+pub use adaptive::{AdaptiveDepth, DepthConfig};
+pub use decode::{Generation, StopReason, generate, plain_generate};
+pub use draft_model::DraftModel;
+pub use ngram::NgramProposer;
+pub use stats::SpecStats;
+pub use target::{ReferenceTarget, Target};
+pub use verify::{ExactVerifier, RoundResult, Verifier, residual_draw};
+
+use crate::reference::ReferenceError;
+use crate::tokenizer::TokenizerError;
+
+/// Errors of speculative decoding.
+#[derive(Debug, thiserror::Error)]
+pub enum SpecError {
+    #[error(transparent)]
+    Reference(#[from] ReferenceError),
+    #[error(transparent)]
+    Tokenizer(#[from] TokenizerError),
+    #[error(
+        "the draft model's vocabulary differs from the target's: {0}; a draft must share the target's tokenizer"
+    )]
+    VocabMismatch(String),
+    #[error("the target returned {got} logits rows for {want} tokens")]
+    Rows { got: usize, want: usize },
+    #[error("empty prompt")]
+    EmptyPrompt,
+    #[error("{0}")]
+    Other(String),
+}
+
+/// A proposal: up to `k` draft tokens following the committed context.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Draft {
+    pub tokens: Vec<u32>,
+    /// For each token, the distribution it was drawn from (`(token, probability)`), when
+    /// the proposer samples; `None` for a deterministic proposal (point mass on the token)
+    /// and for greedy drafting.
+    pub dists: Option<Vec<Vec<(u32, f64)>>>,
+}
+
+/// How the proposer should draft (mirrors the target's sampler).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DraftMode {
+    /// Draft greedily (the target decodes greedily) or sample with the target's
+    /// temperature/filters.
+    pub greedy: bool,
+    /// Stop drafting when the draft's top probability (softmax of its raw logits) falls
+    /// under this (0 = never). Ignored by deterministic proposers.
+    pub confidence: f64,
+}
+
+/// A source of draft tokens. Implementations: a draft model ([`DraftModel`]), n-gram prompt
+/// lookup ([`NgramProposer`]); an MTP head would be a third (drafting from the target's own
+/// hidden state).
+pub trait Proposer {
+    /// Short name for statistics and receipts (`draft:<file>`, `ngram`).
+    fn name(&self) -> String;
+    /// Propose up to `k` tokens to follow `context` (the prompt and every token emitted so
+    /// far). May return fewer (none when it has nothing).
+    fn propose(&mut self, context: &[u32], k: usize, mode: DraftMode) -> Result<Draft, SpecError>;
+    /// Forward passes of a draft network made so far (0 for lookup proposers).
+    fn forwards(&self) -> u64 {
+        0
+    }
+}
+
+/// Options of one speculative generation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SpecOptions {
+    /// Depth: fixed or adaptive, confidence cut, the off policy.
+    pub depth: DepthConfig,
+    /// Tokens that end generation (end-of-generation ids) unless `ignore_eos`.
+    pub eog: Vec<u32>,
+    pub ignore_eos: bool,
+}

@@ -1,0 +1,148 @@
+//! Acceptance statistics of a speculative run, per draft position: printed by the CLI,
+//! serializable for `/metrics` and receipts.
+
+/// Counters of one speculative generation (or of many, [`SpecStats::merge`]d).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SpecStats {
+    /// `ngram` or `draft:<name>`.
+    pub proposer: String,
+    /// Largest depth allowed.
+    pub k_max: usize,
+    /// Verification rounds (target forwards after the prefill), plain steps included.
+    pub rounds: u64,
+    /// Rounds that drafted nothing (plain steps: policy off, confidence cut, no n-gram).
+    pub plain_rounds: u64,
+    /// `proposed[i]`: rounds whose draft had a token at position `i` (0-based).
+    pub proposed: Vec<u64>,
+    /// `accepted[i]`: rounds whose draft token at position `i` was accepted.
+    pub accepted: Vec<u64>,
+    /// Tokens emitted after the prefill's first token.
+    pub emitted: u64,
+    /// Forward passes of the draft network.
+    pub draft_forwards: u64,
+    /// Token index at which the policy turned speculation off, if it did.
+    pub off_at: Option<u64>,
+    /// Seconds spent drafting and verifying.
+    pub draft_s: f64,
+    pub verify_s: f64,
+}
+
+impl SpecStats {
+    /// Empty counters for `proposer` with depth up to `k_max`.
+    pub fn new(proposer: String, k_max: usize) -> Self {
+        Self {
+            proposer,
+            k_max,
+            proposed: vec![0; k_max],
+            accepted: vec![0; k_max],
+            ..Self::default()
+        }
+    }
+
+    /// Count one round that drafted `proposed` tokens, `accepted` of them accepted.
+    pub fn record(&mut self, proposed: usize, accepted: usize) {
+        self.rounds += 1;
+        if proposed == 0 {
+            self.plain_rounds += 1;
+        }
+        if self.proposed.len() < proposed {
+            self.proposed.resize(proposed, 0);
+            self.accepted.resize(proposed, 0);
+        }
+        for i in 0..proposed {
+            self.proposed[i] += 1;
+            if i < accepted {
+                self.accepted[i] += 1;
+            }
+        }
+    }
+
+    /// Add another run's counters.
+    pub fn merge(&mut self, o: &SpecStats) {
+        let n = self.proposed.len().max(o.proposed.len());
+        self.proposed.resize(n, 0);
+        self.accepted.resize(n, 0);
+        for (i, (&p, &a)) in o.proposed.iter().zip(&o.accepted).enumerate() {
+            self.proposed[i] += p;
+            self.accepted[i] += a;
+        }
+        self.rounds += o.rounds;
+        self.plain_rounds += o.plain_rounds;
+        self.emitted += o.emitted;
+        self.draft_forwards += o.draft_forwards;
+        self.draft_s += o.draft_s;
+        self.verify_s += o.verify_s;
+    }
+
+    /// Acceptance rate at each draft position (accepted / proposed; positions never
+    /// proposed are left out).
+    pub fn acceptance(&self) -> Vec<f64> {
+        self.proposed
+            .iter()
+            .zip(&self.accepted)
+            .take_while(|(p, _)| **p > 0)
+            .map(|(&p, &a)| a as f64 / p as f64)
+            .collect()
+    }
+
+    /// Tokens emitted per target forward (1 = no gain).
+    pub fn tokens_per_round(&self) -> f64 {
+        self.emitted as f64 / self.rounds.max(1) as f64
+    }
+
+    /// Human-readable lines (the CLI prints them on stderr).
+    pub fn report(&self) -> Vec<String> {
+        let total_p: u64 = self.proposed.iter().sum();
+        let total_a: u64 = self.accepted.iter().sum();
+        let mut lines = vec![format!(
+            "spec {}: {} rounds ({} plain), {} tokens, {:.2} tokens/round, drafts accepted {}/{} ({:.1}%), draft forwards {}, draft {:.2}s verify {:.2}s{}",
+            self.proposer,
+            self.rounds,
+            self.plain_rounds,
+            self.emitted,
+            self.tokens_per_round(),
+            total_a,
+            total_p,
+            100.0 * total_a as f64 / total_p.max(1) as f64,
+            self.draft_forwards,
+            self.draft_s,
+            self.verify_s,
+            match self.off_at {
+                Some(t) => format!(", policy turned speculation off at token {t}"),
+                None => String::new(),
+            }
+        )];
+        for (i, (p, a)) in self.proposed.iter().zip(&self.accepted).enumerate() {
+            if *p == 0 {
+                continue;
+            }
+            lines.push(format!(
+                "  position {}: accepted {a}/{p} ({:.1}%)",
+                i + 1,
+                100.0 * *a as f64 / *p as f64
+            ));
+        }
+        lines
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_position_counts() {
+        let mut s = SpecStats::new("ngram".into(), 3);
+        s.record(3, 1);
+        s.record(2, 2);
+        s.record(0, 0);
+        assert_eq!(s.proposed, vec![2, 2, 1]);
+        assert_eq!(s.accepted, vec![2, 1, 0]);
+        assert_eq!(s.acceptance(), vec![1.0, 0.5, 0.0]);
+        assert_eq!((s.rounds, s.plain_rounds), (3, 1));
+        let mut m = SpecStats::new("ngram".into(), 1);
+        m.merge(&s);
+        assert_eq!(m.proposed, vec![2, 2, 1]);
+        assert!(s.report().len() == 4);
+    }
+}

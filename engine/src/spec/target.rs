@@ -1,0 +1,75 @@
+//! The model whose distribution speculative decoding must reproduce.
+
+use crate::kv::SeqKv;
+use crate::reference::{LogitRows, Reference, SeqInput};
+
+use super::SpecError;
+
+/// A target model with one sequence's KV cache.
+pub trait Target {
+    /// Vocabulary size of the logits rows.
+    fn n_vocab(&self) -> usize;
+    /// Positions in the cache.
+    fn len(&self) -> usize;
+    /// Whether the cache is empty.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Append `tokens` and return the logits of the last one (prefill, plain decode).
+    fn forward_last(&mut self, tokens: &[u32]) -> Result<Vec<f32>, SpecError>;
+    /// Append `tokens` in one forward and return the logits of every row, in order
+    /// (verification of a draft).
+    fn forward_all(&mut self, tokens: &[u32]) -> Result<Vec<Vec<f32>>, SpecError>;
+    /// Drop every cached position from `len` on (rejected drafts).
+    fn truncate(&mut self, len: usize);
+}
+
+/// The CPU reference executor as a target.
+pub struct ReferenceTarget<'a> {
+    exec: &'a Reference,
+    kv: SeqKv,
+}
+
+impl<'a> ReferenceTarget<'a> {
+    /// A target with a fresh cache.
+    pub fn new(exec: &'a Reference) -> Self {
+        Self {
+            kv: exec.new_cache(),
+            exec,
+        }
+    }
+}
+
+impl Target for ReferenceTarget<'_> {
+    fn n_vocab(&self) -> usize {
+        self.exec.program().shape.n_vocab
+    }
+
+    fn len(&self) -> usize {
+        self.kv.len()
+    }
+
+    fn forward_last(&mut self, tokens: &[u32]) -> Result<Vec<f32>, SpecError> {
+        Ok(self.exec.step(&mut self.kv, tokens)?)
+    }
+
+    fn forward_all(&mut self, tokens: &[u32]) -> Result<Vec<Vec<f32>>, SpecError> {
+        let mut batch = [SeqInput {
+            kv: &mut self.kv,
+            tokens,
+            logits: LogitRows::All,
+        }];
+        let logits = self.exec.forward(&mut batch)?;
+        if logits.rows.len() != tokens.len() {
+            return Err(SpecError::Rows {
+                got: logits.rows.len(),
+                want: tokens.len(),
+            });
+        }
+        Ok((0..tokens.len()).map(|i| logits.row(i).to_vec()).collect())
+    }
+
+    fn truncate(&mut self, len: usize) {
+        self.kv.truncate(len);
+    }
+}
