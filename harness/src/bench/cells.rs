@@ -68,6 +68,19 @@ fn default_arms() -> Vec<String> {
     vec!["assay".into()]
 }
 
+/// The speculative decoding of a cell (`spec = { proposer = "ngram", k = 4 }`).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SpecCell {
+    /// `ngram`, or `draft:<catalog name>`.
+    pub proposer: String,
+    /// Largest depth.
+    pub k: usize,
+    /// Adapt the depth to acceptance (else fixed at `k`).
+    #[serde(default)]
+    pub adaptive: bool,
+}
+
 /// One bench cell.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -95,6 +108,11 @@ pub struct Cell {
     /// Engines, interleaved: `assay`, later `llama.cpp`.
     #[serde(default = "default_arms")]
     pub arms: Vec<String>,
+    /// A prompt text (path from the repository root, e.g. `boards/prompts/short-code.txt`)
+    /// instead of the deterministic ids; `prompt_tokens` must equal its token count.
+    pub prompt_file: Option<String>,
+    /// Speculative decoding (greedy; the tokens must equal plain decoding's).
+    pub spec: Option<SpecCell>,
 }
 
 /// One board.
@@ -133,6 +151,25 @@ impl Board {
             }
             if c.runs < 5 {
                 bail!("{}: cell {}: runs must be >= 5", file.display(), c.id);
+            }
+            if let Some(sp) = &c.spec
+                && (sp.k == 0
+                    || sp.k > 16
+                    || (sp.proposer != "ngram" && !sp.proposer.starts_with("draft:")))
+            {
+                bail!(
+                    "{}: cell {}: spec needs proposer `ngram` or `draft:<model>` and k in 1..=16",
+                    file.display(),
+                    c.id
+                );
+            }
+            if (c.spec.is_some() || c.prompt_file.is_some()) && c.arms.iter().any(|a| a != "assay")
+            {
+                bail!(
+                    "{}: cell {}: prompt_file / spec cells have the assay arm only (llama-bench takes no prompt text)",
+                    file.display(),
+                    c.id
+                );
             }
             if c.gen_tokens == 0 || c.batch == 0 || c.arms.is_empty() {
                 bail!("{}: cell {}: empty workload", file.display(), c.id);
@@ -214,5 +251,21 @@ mod tests {
         assert!(load_boards(t.path()).is_err());
         std::fs::write(&p, cell("model = \"m\"\nsurprise = 1")).unwrap();
         assert!(load_boards(t.path()).is_err());
+        let spec = "model = \"m\"\nprompt_file = \"boards/prompts/short-code.txt\"\n";
+        std::fs::write(
+            &p,
+            cell(&format!("{spec}spec = {{ proposer = \"ngram\", k = 4 }}")),
+        )
+        .unwrap();
+        let c = &load_boards(t.path()).unwrap()[0].cells[0];
+        assert_eq!(c.spec.as_ref().map(|s| s.k), Some(4));
+        for bad in [
+            "spec = { proposer = \"medusa\", k = 4 }",
+            "spec = { proposer = \"ngram\", k = 0 }",
+            "spec = { proposer = \"ngram\", k = 4 }\narms = [\"assay\", \"llama.cpp\"]",
+        ] {
+            std::fs::write(&p, cell(&format!("{spec}{bad}"))).unwrap();
+            assert!(load_boards(t.path()).is_err(), "{bad}");
+        }
     }
 }

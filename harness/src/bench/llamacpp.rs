@@ -415,6 +415,8 @@ mod tests {
             runs: 5,
             warmup: 1,
             arms: vec!["assay".into(), "llama.cpp".into()],
+            prompt_file: None,
+            spec: None,
         }
     }
 

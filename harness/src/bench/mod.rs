@@ -21,6 +21,7 @@ pub mod llamacpp;
 pub mod llama_server;
 pub mod roofline;
 pub mod runner;
+pub mod spec_cells;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -86,6 +87,8 @@ pub struct BenchArgs {
 /// Our engine on the cell's device.
 enum Ours {
     Cpu(Box<runner::CpuArm>),
+    /// A prompt text and/or speculative decoding (issue #10), CPU reference.
+    Text(Box<spec_cells::TextArm>),
     Gpu(Box<gpu::GpuArm>),
 }
 
@@ -93,6 +96,7 @@ impl Ours {
     fn measured(&self, samples: Vec<f64>) -> Measured {
         match self {
             Ours::Cpu(a) => a.measured(samples),
+            Ours::Text(a) => a.measured(samples),
             Ours::Gpu(a) => a.measured(samples),
         }
     }
@@ -102,6 +106,7 @@ impl ArmRun for Ours {
     fn run(&mut self, n: usize) -> Result<Vec<f64>> {
         match self {
             Ours::Cpu(a) => a.run(n),
+            Ours::Text(a) => a.run(n),
             Ours::Gpu(a) => a.run(n),
         }
     }
@@ -141,6 +146,11 @@ fn model_path(env: &EnvArgs, cell: &Cell) -> Result<(String, PathBuf)> {
 
 /// Why a cell cannot run here, if it cannot.
 fn skip_reason(cell: &Cell, gpu: bool) -> Option<String> {
+    if cell.device == DeviceKind::Gpu && (cell.spec.is_some() || cell.prompt_file.is_some()) {
+        return Some(
+            "prompt files and speculative decoding are not wired to the CUDA arm yet".into(),
+        );
+    }
     (cell.device == DeviceKind::Gpu && !gpu).then(|| "no GPU (nvidia-smi reports no device)".into())
 }
 
@@ -208,6 +218,15 @@ fn run_cell(
     }
     let mut ours = match (kinds.contains(&ArmKind::Assay), cell.device) {
         (false, _) => None,
+        (true, DeviceKind::Cpu) if cell.prompt_file.is_some() || cell.spec.is_some() => {
+            Some(Ours::Text(Box::new(spec_cells::TextArm::new(
+                &env.root()?,
+                &env.models_dir()?,
+                &path,
+                cell,
+                threads,
+            )?)))
+        }
         (true, DeviceKind::Cpu) => Some(Ours::Cpu(Box::new(runner::CpuArm::new(
             &path, cell, threads,
         )?))),
@@ -272,11 +291,11 @@ fn run_cell(
     r.workload = Workload {
         board: Some(board.to_owned()),
         mode: Some(cell.mode.name().into()),
-        prompt_id: Some(runner::PROMPT_ID.into()),
+        prompt_id: Some(cell.prompt_file.clone().unwrap_or(runner::PROMPT_ID.into())),
         prompt_tokens: Some(cell.prompt_tokens as u64),
         gen_tokens: Some(cell.gen_tokens as u64),
         batch: Some(cell.batch as u64),
-        k: None,
+        k: cell.spec.as_ref().map(|s| s.k as u64),
         sampling: Some("greedy".into()),
         threads: Some(threads as u64),
     };

@@ -1,0 +1,231 @@
+//! CPU cells with a prompt text and/or speculative decoding (issue #10): the CPU
+//! reference executor (weights kept dequantized in memory for both arms), greedy, plain or
+//! speculative. Before timing, the plain greedy tokens are computed once; every run of a
+//! speculative cell must reproduce them exactly, or the cell fails.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use engine::kv::KvDtype;
+use engine::model_file::GgufModel;
+use engine::reference::{Reference, ReferenceOptions};
+use engine::sampling::{Sampler, SamplerConfig};
+use engine::spec::{
+    DepthConfig, DraftModel, ExactVerifier, Generation, NgramProposer, Proposer, ReferenceTarget,
+    SpecOptions, SpecStats, generate, plain_generate,
+};
+use engine::tokenizer::Tokenizer;
+
+use super::arms::ArmRun;
+use super::cells::{Cell, Mode};
+use super::runner::{Measured, prompt};
+
+const CACHE_BYTES: usize = 6 << 30;
+
+fn reference(path: &Path, threads: usize) -> Result<Reference> {
+    let model =
+        Arc::new(GgufModel::open(path).with_context(|| format!("opening {}", path.display()))?);
+    let mut r = Reference::new(
+        model,
+        ReferenceOptions {
+            threads: Some(threads),
+            kv_dtype: KvDtype::F16,
+        },
+    )
+    .context("building the reference executor")?;
+    r.cache_weights(CACHE_BYTES)?;
+    Ok(r)
+}
+
+/// The cell's prompt: its text file tokenized (count checked), else the ids prompt.
+pub fn cell_prompt(root: &Path, r: &Reference, cell: &Cell) -> Result<Vec<u32>> {
+    let Some(file) = &cell.prompt_file else {
+        return Ok(prompt(cell.prompt_tokens, r.program().shape.n_vocab));
+    };
+    let p = root.join(file);
+    let text = std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
+    let tok = Tokenizer::from_gguf(r.model().header()).context("reading the tokenizer")?;
+    let ids = tok.encode(&text, true, false)?;
+    if ids.len() != cell.prompt_tokens {
+        bail!(
+            "cell {}: {file} is {} tokens for this model, the cell says prompt_tokens = {}",
+            cell.id,
+            ids.len(),
+            cell.prompt_tokens
+        );
+    }
+    Ok(ids)
+}
+
+/// The CPU reference timing a text-prompt cell, plain or speculative (greedy). Built with
+/// the plain greedy tokens of the prompt; every run must reproduce them exactly.
+pub struct TextArm {
+    r: Reference,
+    draft: Option<Arc<Reference>>,
+    cell: Cell,
+    prompt: Vec<u32>,
+    want: Vec<u32>,
+    threads: usize,
+    runs: usize,
+    stats: SpecStats,
+}
+
+impl TextArm {
+    pub fn new(
+        root: &Path,
+        models_dir: &Path,
+        path: &Path,
+        cell: &Cell,
+        threads: usize,
+    ) -> Result<TextArm> {
+        if cell.batch != 1 || cell.mode != Mode::Decode {
+            bail!(
+                "cell {}: text/speculative CPU cells are batch-1 decode",
+                cell.id
+            );
+        }
+        let r = reference(path, threads)?;
+        let prompt = cell_prompt(root, &r, cell)?;
+        let draft = match cell
+            .spec
+            .as_ref()
+            .and_then(|s| s.proposer.strip_prefix("draft:"))
+        {
+            Some(name) => {
+                let dpath = engine::catalog::resolve(name, models_dir)?;
+                Some(Arc::new(reference(&dpath, threads)?))
+            }
+            None => None,
+        };
+        let mut arm = TextArm {
+            r,
+            draft,
+            cell: cell.clone(),
+            prompt,
+            want: Vec::new(),
+            threads,
+            runs: 0,
+            stats: SpecStats::default(),
+        };
+        arm.want = arm.plain()?.tokens;
+        Ok(arm)
+    }
+
+    fn opts(&self, k: usize) -> SpecOptions {
+        SpecOptions {
+            depth: DepthConfig {
+                adaptive: self.cell.spec.as_ref().is_some_and(|s| s.adaptive),
+                ..DepthConfig::fixed(k)
+            },
+            eog: Vec::new(),
+            ignore_eos: true,
+        }
+    }
+
+    fn plain(&self) -> Result<Generation> {
+        let mut t = ReferenceTarget::new(&self.r);
+        let mut s = Sampler::new(SamplerConfig::default());
+        Ok(plain_generate(
+            &mut t,
+            &mut s,
+            &self.prompt,
+            self.cell.gen_tokens,
+            &self.opts(1),
+            &mut |_| Ok(()),
+        )?)
+    }
+
+    fn once(&mut self) -> Result<f64> {
+        let g = match &self.cell.spec {
+            None => self.plain()?,
+            Some(sp) => {
+                let greedy = SamplerConfig::default();
+                let mut proposer: Box<dyn Proposer> = match &self.draft {
+                    Some(d) => Box::new(DraftModel::new(
+                        d.clone(),
+                        self.r.model(),
+                        self.r.program().shape.n_vocab,
+                        sp.proposer.clone(),
+                        &greedy,
+                    )?),
+                    None => Box::new(NgramProposer::default()),
+                };
+                let mut t = ReferenceTarget::new(&self.r);
+                let mut s = Sampler::new(greedy);
+                let g = generate(
+                    &mut t,
+                    proposer.as_mut(),
+                    &mut ExactVerifier,
+                    &mut s,
+                    &self.prompt,
+                    self.cell.gen_tokens,
+                    &self.opts(sp.k),
+                    &mut |_| Ok(()),
+                )?;
+                if self.runs >= self.cell.warmup {
+                    self.stats.proposer = g.stats.proposer.clone();
+                    self.stats.merge(&g.stats);
+                }
+                g
+            }
+        };
+        if g.tokens != self.want {
+            bail!(
+                "cell {}: run {} generated other tokens than plain greedy decode",
+                self.cell.id,
+                self.runs
+            );
+        }
+        self.runs += 1;
+        let steps = g.tokens.len().saturating_sub(1);
+        Ok(steps as f64 / g.decode_s.max(1e-9))
+    }
+
+    /// How the samples were made, with `samples` (warm-up excluded).
+    pub fn measured(&self, samples: Vec<f64>) -> Measured {
+        let mut flags = vec![
+            format!("threads={}", self.threads),
+            "kv=f16".into(),
+            "weights-cached".into(),
+            format!("warmup={}", self.cell.warmup),
+        ];
+        let mut detail = vec![format!(
+            "greedy tokens identical to plain decode in all {} runs: {:?}",
+            self.runs,
+            &self.want[..self.want.len().min(8)]
+        )];
+        if let Some(sp) = &self.cell.spec {
+            flags.push(format!("spec={}", sp.proposer));
+            flags.push(format!("spec-k={}", sp.k));
+            flags.push(format!("spec-adaptive={}", sp.adaptive));
+            detail.push(format!(
+                "acceptance by position {:?}, {:.2} tokens per target forward (timed runs)",
+                self.stats
+                    .acceptance()
+                    .iter()
+                    .map(|a| (a * 1000.0).round() / 1000.0)
+                    .collect::<Vec<_>>(),
+                self.stats.tokens_per_round()
+            ));
+            detail.push(format!(
+                "spec stats {}",
+                serde_json::to_string(&self.stats).unwrap_or_default()
+            ));
+        }
+        Measured {
+            samples,
+            engine: "assay-reference-cpu".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            flags,
+            detail,
+            kv_bytes: 2.0,
+        }
+    }
+}
+
+impl ArmRun for TextArm {
+    fn run(&mut self, n: usize) -> Result<Vec<f64>> {
+        (0..n).map(|_| self.once()).collect()
+    }
+}
