@@ -403,3 +403,54 @@ async fn a_stream_whose_client_leaves_is_cancelled() {
     }
     assert!(st.generated_tokens.load(Ordering::SeqCst) - before < 400);
 }
+
+/// log-softmax computed here, independently of the server's code: f64 sum over the row.
+fn log_softmax_f64(l: &[f32]) -> Vec<f64> {
+    let max = l.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+    let z: f64 = l.iter().map(|&x| (x as f64 - max).exp()).sum::<f64>().ln();
+    l.iter().map(|&x| x as f64 - max - z).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logprobs_equal_the_reference_log_softmax() {
+    let Some(f) = fixture() else { return };
+    let prompt = f
+        .tok
+        .encode("The capital of France is", true, false)
+        .unwrap();
+    let req = json!({"model": "smol", "prompt": prompt, "max_tokens": 6, "temperature": 0,
+                     "logprobs": 3, "return_token_ids": true});
+    let (s, v, _) = post(f, "/v1/completions", req).await;
+    assert_eq!(s, 200, "{v}");
+    let c = &v["choices"][0];
+    let toks = ids(&c["token_ids"]);
+    let lp = &c["logprobs"];
+    let got = lp["token_logprobs"].as_array().unwrap();
+    assert_eq!(got.len(), toks.len());
+    assert!(!toks.is_empty());
+    let mut kv = f.reference.new_cache();
+    let mut logits = f.reference.step(&mut kv, &prompt).unwrap();
+    for (i, &t) in toks.iter().enumerate() {
+        let want = log_softmax_f64(&logits);
+        let g = got[i].as_f64().unwrap();
+        assert!(
+            (g - want[t as usize]).abs() < 1e-9,
+            "token {i}: {g} vs {}",
+            want[t as usize]
+        );
+        let mut best = want.clone();
+        best.sort_by(|a, b| b.total_cmp(a));
+        let mut top: Vec<f64> = lp["top_logprobs"][i]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|x| x.as_f64().unwrap())
+            .collect();
+        top.sort_by(|a, b| b.total_cmp(a));
+        assert!(!top.is_empty() && top.len() <= 3);
+        for (a, b) in top.iter().zip(&best) {
+            assert!((a - b).abs() < 1e-9, "token {i}: top {a} vs {b}");
+        }
+        logits = f.reference.step(&mut kv, &[t]).unwrap();
+    }
+}
