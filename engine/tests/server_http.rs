@@ -454,3 +454,51 @@ async fn logprobs_equal_the_reference_log_softmax() {
         logits = f.reference.step(&mut kv, &[t]).unwrap();
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_schema_is_enforced_on_the_served_path() {
+    use engine::api::constrain::{GrammarEnv, GrammarSpec};
+    let Some(f) = fixture() else { return };
+    let schema = json!({"type": "object", "properties": {
+        "city": {"enum": ["Paris", "Rome", "Oslo"]},
+        "n": {"type": "integer", "minimum": 0, "maximum": 9}}, "required": ["city", "n"]});
+    let q = "What is the capital of France? Answer in JSON.";
+    let req = json!({"model": "smol", "messages": [{"role": "user", "content": q}],
+        "max_tokens": 24, "temperature": 0, "return_token_ids": true,
+        "response_format": {"type": "json_schema",
+                            "json_schema": {"name": "x", "schema": schema, "strict": true}}});
+    let (s, v, _) = post(f, "/v1/chat/completions", req).await;
+    assert_eq!(s, 200, "{v}");
+    let c = &v["choices"][0];
+    assert_eq!(c["finish_reason"], "stop", "{v}");
+    let out: Value = serde_json::from_str(c["message"]["content"].as_str().unwrap()).unwrap();
+    let o = out.as_object().unwrap();
+    assert_eq!(o.len(), 2, "{out}");
+    assert!(["Paris", "Rome", "Oslo"].contains(&o["city"].as_str().unwrap()));
+    assert!(o["n"].as_u64().unwrap() <= 9);
+    // The same tokens as the plain reference path with the mask applied by hand.
+    let env = GrammarEnv::new(&f.tok, f.tok.vocab_size()).unwrap();
+    let mut g = env
+        .compile(&GrammarSpec::JsonSchema {
+            schema,
+            strict: true,
+        })
+        .unwrap();
+    let mut kv = f.reference.new_cache();
+    let mut logits = f.reference.step(&mut kv, &chat_ids(f, q)).unwrap();
+    let mut want = Vec::new();
+    loop {
+        g.constrain(&mut logits).unwrap();
+        let t = engine::sampling::greedy(&logits);
+        g.commit(t).unwrap();
+        if f.tok.is_eog(t) {
+            break;
+        }
+        want.push(t);
+        if g.is_stopped() || want.len() == 24 {
+            break;
+        }
+        logits = f.reference.step(&mut kv, &[t]).unwrap();
+    }
+    assert_eq!(ids(&c["token_ids"]), want);
+}
