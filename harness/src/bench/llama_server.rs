@@ -256,6 +256,7 @@ impl Drop for LlamaServer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::cells::DeviceKind;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -319,6 +320,40 @@ mod tests {
         // Nothing listening: no status at all.
         let p = free_port().unwrap();
         assert_eq!(http_status(p, "/health", Duration::from_millis(500)), None);
+    }
+
+    /// The real thing, run by hand where a CPU build and SmolLM2 exist:
+    /// `cargo test -p harness --bin harness real_llama_server -- --ignored`.
+    #[test]
+    #[ignore = "needs competitors/llama.cpp/build --cpu and the SmolLM2 test model"]
+    fn real_llama_server_starts_serves_and_stops() {
+        let home = crate::bench::llamacpp::default_home().unwrap();
+        let install = crate::bench::llamacpp::locate(&home, DeviceKind::Cpu).unwrap();
+        let model = PathBuf::from(std::env::var_os("HOME").unwrap())
+            .join(".cache/assay/models/SmolLM2-135M-Instruct.Q4_1.gguf");
+        let t = tempfile::tempdir().unwrap();
+        let o = ServerOptions {
+            gpu_layers: 0,
+            ctx: 512,
+            threads: Some(2),
+            ..ServerOptions::default()
+        };
+        let mut s = LlamaServer::start(&install, &model, &o, &t.path().join("log")).unwrap();
+        assert_eq!(
+            http_status(s.port, "/health", Duration::from_secs(5)),
+            Some(200)
+        );
+        assert_eq!(
+            http_status(s.port, "/v1/models", Duration::from_secs(5)),
+            Some(200)
+        );
+        assert!(s.base_url().ends_with("/v1"));
+        assert!(s.stop().unwrap().is_some());
+        assert_eq!(
+            http_status(s.port, "/health", Duration::from_millis(500)),
+            None
+        );
+        assert!(s.stop().unwrap().is_none());
     }
 
     #[test]

@@ -355,11 +355,15 @@ impl LlamaArm {
             ));
         }
         d.push(format!(
-            "llama.cpp: {} llama-bench call(s) with -r {:?} (the first {} warm-up, discarded); \
-             every call loads the model (not timed) and makes its own untimed 1-token warm-up",
+            "llama.cpp: {} llama-bench call(s), -r per call {:?}{}; every call loads the \
+             model (not timed) and makes its own untimed 1-token warm-up",
             self.calls,
             self.reps_per_call,
-            usize::from(self.cell.warmup > 0)
+            if self.cell.warmup > 0 {
+                " (the first call is the warm-up, discarded)"
+            } else {
+                ""
+            }
         ));
         d
     }
@@ -558,7 +562,10 @@ mod tests {
         // The recorded output holds 3 samples: asking for 1 is an error, not a number.
         assert!(run_retrying(&mut arm, 1).is_err());
         let d = arm.detail().join("\n");
-        assert!(d.contains("1 llama-bench call(s) with -r [3]"), "{d}");
+        assert!(
+            d.contains("1 llama-bench call(s), -r per call [3] (the first"),
+            "{d}"
+        );
         assert!(d.contains("KV f16/f16"), "{d}");
         assert_eq!(arm.flags(1)[..2], ["-m".to_string(), "SmolLM2.gguf".into()]);
         assert_eq!(arm.kv_bytes(), 2.0);
