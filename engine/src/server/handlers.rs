@@ -343,13 +343,14 @@ pub(super) async fn submit(
     {
         return Err(ApiError::unavailable("the server is shutting down"));
     }
-    // Template rendering and tokenization of a large body take a while: off the async
-    // workers.
+    // Template rendering and tokenization of a large body, and compiling a grammar (the
+    // first one of a model also builds its token trie), take a while: off the async workers.
     let (mm, pp) = (m.clone(), p.clone());
-    let prompt = tokio::task::spawn_blocking(move || tokenize(&mm, &pp))
-        .await
-        .map_err(|_| ApiError::internal("tokenization failed"))??;
-    let constraint = surfaces::constraint(&m, p)?;
+    let (prompt, constraint) = tokio::task::spawn_blocking(move || {
+        Ok::<_, ApiError>((tokenize(&mm, &pp)?, surfaces::constraint(&mm, &pp)?))
+    })
+    .await
+    .map_err(|_| ApiError::internal("tokenization failed"))??;
     if prompt.len() > m.max_prompt_tokens {
         let param = match kind {
             Kind::Chat => "messages",
