@@ -126,13 +126,11 @@ fn st_valid(names: &[&str]) -> Vec<u8> {
 }
 
 fn index(map: &[(&str, &str)]) -> Vec<u8> {
-    let m: serde_json::Map<String, serde_json::Value> = map
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).into()))
-        .collect();
-    serde_json::json!({ "weight_map": m })
-        .to_string()
-        .into_bytes()
+    // A sorted map: the bytes must not depend on serde_json's `preserve_order` feature.
+    let m: BTreeMap<&str, &str> = map.iter().copied().collect();
+    let mut outer = BTreeMap::new();
+    outer.insert("weight_map", m);
+    serde_json::to_vec(&outer).unwrap()
 }
 
 const F32: u32 = 0;
