@@ -521,24 +521,36 @@ pub fn safetensors_to_vec(
     tensors: &[TensorToWrite<'_>],
     metadata: &BTreeMap<String, String>,
 ) -> Vec<u8> {
-    let mut header = serde_json::Map::new();
+    // Sorted maps and structs with fields in sorted order, so the header's bytes do not
+    // depend on whether some crate in the build turned on serde_json's `preserve_order`.
+    #[derive(serde::Serialize)]
+    #[serde(untagged)]
+    enum Entry<'a> {
+        Metadata(&'a BTreeMap<String, String>),
+        Tensor {
+            data_offsets: [u64; 2],
+            dtype: &'static str,
+            shape: &'a [u64],
+        },
+    }
+    let mut header: BTreeMap<&str, Entry<'_>> = BTreeMap::new();
     if !metadata.is_empty() {
-        let m = metadata
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone().into()))
-            .collect();
-        header.insert(METADATA_KEY.into(), serde_json::Value::Object(m));
+        header.insert(METADATA_KEY, Entry::Metadata(metadata));
     }
     let mut offset = 0u64;
     for (name, dtype, shape, bytes) in tensors {
         let end = offset + bytes.len() as u64;
         header.insert(
-            (*name).to_owned(),
-            serde_json::json!({"dtype": dtype.name(), "shape": shape, "data_offsets": [offset, end]}),
+            name,
+            Entry::Tensor {
+                data_offsets: [offset, end],
+                dtype: dtype.name(),
+                shape,
+            },
         );
         offset = end;
     }
-    let mut json = serde_json::Value::Object(header).to_string().into_bytes();
+    let mut json = serde_json::to_vec(&header).unwrap_or_default();
     json.resize(json.len().next_multiple_of(8), b' ');
     let mut out = Vec::with_capacity(8 + json.len() + offset as usize);
     out.extend_from_slice(&(json.len() as u64).to_le_bytes());
