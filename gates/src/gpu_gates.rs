@@ -3,7 +3,8 @@
 //! [`crate::kernel_check::run`] and also requires that the kernels compiled into this
 //! binary are the kernels of the tree the receipt names; `argmax` runs
 //! [`crate::decode_check`] and `graph` runs [`crate::graph_check`] on the synthetic
-//! checkpoints of every family plus every catalog model present in the models folder.
+//! checkpoints of every family plus every catalog model present in the models folder;
+//! `chunking` runs [`crate::chunking`] on the same models.
 
 use std::sync::Arc;
 
@@ -11,6 +12,7 @@ use engine::cuda::{CudaConfig, Gpu};
 use engine::model_file::GgufModel;
 use engine::tokenizer::Tokenizer;
 
+use crate::chunking::{self as chunk_check, ChunkingConfig};
 use crate::decode_check::{self, DecodeCase, DecodeCheckConfig, check_model, synthetic_models};
 use crate::graph_check::{self, GraphCheckConfig};
 use crate::kernel_check::{KernelCheckConfig, run as run_kernel_check};
@@ -40,6 +42,13 @@ pub fn gates() -> Vec<GateDef> {
             needs_gpu: true,
             quick: false,
             run: graph,
+        },
+        GateDef {
+            name: "chunking",
+            about: "prompt fed whole or in chunks of 1 / 64 / 512: identical KV and logits bits",
+            needs_gpu: true,
+            quick: false,
+            run: chunking,
         },
     ]
 }
@@ -219,6 +228,39 @@ fn graph(ctx: &GateContext) -> GateOutcome {
     detail.extend(lines.iter().map(|l| l.render()));
     let verdict = with_problems(graph_check::verdict(&lines), problems);
     decode_outcome(verdict, detail, cfg.n_tokens)
+}
+
+fn chunking(ctx: &GateContext) -> GateOutcome {
+    if let Some(reason) = no_gpu_reason(ctx) {
+        return GateOutcome::new(Verdict::skipped(reason), Vec::new());
+    }
+    let gpu = match open_gpu(ctx) {
+        Ok(g) => g,
+        Err(e) => return GateOutcome::new(Verdict::from_failures(vec![e]), Vec::new()),
+    };
+    let cfg = ChunkingConfig::default();
+    let (cases, problems) = decode_cases(ctx);
+    let lines: Vec<_> = cases
+        .iter()
+        .map(|c| chunk_check::check_model(&gpu, c, &cfg))
+        .collect();
+    let mut detail = vec![format!(
+        "{} models, {} prompt tokens each",
+        lines.len(),
+        cfg.prompt_tokens
+    )];
+    detail.extend(lines.iter().map(|l| l.render()));
+    let verdict = with_problems(chunk_check::verdict(&lines), problems);
+    GateOutcome {
+        verdict,
+        detail,
+        model: None,
+        workload: Workload {
+            mode: Some("gate".into()),
+            prompt_tokens: Some(cfg.prompt_tokens as u64),
+            ..Workload::default()
+        },
+    }
 }
 
 #[cfg(test)]

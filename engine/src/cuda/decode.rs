@@ -43,6 +43,7 @@ use std::sync::Arc;
 
 mod fuse;
 mod graph;
+mod inspect;
 mod sample;
 
 pub use graph::StepGraph;
