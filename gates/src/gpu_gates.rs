@@ -184,7 +184,17 @@ fn kernel_check(ctx: &GateContext) -> GateOutcome {
     }
 }
 
-fn argmax(ctx: &GateContext) -> GateOutcome {
+/// The common frame of the per-model decode gates: skip without a GPU, open it, run
+/// `check` on every decode case, render each line, and judge them with `judge` (load
+/// problems of the cases are red too), then `finish` makes the outcome.
+fn per_model_gate<L>(
+    ctx: &GateContext,
+    check: impl Fn(&Arc<Gpu>, &DecodeCase) -> L,
+    render: impl Fn(&L) -> String,
+    judge: impl Fn(&[L]) -> Verdict,
+    header: impl Fn(usize) -> String,
+    finish: impl FnOnce(Verdict, Vec<String>) -> GateOutcome,
+) -> GateOutcome {
     if let Some(reason) = no_gpu_reason(ctx) {
         return GateOutcome::new(Verdict::skipped(reason), Vec::new());
     }
@@ -192,75 +202,61 @@ fn argmax(ctx: &GateContext) -> GateOutcome {
         Ok(g) => g,
         Err(e) => return GateOutcome::new(Verdict::from_failures(vec![e]), Vec::new()),
     };
-    let cfg = DecodeCheckConfig::default();
     let (cases, problems) = decode_cases(ctx);
-    let lines: Vec<_> = cases.iter().map(|c| check_model(&gpu, c, &cfg)).collect();
-    let mut detail = vec![format!(
-        "{} models, {} greedy steps each, near-tie <= {} logits",
-        lines.len(),
-        cfg.n_tokens,
-        cfg.near_tie
-    )];
-    detail.extend(lines.iter().map(|l| l.render()));
-    let verdict = with_problems(decode_check::verdict(&lines), problems);
-    decode_outcome(verdict, detail, cfg.n_tokens)
+    let lines: Vec<L> = cases.iter().map(|c| check(&gpu, c)).collect();
+    let mut detail = vec![header(lines.len())];
+    detail.extend(lines.iter().map(render));
+    finish(with_problems(judge(&lines), problems), detail)
+}
+
+fn argmax(ctx: &GateContext) -> GateOutcome {
+    let cfg = DecodeCheckConfig::default();
+    per_model_gate(
+        ctx,
+        |gpu, c| check_model(gpu, c, &cfg),
+        |l| l.render(),
+        decode_check::verdict,
+        |n| {
+            format!(
+                "{n} models, {} greedy steps each, near-tie <= {} logits",
+                cfg.n_tokens, cfg.near_tie
+            )
+        },
+        |verdict, detail| decode_outcome(verdict, detail, cfg.n_tokens),
+    )
 }
 
 fn graph(ctx: &GateContext) -> GateOutcome {
-    if let Some(reason) = no_gpu_reason(ctx) {
-        return GateOutcome::new(Verdict::skipped(reason), Vec::new());
-    }
-    let gpu = match open_gpu(ctx) {
-        Ok(g) => g,
-        Err(e) => return GateOutcome::new(Verdict::from_failures(vec![e]), Vec::new()),
-    };
     let cfg = GraphCheckConfig::default();
-    let (cases, problems) = decode_cases(ctx);
-    let lines: Vec<_> = cases
-        .iter()
-        .map(|c| graph_check::check_model(&gpu, c, &cfg))
-        .collect();
-    let mut detail = vec![format!(
-        "{} models, {} tokens each",
-        lines.len(),
-        cfg.n_tokens
-    )];
-    detail.extend(lines.iter().map(|l| l.render()));
-    let verdict = with_problems(graph_check::verdict(&lines), problems);
-    decode_outcome(verdict, detail, cfg.n_tokens)
+    per_model_gate(
+        ctx,
+        |gpu, c| graph_check::check_model(gpu, c, &cfg),
+        |l| l.render(),
+        graph_check::verdict,
+        |n| format!("{n} models, {} tokens each", cfg.n_tokens),
+        |verdict, detail| decode_outcome(verdict, detail, cfg.n_tokens),
+    )
 }
 
 fn chunking(ctx: &GateContext) -> GateOutcome {
-    if let Some(reason) = no_gpu_reason(ctx) {
-        return GateOutcome::new(Verdict::skipped(reason), Vec::new());
-    }
-    let gpu = match open_gpu(ctx) {
-        Ok(g) => g,
-        Err(e) => return GateOutcome::new(Verdict::from_failures(vec![e]), Vec::new()),
-    };
     let cfg = ChunkingConfig::default();
-    let (cases, problems) = decode_cases(ctx);
-    let lines: Vec<_> = cases
-        .iter()
-        .map(|c| chunk_check::check_model(&gpu, c, &cfg))
-        .collect();
-    let mut detail = vec![format!(
-        "{} models, {} prompt tokens each",
-        lines.len(),
-        cfg.prompt_tokens
-    )];
-    detail.extend(lines.iter().map(|l| l.render()));
-    let verdict = with_problems(chunk_check::verdict(&lines), problems);
-    GateOutcome {
-        verdict,
-        detail,
-        model: None,
-        workload: Workload {
-            mode: Some("gate".into()),
-            prompt_tokens: Some(cfg.prompt_tokens as u64),
-            ..Workload::default()
+    per_model_gate(
+        ctx,
+        |gpu, c| chunk_check::check_model(gpu, c, &cfg),
+        |l| l.render(),
+        chunk_check::verdict,
+        |n| format!("{n} models, {} prompt tokens each", cfg.prompt_tokens),
+        |verdict, detail| GateOutcome {
+            verdict,
+            detail,
+            model: None,
+            workload: Workload {
+                mode: Some("gate".into()),
+                prompt_tokens: Some(cfg.prompt_tokens as u64),
+                ..Workload::default()
+            },
         },
-    }
+    )
 }
 
 #[cfg(test)]
