@@ -44,14 +44,14 @@ fn next_token(history: &[u32]) -> u32 {
 
 impl Executor for Fake {
     type Kv = Vec<u32>;
-    fn new_kv(&self) -> Vec<u32> {
-        Vec::new()
+    fn new_kv(&self, _capacity: usize) -> Result<Vec<u32>, String> {
+        Ok(Vec::new())
     }
     fn kv_len(&self, kv: &Vec<u32>) -> usize {
         kv.len()
     }
-    fn kv_prefix(&self, kv: &Vec<u32>, len: usize) -> Vec<u32> {
-        kv[..len.min(kv.len())].to_vec()
+    fn kv_prefix(&self, kv: &Vec<u32>, len: usize, _capacity: usize) -> Result<Vec<u32>, String> {
+        Ok(kv[..len.min(kv.len())].to_vec())
     }
     fn kv_trim(&self, kv: &mut Vec<u32>, len: usize) {
         kv.truncate(len);
@@ -149,6 +149,7 @@ fn request(
             events: tx,
             constraint: None,
             logprobs: None,
+            ignore_eos: false,
         },
         rx,
     )

@@ -5,17 +5,24 @@
 //! prefix cache (which must report cached tokens).
 //!
 //! [`run_served`] takes the executor, so a test plants a fault (an executor that swaps one
-//! token) and sees the gate go red.
+//! token, [`SwapOne`]) and sees the gate go red.
+//!
+//! `served-cuda` is the same check with the CUDA backend behind the server
+//! ([`engine::scheduler::CudaExecutor`]) against the greedy path of `assay generate
+//! --backend cuda` (one [`CudaDecoder`]: prompt, device argmax, graphed steps). It needs a
+//! GPU. Setting `ASSAY_SERVED_PLANT_FAULT=N` swaps the arg-max of the N-th logits row the
+//! CUDA executor returns (row 1 is the warm-up), so a GPU run can show the gate going red.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use engine::cuda::{CudaConfig, CudaDecoder, Gpu};
 use engine::kv::KvDtype;
 use engine::reference::{Reference, ReferenceOptions};
 use engine::sampling::{Sampler, SamplerConfig};
-use engine::scheduler::{self, CpuExecutor, Executor, SchedulerConfig};
+use engine::scheduler::{self, CpuExecutor, CudaExecutor, Executor, SchedulerConfig, StepInput};
 use engine::server::{AppState, Metrics, ServedModel, ServerConfig};
 use engine::tokenizer::{ChatMessage, ChatTemplate, Tokenizer};
 use serde_json::{Value, json};
@@ -25,13 +32,72 @@ use crate::{GateContext, GateDef, GateOutcome, Verdict};
 
 /// The served gates.
 pub fn gates() -> Vec<GateDef> {
-    vec![GateDef {
-        name: "served",
-        about: "greedy tokens over HTTP (blocking, streamed, 16 concurrent, prefix-cached) == reference greedy",
-        needs_gpu: false,
-        quick: true,
-        run: served,
-    }]
+    vec![
+        GateDef {
+            name: "served",
+            about: "greedy tokens over HTTP (blocking, streamed, 16 concurrent, prefix-cached) == reference greedy",
+            needs_gpu: false,
+            quick: true,
+            run: served,
+        },
+        GateDef {
+            name: "served-cuda",
+            about: "greedy tokens over HTTP on the CUDA backend (blocking, streamed, 16 concurrent, prefix-cached) == assay generate --backend cuda",
+            needs_gpu: true,
+            quick: true,
+            run: served_cuda,
+        },
+    ]
+}
+
+/// An executor with one planted fault: the `at`-th logits row it returns gets a different
+/// arg-max (one swapped token on the served path).
+pub struct SwapOne<E> {
+    pub inner: E,
+    pub rows: usize,
+    pub at: usize,
+}
+
+impl<E: Executor> Executor for SwapOne<E> {
+    type Kv = E::Kv;
+    fn new_kv(&self, capacity: usize) -> Result<Self::Kv, String> {
+        self.inner.new_kv(capacity)
+    }
+    fn kv_len(&self, kv: &Self::Kv) -> usize {
+        self.inner.kv_len(kv)
+    }
+    fn kv_prefix(&self, kv: &Self::Kv, len: usize, capacity: usize) -> Result<Self::Kv, String> {
+        self.inner.kv_prefix(kv, len, capacity)
+    }
+    fn kv_trim(&self, kv: &mut Self::Kv, len: usize) {
+        self.inner.kv_trim(kv, len)
+    }
+    fn kv_bytes_per_token(&self) -> usize {
+        self.inner.kv_bytes_per_token()
+    }
+    fn reserves_capacity(&self) -> bool {
+        self.inner.reserves_capacity()
+    }
+    fn n_vocab(&self) -> usize {
+        self.inner.n_vocab()
+    }
+    fn step(
+        &mut self,
+        batch: &mut [StepInput<'_, Self::Kv>],
+    ) -> Result<Vec<Option<Vec<f32>>>, String> {
+        let mut out = self.inner.step(batch)?;
+        for row in out.iter_mut().flatten() {
+            self.rows += 1;
+            if self.rows == self.at && !row.is_empty() {
+                let a = engine::sampling::greedy(row) as usize;
+                let b = (a + 1) % row.len();
+                if let Some(x) = row.get_mut(b) {
+                    *x = f32::MAX;
+                }
+            }
+        }
+        Ok(out)
+    }
 }
 
 /// The prompts (chat, user turn).
@@ -260,11 +326,44 @@ pub fn run_served<E: Executor>(
     template: ChatTemplate,
     n_tokens: usize,
 ) -> (Verdict, Vec<String>) {
+    let want = |ids: &[u32], tok: &Tokenizer| reference_greedy(reference, tok, ids, n_tokens);
+    serve_and_check(exec, want, tok, template, n_tokens)
+}
+
+/// The greedy path of `assay generate --backend cuda`: prefill, device argmax, then one
+/// graphed step per token; stop at end-of-generation or `n` tokens.
+pub fn cuda_greedy(
+    dec: &mut CudaDecoder,
+    tok: &Tokenizer,
+    prompt: &[u32],
+    n: usize,
+) -> Result<Vec<u32>, String> {
+    dec.reset();
+    dec.forward(prompt).map_err(|e| e.to_string())?;
+    let mut t = dec.argmax().map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    while out.len() < n && !tok.is_eog(t) {
+        out.push(t);
+        if out.len() == n {
+            break;
+        }
+        t = dec.step_graphed(t).map_err(|e| e.to_string())?;
+    }
+    Ok(out)
+}
+
+/// Serve `exec` in-process and check every case against `want` (the expected greedy
+/// tokens of a prompt's ids). Returns the verdict and detail lines.
+pub fn serve_and_check<E: Executor>(
+    exec: E,
+    mut want: impl FnMut(&[u32], &Tokenizer) -> Result<Vec<u32>, String>,
+    tok: Tokenizer,
+    template: ChatTemplate,
+    n_tokens: usize,
+) -> (Verdict, Vec<String>) {
     let mut wants = Vec::new();
     for p in PROMPTS {
-        match chat_ids(&tok, &template, p)
-            .and_then(|ids| reference_greedy(reference, &tok, &ids, n_tokens))
-        {
+        match chat_ids(&tok, &template, p).and_then(|ids| want(&ids, &tok)) {
             Ok(w) => wants.push(w),
             Err(e) => {
                 return (
@@ -414,10 +513,67 @@ pub fn run_served<E: Executor>(
     let n = cases.len();
     let verdict = check(&cases);
     let detail = vec![format!(
-        "{n} requests over HTTP ({} prompts x cold/cached/streamed + 16 concurrent), {n_tokens} greedy tokens each, equal to the reference greedy path",
+        "{n} requests over HTTP ({} prompts x cold/cached/streamed + 16 concurrent), {n_tokens} greedy tokens each, equal to the single-sequence greedy path",
         PROMPTS.len()
     )];
     (verdict, detail)
+}
+
+fn served_cuda(ctx: &GateContext) -> GateOutcome {
+    let (model, facts) = match crate::reference_gates::default_model(ctx) {
+        Ok(x) => x,
+        Err(e) => return GateOutcome::new(Verdict::from_failures(vec![e]), vec![]),
+    };
+    let n_tokens = if ctx.quick { 8 } else { 24 };
+    let fault: Option<usize> = std::env::var("ASSAY_SERVED_PLANT_FAULT")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    let built = (|| -> Result<(CudaExecutor, CudaDecoder, Tokenizer, ChatTemplate), String> {
+        let cuda = CudaConfig {
+            ordinal: 0,
+            cubin_cache_dir: ctx.cubin_cache.clone(),
+        };
+        let gpu = Arc::new(Gpu::open(&cuda).map_err(|e| e.to_string())?);
+        let exec = CudaExecutor::new(gpu.clone(), &model, true).map_err(|e| e.to_string())?;
+        let program = engine::arch::build_program(model.header()).map_err(|e| e.to_string())?;
+        let dec = CudaDecoder::new(gpu, &model, program, 1024).map_err(|e| e.to_string())?;
+        let tok = Tokenizer::from_gguf(model.header()).map_err(|e| e.to_string())?;
+        let tmpl = ChatTemplate::for_model(model.header()).map_err(|e| e.to_string())?;
+        Ok((exec, dec, tok, tmpl))
+    })();
+    let (exec, mut dec, tok, template) = match built {
+        Ok(x) => x,
+        Err(e) => return GateOutcome::new(Verdict::from_failures(vec![e]), vec![]),
+    };
+    let want = |ids: &[u32], tok: &Tokenizer| cuda_greedy(&mut dec, tok, ids, n_tokens);
+    let (verdict, mut detail) = match fault {
+        Some(at) => {
+            let faulty = SwapOne {
+                inner: exec,
+                rows: 0,
+                at,
+            };
+            serve_and_check(faulty, want, tok, template, n_tokens)
+        }
+        None => serve_and_check(exec, want, tok, template, n_tokens),
+    };
+    if let Some(at) = fault {
+        detail.push(format!(
+            "planted fault: logits row {at} of the CUDA executor swapped (ASSAY_SERVED_PLANT_FAULT)"
+        ));
+    }
+    GateOutcome {
+        verdict,
+        detail,
+        model: Some(facts),
+        workload: Workload {
+            mode: Some("gate".into()),
+            prompt_id: Some("served-chat-v1".into()),
+            sampling: Some("greedy".into()),
+            batch: Some(16),
+            ..Workload::default()
+        },
+    }
 }
 
 fn served(ctx: &GateContext) -> GateOutcome {
@@ -503,51 +659,6 @@ mod tests {
         assert!(check(&[err]).is_red());
     }
 
-    /// The CPU executor with one planted fault: the `at`-th logits row it returns gets a
-    /// different arg-max (one swapped token on the served path).
-    struct SwapOne {
-        inner: CpuExecutor,
-        rows: usize,
-        at: usize,
-    }
-
-    impl Executor for SwapOne {
-        type Kv = engine::kv::SeqKv;
-        fn new_kv(&self) -> Self::Kv {
-            self.inner.new_kv()
-        }
-        fn kv_len(&self, kv: &Self::Kv) -> usize {
-            self.inner.kv_len(kv)
-        }
-        fn kv_prefix(&self, kv: &Self::Kv, len: usize) -> Self::Kv {
-            self.inner.kv_prefix(kv, len)
-        }
-        fn kv_trim(&self, kv: &mut Self::Kv, len: usize) {
-            self.inner.kv_trim(kv, len)
-        }
-        fn kv_bytes_per_token(&self) -> usize {
-            self.inner.kv_bytes_per_token()
-        }
-        fn n_vocab(&self) -> usize {
-            self.inner.n_vocab()
-        }
-        fn step(
-            &mut self,
-            batch: &mut [engine::scheduler::StepInput<'_, Self::Kv>],
-        ) -> Result<Vec<Option<Vec<f32>>>, String> {
-            let mut out = self.inner.step(batch)?;
-            for row in out.iter_mut().flatten() {
-                self.rows += 1;
-                if self.rows == self.at {
-                    let a = engine::sampling::greedy(row) as usize;
-                    let b = (a + 1) % row.len();
-                    row[b] = f32::MAX;
-                }
-            }
-            Ok(out)
-        }
-    }
-
     type Loaded = (Reference, Reference, Tokenizer, ChatTemplate);
 
     /// SmolLM2 twice (reference and served) with its tokenizer and template, or `None`
@@ -602,6 +713,46 @@ mod tests {
             failures.iter().any(|f| f.contains("differs")),
             "{failures:?}"
         );
+    }
+
+    /// On a GPU with SmolLM2 fetched: the CUDA served path is green, and one swapped token
+    /// behind it turns the gate red (skipped elsewhere).
+    #[test]
+    fn the_cuda_served_path_is_green_and_one_swapped_token_turns_it_red() {
+        if !engine::cuda::driver_present() {
+            println!("SKIP: no CUDA driver");
+            return;
+        }
+        let Some((_, _, tok, tmpl)) = smollm2() else {
+            return;
+        };
+        let dir = std::env::var_os("ASSAY_MODELS_DIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| {
+                std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                    .join(".cache/assay/models")
+            });
+        let model =
+            engine::model_file::GgufModel::open(&dir.join("SmolLM2-135M-Instruct.Q4_1.gguf"))
+                .unwrap();
+        let gpu = Arc::new(Gpu::open(&CudaConfig::default()).unwrap());
+        let program = engine::arch::build_program(model.header()).unwrap();
+        let mut dec = CudaDecoder::new(gpu.clone(), &model, program, 1024).unwrap();
+        let exec = CudaExecutor::new(gpu.clone(), &model, true).unwrap();
+        let want = |ids: &[u32], tok: &Tokenizer| cuda_greedy(&mut dec, tok, ids, 3);
+        let (v, detail) = serve_and_check(exec, want, tok, tmpl, 3);
+        assert_eq!(v, Verdict::Green, "{detail:?}");
+        let Some((_, _, tok, tmpl)) = smollm2() else {
+            return;
+        };
+        let faulty = SwapOne {
+            inner: CudaExecutor::new(gpu, &model, true).unwrap(),
+            rows: 0,
+            at: 6,
+        };
+        let want = |ids: &[u32], tok: &Tokenizer| cuda_greedy(&mut dec, tok, ids, 3);
+        let (v, _) = serve_and_check(faulty, want, tok, tmpl, 3);
+        assert!(v.is_red(), "a swapped token left the CUDA gate green");
     }
 
     #[test]

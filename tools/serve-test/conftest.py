@@ -1,5 +1,6 @@
-"""Fixtures: a running `assay serve` on SmolLM2 (CPU) on a free loopback port, with an API
-key made by `assay keys new`, and OpenAI clients pointed at it."""
+"""Fixtures: a running `assay serve` on SmolLM2 on a free loopback port (backend from
+$ASSAY_SERVE_BACKEND: `cpu` by default, `cuda` on a GPU machine), with an API key made by
+`assay keys new`, and OpenAI clients pointed at it."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pytest
 
 SMOL = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL = "smol"
+BACKEND = os.environ.get("ASSAY_SERVE_BACKEND", "cpu")
 
 
 def models_dir() -> Path:
@@ -32,7 +34,7 @@ class Server:
         if not path.exists():
             pytest.skip(f"{path} not found (tools/fetch-models)")
         args = [os.environ["ASSAY_BIN"], "serve", "--model", f"{MODEL}={path}", "--port", "0",
-                "--threads", "2", "--ctx", "2048", "--kv-mb", "256", *extra]
+                "--threads", "2", "--ctx", "2048", "--kv-mb", "256", "--backend", BACKEND, *extra]
         if keys is not None:
             args += ["--api-keys", str(keys)]
         self.proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)

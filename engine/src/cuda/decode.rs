@@ -45,6 +45,7 @@ mod fuse;
 mod graph;
 mod inspect;
 mod sample;
+mod shared;
 
 pub use graph::StepGraph;
 
@@ -81,10 +82,11 @@ struct LayerKv {
 pub struct CudaDecoder {
     gpu: Arc<Gpu>,
     program: Program,
-    mats: Vec<DeviceWeight>,
-    weights: Vec<DevWeight>,
+    /// Uploaded weights, shared by the decoders made by [`CudaDecoder::share`].
+    mats: Arc<Vec<DeviceWeight>>,
+    weights: Arc<Vec<DevWeight>>,
     /// RoPE tables, by index of the op in `body` then `head`.
-    rope: HashMap<usize, RopeTable>,
+    rope: Arc<HashMap<usize, RopeTable>>,
     bufs: Vec<Option<CudaSlice<f32>>>,
     head_bufs: Vec<Option<CudaSlice<f32>>>,
     kv: Vec<LayerKv>,
@@ -177,6 +179,25 @@ impl CudaDecoder {
                 );
             }
         }
+        Self::with_weights(
+            gpu,
+            program,
+            Arc::new(mats),
+            Arc::new(weights),
+            Arc::new(rope),
+            capacity,
+        )
+    }
+
+    /// Allocate the buffers and a KV cache of `capacity` positions around uploaded weights.
+    fn with_weights(
+        gpu: Arc<Gpu>,
+        program: Program,
+        mats: Arc<Vec<DeviceWeight>>,
+        weights: Arc<Vec<DevWeight>>,
+        rope: Arc<HashMap<usize, RopeTable>>,
+        capacity: usize,
+    ) -> Result<CudaDecoder, CudaError> {
         let alloc = |rows: usize| -> Result<Vec<Option<CudaSlice<f32>>>, CudaError> {
             program
                 .buffers

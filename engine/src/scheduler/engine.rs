@@ -94,7 +94,13 @@ impl<E: Executor> Engine<E> {
 
     fn warmup(&mut self) {
         if let Some(t) = self.config.warmup_token {
-            let mut kv = self.exec.new_kv();
+            let mut kv = match self.exec.new_kv(1) {
+                Ok(kv) => kv,
+                Err(e) => {
+                    tracing::error!("warm-up cache: {e}");
+                    return;
+                }
+            };
             let toks = [t];
             let mut b = [StepInput {
                 kv: &mut kv,
@@ -211,7 +217,18 @@ impl<E: Executor> Engine<E> {
                 self.finish(s, FinishReason::Length);
                 continue;
             }
-            let need = (s.tokens.len() + self.alloc.block_tokens()).min(self.config.n_ctx);
+            // Positions the sequence can ever hold: its prompt and every token it may
+            // generate, within the context.
+            let capacity = s
+                .prompt_len
+                .saturating_add(s.req.max_tokens)
+                .min(self.config.n_ctx)
+                .max(s.tokens.len().min(self.config.n_ctx));
+            let need = if self.exec.reserves_capacity() {
+                capacity
+            } else {
+                (s.tokens.len() + self.alloc.block_tokens()).min(self.config.n_ctx)
+            };
             while !self.alloc.can_admit(need) && self.evict_one() {}
             let blocks = match self.alloc.allocate(need) {
                 Ok(b) => b,
@@ -224,10 +241,20 @@ impl<E: Executor> Engine<E> {
             let reuse = hit.map_or(0, |h| h.shared.min(s.tokens.len() - 1));
             let kv = match (hit, reuse) {
                 (Some(h), r) if r > 0 => match self.cache.kv(h.entry) {
-                    Some(src) => self.exec.kv_prefix(src, r),
-                    None => self.exec.new_kv(),
+                    Some(src) => self.exec.kv_prefix(src, r, capacity),
+                    None => self.exec.new_kv(capacity),
                 },
-                _ => self.exec.new_kv(),
+                _ => self.exec.new_kv(capacity),
+            };
+            let kv = match kv {
+                Ok(kv) => kv,
+                Err(e) => {
+                    tracing::error!("cannot make a KV cache: {e}");
+                    self.release(blocks);
+                    self.count_admission(&mut s, 0);
+                    self.finish(s, FinishReason::Error(format!("KV cache: {e}")));
+                    continue;
+                }
             };
             let reused = self.exec.kv_len(&kv);
             s.kv = Some(kv);
@@ -397,7 +424,7 @@ impl<E: Executor> Engine<E> {
                 }
                 grammar_done = c.is_stopped();
             }
-            if self.config.eog_tokens.contains(&tok) {
+            if !s.req.ignore_eos && self.config.eog_tokens.contains(&tok) {
                 done.push((i, FinishReason::Eog));
                 continue;
             }

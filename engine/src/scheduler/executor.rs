@@ -3,8 +3,9 @@
 //!
 //! [`Executor`] is what a backend implements to be served. [`CpuExecutor`] implements it
 //! over the CPU [`Reference`] (thread- and batch-invariant, so a sequence's logits do not
-//! depend on the rest of the batch). A CUDA batched backend (the batched-decode issue)
-//! plugs in by implementing the same trait over its paged device cache; not done yet.
+//! depend on the rest of the batch). [`super::CudaExecutor`] implements it over the CUDA
+//! decoder (one decoder per sequence on one upload of the weights, run one after another
+//! within a step; a batched device step is the batched-decode issue).
 
 use crate::kv::SeqKv;
 use crate::reference::{LogitRows, Reference, SeqInput};
@@ -22,17 +23,24 @@ pub trait Executor: Send + 'static {
     /// One sequence's KV cache.
     type Kv: Send + 'static;
 
-    /// An empty cache.
-    fn new_kv(&self) -> Self::Kv;
+    /// An empty cache for a sequence that will hold at most `capacity` positions (a
+    /// backend may size its cache from it). Fails when the memory for it cannot be had.
+    fn new_kv(&self, capacity: usize) -> Result<Self::Kv, String>;
     /// Committed positions of `kv`.
     fn kv_len(&self, kv: &Self::Kv) -> usize;
-    /// A new cache holding a copy of the first `len` positions of `kv`.
-    fn kv_prefix(&self, kv: &Self::Kv, len: usize) -> Self::Kv;
+    /// A new cache holding a copy of the first `len` positions of `kv`, room for
+    /// `capacity` positions in all.
+    fn kv_prefix(&self, kv: &Self::Kv, len: usize, capacity: usize) -> Result<Self::Kv, String>;
     /// Shrink the cache to its first `len` positions and drop spare room (prefix-cache
     /// entries keep only what they hold).
     fn kv_trim(&self, kv: &mut Self::Kv, len: usize);
     /// Bytes one position takes in a cache.
     fn kv_bytes_per_token(&self) -> usize;
+    /// Whether a cache takes the memory of its whole `capacity` when made (then admission
+    /// reserves KV blocks for the request's whole length up front).
+    fn reserves_capacity(&self) -> bool {
+        false
+    }
     /// Vocabulary size (logits per row).
     fn n_vocab(&self) -> usize;
     /// Run one step; returns, for each input in order that asked, its row of logits
@@ -62,16 +70,16 @@ impl CpuExecutor {
 impl Executor for CpuExecutor {
     type Kv = SeqKv;
 
-    fn new_kv(&self) -> SeqKv {
-        self.reference.new_cache()
+    fn new_kv(&self, _capacity: usize) -> Result<SeqKv, String> {
+        Ok(self.reference.new_cache())
     }
 
     fn kv_len(&self, kv: &SeqKv) -> usize {
         kv.len()
     }
 
-    fn kv_prefix(&self, kv: &SeqKv, len: usize) -> SeqKv {
-        kv.prefix_copy(len)
+    fn kv_prefix(&self, kv: &SeqKv, len: usize, _capacity: usize) -> Result<SeqKv, String> {
+        Ok(kv.prefix_copy(len))
     }
 
     fn kv_trim(&self, kv: &mut SeqKv, len: usize) {

@@ -17,9 +17,10 @@
 //! * [`SchedulerHandle::drain`] stops admission, fails queued requests and lets running ones
 //!   finish until a deadline, after which they are cancelled.
 //!
-//! The executor is the [`Executor`] trait ([`CpuExecutor`] today); with a batch-invariant
+//! The executor is the [`Executor`] trait ([`CpuExecutor`], [`CudaExecutor`]); with a batch-invariant
 //! executor a sequence's tokens do not depend on what else ran beside it.
 
+pub mod cuda;
 mod engine;
 pub mod executor;
 pub mod prefix;
@@ -33,6 +34,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use crate::kv::blocks::{BlockAllocator, BlockError};
 use crate::sampling::SamplerConfig;
 
+pub use cuda::{CudaExecutor, CudaKv};
 pub use executor::{CpuExecutor, Executor, StepInput};
 pub use prefix::PrefixCache;
 
@@ -86,6 +88,8 @@ pub struct GenRequest {
     pub constraint: Option<crate::api::constrain::Constrained>,
     /// Report each token's log-probability with this many alternatives (`None` = off).
     pub logprobs: Option<usize>,
+    /// Do not end at end-of-generation tokens (only `max_tokens` or the context ends it).
+    pub ignore_eos: bool,
 }
 
 /// Why a sequence ended.

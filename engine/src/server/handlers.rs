@@ -378,6 +378,7 @@ pub(super) async fn submit(
             events: tx,
             constraint,
             logprobs: p.logprobs.map(|l| l.top),
+            ignore_eos: p.ignore_eos,
         })
         .map_err(|e| submit_error(e, st.config.retry_after_s))?;
     Ok((m, rx, n_prompt))

@@ -40,6 +40,9 @@ pub struct GenParams {
     pub include_usage: bool,
     /// Extension: return the generated token ids.
     pub return_token_ids: bool,
+    /// Extension (as llama-server and vLLM): keep generating past end-of-generation tokens
+    /// until `max_tokens` (fixed-length load tests).
+    pub ignore_eos: bool,
     /// `response_format` other than text: enforced by a grammar.
     pub response_format: Option<GrammarSpec>,
     /// `tools` / `tool_choice` (chat).
@@ -170,7 +173,7 @@ fn refuse_unsupported(obj: &Map<String, Value>, kind: Kind) -> Result<(), ApiErr
 }
 
 fn known_field(k: &str, kind: Kind) -> bool {
-    const COMMON: [&str; 27] = [
+    const COMMON: [&str; 28] = [
         "model",
         "max_tokens",
         "temperature",
@@ -197,6 +200,7 @@ fn known_field(k: &str, kind: Kind) -> bool {
         "function_call",
         "response_format",
         "return_token_ids",
+        "ignore_eos",
         "prediction",
     ];
     const MORE: [&str; 4] = [
@@ -486,6 +490,7 @@ pub fn parse(body: &Value, kind: Kind, default_seed: u64) -> Result<GenParams, A
         stream,
         include_usage,
         return_token_ids: boolean(obj, "return_token_ids")?.unwrap_or(false),
+        ignore_eos: boolean(obj, "ignore_eos")?.unwrap_or(false),
         response_format,
         tools,
         logprobs,

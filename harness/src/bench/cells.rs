@@ -41,6 +41,8 @@ pub enum Mode {
     Decode,
     /// Prompt tokens processed per second.
     Prefill,
+    /// `assay serve` under load: `batch` concurrent streamed requests (`serve_load`).
+    Serve,
 }
 
 impl Mode {
@@ -48,6 +50,7 @@ impl Mode {
         match self {
             Mode::Decode => "decode",
             Mode::Prefill => "prefill",
+            Mode::Serve => "serve",
         }
     }
 }
@@ -167,6 +170,18 @@ impl Board {
             {
                 bail!(
                     "{}: cell {}: prompt_file / spec cells have the assay arm only (llama-bench takes no prompt text)",
+                    file.display(),
+                    c.id
+                );
+            }
+            if c.mode == Mode::Serve
+                && (c.arms.iter().any(|a| a != "assay")
+                    || c.spec.is_some()
+                    || c.prompt_file.is_some()
+                    || c.gen_tokens < 2)
+            {
+                bail!(
+                    "{}: cell {}: serve cells have the assay arm only, no spec / prompt_file, and gen_tokens >= 2",
                     file.display(),
                     c.id
                 );

@@ -105,6 +105,7 @@ impl GpuArm {
         Ok(match cell.mode {
             Mode::Decode => cell.gen_tokens as f64 / decode_s.max(1e-9),
             Mode::Prefill => cell.prompt_tokens as f64 / prefill_s.max(1e-9),
+            Mode::Serve => bail!("cell {}: serve cells run through assay serve", cell.id),
         })
     }
 

@@ -122,7 +122,7 @@ pub fn locate(home: &Path, device: DeviceKind) -> Result<Install> {
 /// best batch-1 settings; CPU: no offload, `threads` threads.
 pub fn bench_args(cell: &Cell, reps: usize, threads: usize) -> Vec<String> {
     let (p, n, d) = match cell.mode {
-        Mode::Decode => (0, cell.gen_tokens, cell.prompt_tokens),
+        Mode::Decode | Mode::Serve => (0, cell.gen_tokens, cell.prompt_tokens),
         Mode::Prefill => (cell.prompt_tokens, 0, 0),
     };
     let mut a: Vec<String> = vec![
@@ -190,7 +190,7 @@ pub fn parse_jsonl(text: &str) -> Result<Vec<BenchRow>> {
 /// digits).
 pub fn samples(rows: &[BenchRow], cell: &Cell, reps: usize) -> Result<(Vec<f64>, BenchRow)> {
     let (p, n, d, tokens) = match cell.mode {
-        Mode::Decode => (0, cell.gen_tokens, cell.prompt_tokens, cell.gen_tokens),
+        Mode::Decode | Mode::Serve => (0, cell.gen_tokens, cell.prompt_tokens, cell.gen_tokens),
         Mode::Prefill => (cell.prompt_tokens, 0, 0, cell.prompt_tokens),
     };
     let want =

@@ -10,7 +10,8 @@
 //! Files: [`cells`] (board definitions), [`roofline`] (bytes per token, bandwidth),
 //! [`arms`] (arm selection, interleaving), [`runner`] (the CPU reference arm), [`gpu`]
 //! (the CUDA arm, device bandwidth), [`llamacpp`] (the llama.cpp arm), [`llama_server`]
-//! (llama-server start / readiness / stop, for pairings).
+//! (llama-server start / readiness / stop, for pairings), [`serve_load`] (`assay serve`
+//! under concurrent streamed load: TTFT, per-stream and aggregate tok/s).
 
 pub mod arms;
 pub mod cells;
@@ -21,6 +22,7 @@ pub mod llamacpp;
 pub mod llama_server;
 pub mod roofline;
 pub mod runner;
+pub mod serve_load;
 pub mod spec_cells;
 
 use std::path::PathBuf;
@@ -82,6 +84,9 @@ pub struct BenchArgs {
     /// Longest a competitor's call may run, in seconds.
     #[arg(long, default_value_t = 900)]
     pub arm_timeout_s: u64,
+    /// The `assay` binary serve cells start (default: `assay` next to this harness).
+    #[arg(long, env = "ASSAY_BIN")]
+    pub assay_bin: Option<PathBuf>,
 }
 
 /// Our engine on the cell's device.
@@ -180,6 +185,9 @@ fn run_cell(
         .threads
         .unwrap_or(stamp.device.cpu.logical_cores as usize);
     let runs = args.runs.unwrap_or(cell.runs).max(5);
+    if cell.mode == Mode::Serve {
+        return serve_cell(args, stamp, board, cell, &path, facts, runs, t0);
+    }
     let mut notes = Vec::new();
     // The competitor first: a missing build fails (or skips) before our engine loads.
     let mut llama = None;
@@ -353,15 +361,120 @@ fn run_cell(
     Ok(r)
 }
 
+/// A serve cell: `assay serve` (CUDA on a GPU cell, else CPU) on the cell's model, loaded
+/// by `batch` concurrent streams ([`serve_load`]). Arms: aggregate tok/s per wave,
+/// per-stream decode tok/s and TTFT (ms) per request.
+#[allow(clippy::too_many_arguments)]
+fn serve_cell(
+    args: &BenchArgs,
+    stamp: &Stamp,
+    board: &str,
+    cell: &Cell,
+    path: &std::path::Path,
+    facts: gates::receipt::ModelFacts,
+    runs: usize,
+    t0: Instant,
+) -> Result<Receipt> {
+    let bin = match &args.assay_bin {
+        Some(b) => b.clone(),
+        None => std::env::current_exe()
+            .context("locating the harness binary")?
+            .with_file_name("assay"),
+    };
+    let backend = match cell.device {
+        DeviceKind::Gpu => "cuda",
+        DeviceKind::Cpu => "cpu",
+    };
+    let ctx = cell.prompt_tokens + cell.gen_tokens + 16;
+    let mut flags: Vec<String> = vec![
+        "--backend".into(),
+        backend.into(),
+        "--ctx".into(),
+        ctx.to_string(),
+        "--prefix-cache-entries".into(),
+        "0".into(),
+        "--max-queue".into(),
+        (cell.batch * 2).max(16).to_string(),
+    ];
+    if let Some(t) = args.threads {
+        flags.extend(["--threads".into(), t.to_string()]);
+    }
+    let log = std::env::temp_dir().join(format!("assay-serve-{}.log", cell.id));
+    let mut server = serve_load::AssayServer::start(
+        &bin,
+        path,
+        &flags,
+        &log,
+        Duration::from_secs(args.arm_timeout_s),
+    )?;
+    let m = serve_load::measure(
+        &server.target(),
+        cell.batch,
+        cell.prompt_tokens,
+        cell.gen_tokens,
+        cell.warmup,
+        runs,
+    );
+    server.stop();
+    let m = m.with_context(|| {
+        format!(
+            "cell {}: load on assay serve (log {})",
+            cell.id,
+            server.log.display()
+        )
+    })?;
+    let mut r = stamp.receipt(Kind::Bench, &cell.id, Verdict::Green);
+    r.model = Some(facts);
+    r.workload = Workload {
+        board: Some(board.to_owned()),
+        mode: Some(cell.mode.name().into()),
+        prompt_id: Some("serve-ids-v1".into()),
+        prompt_tokens: Some(cell.prompt_tokens as u64),
+        gen_tokens: Some(cell.gen_tokens as u64),
+        batch: Some(cell.batch as u64),
+        k: None,
+        sampling: Some("greedy".into()),
+        threads: args.threads.map(|t| t as u64),
+    };
+    let engine = format!("assay-serve-{backend}");
+    let version = env!("CARGO_PKG_VERSION").to_string();
+    let mut arm_flags = vec![format!("bin={}", bin.display())];
+    arm_flags.extend(server.flags.iter().cloned());
+    for (name, unit, samples) in [
+        ("assay aggregate", "tok/s", m.aggregate),
+        ("assay per-stream", "tok/s/stream", m.stream_tok_s),
+        ("assay TTFT", "ms", m.ttft_ms),
+    ] {
+        r.arms.push(Arm {
+            name: name.into(),
+            engine: engine.clone(),
+            version: version.clone(),
+            flags: arm_flags.clone(),
+            unit: Some(unit.into()),
+            stats: Stats::of(&samples),
+            samples,
+            roofline_fraction: None,
+        });
+    }
+    r.detail.extend(m.detail);
+    r.detail.push(format!(
+        "server ready {:.1} s after start (weights uploaded, warm-up step run)",
+        server.ready_s
+    ));
+    r.wall_s = (t0.elapsed().as_secs_f64() * 1000.0).round() / 1000.0;
+    Ok(r)
+}
+
 /// One printed line for a measured cell.
 pub fn line(r: &Receipt) -> String {
     let mut s = format!("{:<36}", r.name);
     for a in &r.arms {
         if let Some(st) = a.stats {
             s += &format!(
-                " {} {:.2} tok/s (min {:.2}, max {:.2}, N={})",
+                " {} {:.2} {} (min {:.2}, max {:.2}, N={})",
                 a.name,
                 st.median,
+                a.unit.as_deref().unwrap_or("tok/s"),
                 st.min,
                 st.max,
                 a.samples.len()

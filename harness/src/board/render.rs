@@ -36,9 +36,14 @@ pub fn board_markdown(board: &Board, shown: &BTreeMap<String, &Receipt>, svg: &s
             continue;
         };
         for a in &r.arms {
+            // Units other than tok/s (serve cells: per-stream tok/s, TTFT ms) are named.
+            let unit = match a.unit.as_deref() {
+                Some(u) if u != "tok/s" => format!(" {u}"),
+                _ => String::new(),
+            };
             let (med, range) = match a.stats {
                 Some(st) => (
-                    format!("{:.2}", st.median),
+                    format!("{:.2}{unit}", st.median),
                     format!("{:.2} – {:.2}", st.min, st.max),
                 ),
                 None => ("—".into(), "—".into()),

@@ -125,7 +125,7 @@ fn prompt_tokens(args: &Args, model: &GgufModel, tok: &Tokenizer) -> anyhow::Res
 }
 
 /// The backend a run uses, after probing for a GPU.
-enum Resolved {
+pub(crate) enum Resolved {
     Cpu,
     Cuda(Arc<Gpu>),
 }
@@ -141,7 +141,7 @@ fn cuda_config() -> CudaConfig {
 
 /// Pick the backend: `auto` takes the GPU when a driver and a device are present, else
 /// says so in one line and takes the CPU; `cuda` without a usable GPU is an error.
-fn resolve_backend(backend: Backend) -> anyhow::Result<Resolved> {
+pub(crate) fn resolve_backend(backend: Backend) -> anyhow::Result<Resolved> {
     match backend {
         Backend::Cpu => Ok(Resolved::Cpu),
         Backend::Cuda => match Gpu::open(&cuda_config()) {

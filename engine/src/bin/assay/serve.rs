@@ -1,7 +1,13 @@
 //! `assay serve`: the OpenAI-compatible HTTP server over one or more models
 //! (`--model [ALIAS=]PATH`, paths or catalog names), each run by its own scheduler on the
-//! CPU reference backend. Prints the bound address on stderr; SIGTERM or ctrl-c drains
-//! (stops admitting, lets running streams finish within `--drain-s`) and exits.
+//! CPU reference backend or the CUDA backend (`--backend auto|cpu|cuda`, resolved as
+//! `assay generate` does: `auto` falls back to the CPU when no GPU is usable, or when CUDA
+//! cannot run the model). On CUDA the weights are uploaded once per model and every
+//! sequence gets its own device KV cache sized from its request; the default KV budget is
+//! 80% of the GPU's free memory after the upload. `/ready` answers only after the weights
+//! are loaded and a warm-up step ran. Prints the bound address on stderr; SIGTERM or
+//! ctrl-c drains (stops admitting, lets running streams finish within `--drain-s`) and
+//! exits.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -12,9 +18,12 @@ use anyhow::{Context, bail};
 use engine::kv::KvDtype;
 use engine::model_file::GgufModel;
 use engine::reference::{Reference, ReferenceOptions};
-use engine::scheduler::{self, CpuExecutor, SchedulerConfig};
+use engine::scheduler::{self, CpuExecutor, CudaExecutor, SchedulerConfig};
 use engine::server::{AppState, KeySet, Metrics, ServedModel, ServerConfig};
 use engine::tokenizer::{ChatTemplate, Tokenizer};
+
+use crate::generate::{Backend, Resolved, resolve_backend};
+use engine::cuda::Gpu;
 
 /// Arguments of `assay serve`.
 #[derive(clap::Args)]
@@ -38,9 +47,16 @@ pub struct Args {
     /// File of SHA-256 hashes of accepted API keys (`assay keys new`); without it, no auth.
     #[arg(long)]
     pub api_keys: Option<PathBuf>,
-    /// KV cache memory per model, MiB.
-    #[arg(long, default_value_t = 1024)]
-    pub kv_mb: usize,
+    /// KV cache memory per model, MiB (default: 1024 on the CPU; on CUDA 80% of the GPU's
+    /// free memory after the weights are uploaded).
+    #[arg(long)]
+    pub kv_mb: Option<usize>,
+    /// Backend: `auto` uses the GPU when a CUDA driver and device are present.
+    #[arg(long, value_enum, default_value_t = Backend::Auto)]
+    pub backend: Backend,
+    /// CUDA: run every decode step eagerly instead of replaying a captured CUDA graph.
+    #[arg(long)]
+    pub no_graph: bool,
     /// Positions per KV block.
     #[arg(long, default_value_t = 16)]
     pub kv_block_tokens: usize,
@@ -82,7 +98,48 @@ fn alias_and_spec(s: &str) -> (Option<String>, String) {
     }
 }
 
-fn load(args: &Args, spec: &str) -> anyhow::Result<ServedModel> {
+/// A model's executor on its backend.
+enum Loaded {
+    Cpu(Box<Reference>),
+    Cuda(Box<CudaExecutor>),
+}
+
+/// Free device memory, bytes.
+fn gpu_free_bytes(gpu: &Gpu) -> anyhow::Result<usize> {
+    gpu.context()
+        .bind_to_thread()
+        .context("binding the CUDA context")?;
+    let (free, _total) =
+        engine::cuda::cudarc::driver::result::mem_get_info().context("reading free GPU memory")?;
+    Ok(free)
+}
+
+fn load_exec(
+    args: &Args,
+    backend: &Resolved,
+    model: &Arc<GgufModel>,
+    path: &Path,
+) -> anyhow::Result<Loaded> {
+    match backend {
+        Resolved::Cpu => {
+            let options = ReferenceOptions {
+                threads: args.threads,
+                kv_dtype: KvDtype::F16,
+            };
+            let mut exec = Reference::new(model.clone(), options)
+                .with_context(|| format!("cannot run {}", path.display()))?;
+            exec.cache_weights(args.cache_weights_mb.saturating_mul(1 << 20))?;
+            Ok(Loaded::Cpu(Box::new(exec)))
+        }
+        Resolved::Cuda(gpu) => {
+            let exec = CudaExecutor::new(gpu.clone(), model, !args.no_graph)
+                .with_context(|| format!("cannot load {} on the GPU", path.display()))?;
+            Ok(Loaded::Cuda(Box::new(exec)))
+        }
+    }
+}
+
+fn load(args: &Args, backend: &Resolved, spec: &str) -> anyhow::Result<ServedModel> {
     let (alias, spec) = alias_and_spec(spec);
     let path = crate::common::resolve_model(Some(&spec), args.models_dir.clone())?;
     let alias = alias.unwrap_or_else(|| {
@@ -96,17 +153,20 @@ fn load(args: &Args, spec: &str) -> anyhow::Result<ServedModel> {
     let model = Arc::new(
         GgufModel::open(&path).with_context(|| format!("cannot open model {}", path.display()))?,
     );
-    let options = ReferenceOptions {
-        threads: args.threads,
-        kv_dtype: KvDtype::F16,
+    let exec = match load_exec(args, backend, &model, &path) {
+        Err(e) if args.backend == Backend::Auto && matches!(backend, Resolved::Cuda(_)) => {
+            eprintln!("CUDA cannot run this model ({e:#}); using the CPU backend");
+            load_exec(args, &Resolved::Cpu, &model, &path)?
+        }
+        r => r?,
     };
-    let mut exec = Reference::new(model.clone(), options)
-        .with_context(|| format!("cannot run {}", path.display()))?;
-    exec.cache_weights(args.cache_weights_mb.saturating_mul(1 << 20))?;
     let tokenizer = Tokenizer::from_gguf(model.header())
         .with_context(|| format!("cannot read the tokenizer of {}", path.display()))?;
     let template = ChatTemplate::for_model(model.header()).ok();
-    let n_train = exec.program().shape.n_ctx_train;
+    let n_train = match &exec {
+        Loaded::Cpu(r) => r.program().shape.n_ctx_train,
+        Loaded::Cuda(c) => c.program().shape.n_ctx_train,
+    };
     let n_ctx = match (args.ctx, n_train) {
         (Some(c), _) => c,
         (None, 0) => 4096,
@@ -118,7 +178,7 @@ fn load(args: &Args, spec: &str) -> anyhow::Result<ServedModel> {
     let max_prompt_tokens = args.max_prompt_tokens.unwrap_or(n_ctx - 1).min(n_ctx - 1);
     let config = SchedulerConfig {
         n_ctx,
-        kv_budget_bytes: args.kv_mb.saturating_mul(1 << 20),
+        kv_budget_bytes: 0,
         block_tokens: args.kv_block_tokens,
         max_queue: args.max_queue,
         max_batch_tokens: args.max_batch_tokens,
@@ -126,10 +186,30 @@ fn load(args: &Args, spec: &str) -> anyhow::Result<ServedModel> {
         eog_tokens: tokenizer.eog_ids(),
         warmup_token: tokenizer.bos_id().or(Some(0)),
     };
-    let scheduler = scheduler::start(CpuExecutor::new(exec), config)
-        .with_context(|| format!("cannot start the scheduler of {alias}"))?;
+    let (scheduler, backend_name) = match exec {
+        Loaded::Cpu(r) => {
+            let config = SchedulerConfig {
+                kv_budget_bytes: args.kv_mb.unwrap_or(1024).saturating_mul(1 << 20),
+                ..config
+            };
+            (scheduler::start(CpuExecutor::new(*r), config), "cpu")
+        }
+        Loaded::Cuda(c) => {
+            let budget = match (args.kv_mb, backend) {
+                (Some(mb), _) => mb.saturating_mul(1 << 20),
+                (None, Resolved::Cuda(gpu)) => gpu_free_bytes(gpu)? / 10 * 8,
+                (None, Resolved::Cpu) => 1 << 30,
+            };
+            let config = SchedulerConfig {
+                kv_budget_bytes: budget,
+                ..config
+            };
+            (scheduler::start(*c, config), "cuda")
+        }
+    };
+    let scheduler = scheduler.with_context(|| format!("cannot start the scheduler of {alias}"))?;
     eprintln!(
-        "assay serve: model {alias} <- {} (ctx {n_ctx}, KV {} positions, chat template {})",
+        "assay serve: model {alias} <- {} (backend {backend_name}, ctx {n_ctx}, KV {} positions, chat template {})",
         path.display(),
         scheduler.capacity_tokens(),
         if template.is_some() { "yes" } else { "no" }
@@ -179,9 +259,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     } else {
         args.models.clone()
     };
+    let backend = resolve_backend(args.backend)?;
     let mut models = Vec::new();
     for s in &specs {
-        let m = load(&args, s)?;
+        let m = load(&args, &backend, s)?;
         if models.iter().any(|x: &Arc<ServedModel>| x.alias == m.alias) {
             bail!(
                 "two models share the alias {:?}; name them with ALIAS=PATH",

@@ -1,0 +1,83 @@
+//! Several sequences on one upload of the weights.
+//!
+//! [`CudaDecoder::share`] makes a decoder with its own activation buffers, attention
+//! scratch, step graph and KV cache around the weights of another: the matrices, vectors
+//! and RoPE tables are reference-counted, never copied, so a served model pays for its
+//! weights once however many sequences run. [`CudaDecoder::copy_prefix_from`] fills a KV
+//! cache with the first positions of another decoder's by device-to-device copies (the
+//! prefix cache of the scheduler), and [`CudaDecoder::truncate`] forgets positions (a step
+//! rolled back). The served CUDA backend (`scheduler::CudaExecutor`) keeps one decoder per
+//! sequence this way.
+
+use super::{CudaDecoder, model_err};
+use crate::cuda::CudaError;
+use std::sync::Arc;
+
+impl CudaDecoder {
+    /// A new decoder on the same uploaded weights, with an empty KV cache of `capacity`
+    /// positions (and buffers of its own).
+    pub fn share(&self, capacity: usize) -> Result<CudaDecoder, CudaError> {
+        if capacity == 0 {
+            return Err(model_err("a KV cache needs at least one position"));
+        }
+        Self::with_weights(
+            Arc::clone(&self.gpu),
+            self.program.clone(),
+            Arc::clone(&self.mats),
+            Arc::clone(&self.weights),
+            Arc::clone(&self.rope),
+            capacity,
+        )
+    }
+
+    /// Whether `other` runs on the same uploaded weights (made by [`CudaDecoder::share`]).
+    pub fn shares_weights_with(&self, other: &CudaDecoder) -> bool {
+        Arc::ptr_eq(&self.mats, &other.mats) && Arc::ptr_eq(&self.weights, &other.weights)
+    }
+
+    /// Bytes of KV cache one position takes (f16 keys and values of every layer).
+    pub fn kv_bytes_per_token(&self) -> usize {
+        self.kv
+            .iter()
+            .map(|l| 2 * l.n_kv_heads * l.head_dim * std::mem::size_of::<half::f16>())
+            .sum()
+    }
+
+    /// Forget every position from `len` on (nothing when the sequence is shorter).
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+
+    /// Make this decoder's sequence the first `len` positions of `src`'s: their keys and
+    /// values are copied on the device (per layer and KV head, as capacities may differ).
+    pub fn copy_prefix_from(&mut self, src: &CudaDecoder, len: usize) -> Result<(), CudaError> {
+        if !self.shares_weights_with(src) {
+            return Err(model_err("KV copy between decoders of different weights"));
+        }
+        if len > src.len || len > self.capacity {
+            return Err(model_err(format!(
+                "cannot copy {len} positions (source holds {}, room for {})",
+                src.len, self.capacity
+            )));
+        }
+        let stream = Arc::clone(self.gpu.stream());
+        for (dst, s) in self.kv.iter_mut().zip(&src.kv) {
+            if dst.n_kv_heads != s.n_kv_heads || dst.head_dim != s.head_dim {
+                return Err(model_err("KV layers differ in shape"));
+            }
+            let hd = s.head_dim;
+            let n = len * hd;
+            if n == 0 {
+                continue;
+            }
+            for h in 0..s.n_kv_heads {
+                let so = h * src.capacity * hd;
+                let d = h * self.capacity * hd;
+                stream.memcpy_dtod(&s.k.slice(so..so + n), &mut dst.k.slice_mut(d..d + n))?;
+                stream.memcpy_dtod(&s.v.slice(so..so + n), &mut dst.v.slice_mut(d..d + n))?;
+            }
+        }
+        self.len = len;
+        Ok(())
+    }
+}
