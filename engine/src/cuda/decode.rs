@@ -46,6 +46,7 @@ mod graph;
 mod inspect;
 mod sample;
 mod shared;
+mod verify;
 
 pub use graph::StepGraph;
 
@@ -109,6 +110,8 @@ pub struct CudaDecoder {
     choices: HashMap<String, MatvecKernel>,
     /// The body as launch units ([`fuse::plan`]).
     plan: Vec<fuse::Step>,
+    /// Buffers of the all-rows verification forwards ([`verify`]).
+    verify: verify::VerifyBufs,
 }
 
 fn model_err(what: impl std::fmt::Display) -> CudaError {
@@ -231,6 +234,7 @@ impl CudaDecoder {
         }
         Ok(CudaDecoder {
             plan: fuse::plan(&program),
+            verify: verify::VerifyBufs::new(&gpu)?,
             tokens: gpu.zeros(MAX_ROWS)?,
             pos: gpu.zeros(MAX_ROWS)?,
             head_pos: gpu.zeros(1)?,

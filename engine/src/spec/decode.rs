@@ -29,6 +29,17 @@ pub struct Generation {
     pub decode_s: f64,
 }
 
+/// Greedy without penalties: only the arg-max of each row matters, so the loops ask the
+/// target for arg-max ids ([`Target::forward_last_argmax`], [`Target::forward_all_argmax`])
+/// instead of logits rows (a device target then downloads 4 bytes per row).
+pub fn argmax_only(sampler: &Sampler) -> bool {
+    let c = sampler.config();
+    sampler.is_greedy()
+        && c.repeat_penalty == 1.0
+        && c.presence_penalty == 0.0
+        && c.frequency_penalty == 0.0
+}
+
 fn is_stop(opts: &SpecOptions, t: u32) -> bool {
     !opts.ignore_eos && opts.eog.contains(&t)
 }
@@ -46,14 +57,21 @@ pub fn plain_generate(
     if prompt.is_empty() {
         return Err(SpecError::EmptyPrompt);
     }
+    let fast = argmax_only(sampler);
+    let step = |target: &mut dyn Target, sampler: &mut Sampler, feed: &[u32]| {
+        if fast {
+            target.forward_last_argmax(feed)
+        } else {
+            Ok(sampler.sample(&target.forward_last(feed)?))
+        }
+    };
     let t0 = Instant::now();
-    let mut logits = target.forward_last(prompt)?;
+    let mut next = step(target, sampler, prompt)?;
     let prefill_s = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
     let mut tokens = Vec::new();
     let mut stop = StopReason::Length;
     while tokens.len() < max_tokens {
-        let next = sampler.sample(&logits);
         if is_stop(opts, next) {
             stop = StopReason::Eog;
             break;
@@ -64,7 +82,7 @@ pub fn plain_generate(
         if tokens.len() == max_tokens {
             break;
         }
-        logits = target.forward_last(&[next])?;
+        next = step(target, sampler, &[next])?;
     }
     Ok(Generation {
         tokens,
@@ -101,15 +119,19 @@ pub fn generate(
         confidence: opts.depth.confidence,
     };
     let draft_forwards0 = proposer.forwards();
+    let fast = argmax_only(sampler);
     let t0 = Instant::now();
-    let logits = target.forward_last(prompt)?;
+    let first = if fast {
+        target.forward_last_argmax(prompt)?
+    } else {
+        sampler.sample(&target.forward_last(prompt)?)
+    };
     let prefill_s = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
     let mut tokens = Vec::new();
     let mut stop = StopReason::Length;
     let mut context = prompt.to_vec();
     if max_tokens > 0 {
-        let first = sampler.sample(&logits);
         if is_stop(opts, first) {
             stop = StopReason::Eog;
         } else {
@@ -139,18 +161,33 @@ pub fn generate(
         let mut feed = Vec::with_capacity(draft.tokens.len() + 1);
         feed.push(last);
         feed.extend_from_slice(&draft.tokens);
-        let rows = if draft.tokens.is_empty() {
-            vec![target.forward_last(&feed)?]
+        let res = if fast {
+            let picks = if draft.tokens.is_empty() {
+                vec![target.forward_last_argmax(&feed)?]
+            } else {
+                target.forward_all_argmax(&feed)?
+            };
+            if picks.len() != feed.len() {
+                return Err(SpecError::Rows {
+                    got: picks.len(),
+                    want: feed.len(),
+                });
+            }
+            verifier.verify_argmax(&picks, &draft, sampler)
         } else {
-            target.forward_all(&feed)?
+            let rows = if draft.tokens.is_empty() {
+                vec![target.forward_last(&feed)?]
+            } else {
+                target.forward_all(&feed)?
+            };
+            if rows.len() != feed.len() {
+                return Err(SpecError::Rows {
+                    got: rows.len(),
+                    want: feed.len(),
+                });
+            }
+            verifier.verify(&rows, &draft, sampler)
         };
-        if rows.len() != feed.len() {
-            return Err(SpecError::Rows {
-                got: rows.len(),
-                want: feed.len(),
-            });
-        }
-        let res = verifier.verify(&rows, &draft, sampler);
         let accepted = res.accepted.min(draft.tokens.len());
         target.truncate(base + 1 + accepted);
         let verify_s = tv.elapsed().as_secs_f64();

@@ -3,7 +3,9 @@
 //! Owns the [`Proposer`] trait and its implementations — a draft model with the target's
 //! vocabulary ([`DraftModel`]) and n-gram prompt lookup ([`NgramProposer`]); the trait
 //! leaves room for an MTP head — the [`Target`] the drafts are verified on
-//! ([`ReferenceTarget`]: the CPU reference executor), the [`Verifier`] (greedy match and
+//! ([`ReferenceTarget`]: the CPU reference executor; [`CudaTarget`]: the CUDA decoder,
+//! whose verification forward returns the device arg-max of each row for greedy decoding
+//! without penalties, see [`argmax_only`]), the [`Verifier`] (greedy match and
 //! distribution-exact rejection sampling, [`ExactVerifier`]), adaptive depth and the
 //! speculation-off policy ([`AdaptiveDepth`]), acceptance statistics ([`SpecStats`], for the
 //! CLI, `/metrics` and receipts), and the decode loop ([`generate`]) next to the plain loop
@@ -31,6 +33,7 @@
 //! seed), so one seed and one K give the same tokens.
 
 mod adaptive;
+mod cuda;
 mod decode;
 mod draft_model;
 mod ngram;
@@ -42,12 +45,13 @@ mod tests;
 mod verify;
 
 pub use adaptive::{AdaptiveDepth, DepthConfig};
-pub use decode::{Generation, StopReason, generate, plain_generate};
+pub use cuda::CudaTarget;
+pub use decode::{Generation, StopReason, argmax_only, generate, plain_generate};
 pub use draft_model::DraftModel;
 pub use ngram::NgramProposer;
 pub use stats::SpecStats;
 pub use target::{ReferenceTarget, Target};
-pub use verify::{ExactVerifier, RoundResult, Verifier, residual_draw};
+pub use verify::{ExactVerifier, RoundResult, Verifier, greedy_match, residual_draw};
 
 use crate::reference::ReferenceError;
 use crate::tokenizer::TokenizerError;

@@ -2,6 +2,7 @@
 
 use crate::kv::SeqKv;
 use crate::reference::{LogitRows, Reference, SeqInput};
+use crate::sampling::greedy;
 
 use super::SpecError;
 
@@ -22,6 +23,21 @@ pub trait Target {
     fn forward_all(&mut self, tokens: &[u32]) -> Result<Vec<Vec<f32>>, SpecError>;
     /// Drop every cached position from `len` on (rejected drafts).
     fn truncate(&mut self, len: usize);
+    /// Append `tokens` and return the greedy token after the last one (the largest logit,
+    /// lowest id among ties). Used for greedy decoding without penalties, where only the
+    /// arg-max matters; a device target computes it without downloading the logits.
+    fn forward_last_argmax(&mut self, tokens: &[u32]) -> Result<u32, SpecError> {
+        Ok(greedy(&self.forward_last(tokens)?))
+    }
+    /// Append `tokens` in one forward and return the greedy token after each of them
+    /// (greedy verification of a draft: one id per row instead of a row of logits).
+    fn forward_all_argmax(&mut self, tokens: &[u32]) -> Result<Vec<u32>, SpecError> {
+        Ok(self
+            .forward_all(tokens)?
+            .iter()
+            .map(|r| greedy(r))
+            .collect())
+    }
 }
 
 /// The CPU reference executor as a target.

@@ -20,6 +20,40 @@ pub trait Verifier {
     /// at the context; the verifier accepts every emitted token into it, in order, as plain
     /// decoding would.
     fn verify(&mut self, rows: &[Vec<f32>], draft: &Draft, sampler: &mut Sampler) -> RoundResult;
+    /// Greedy verification without penalties from the target's arg-max of each row
+    /// (`picks.len() == draft.tokens.len() + 1`): the drafts are accepted while they equal
+    /// the target's pick; the first differing pick (or the pick after a fully accepted
+    /// draft) is the next token. Accepts every emitted token into `sampler`, as
+    /// [`Verifier::verify`] does. Used when the decode loop runs on arg-max rows only (a
+    /// device target downloads one id per row, not the logits).
+    fn verify_argmax(
+        &mut self,
+        picks: &[u32],
+        draft: &Draft,
+        sampler: &mut Sampler,
+    ) -> RoundResult {
+        greedy_match(picks, draft, sampler)
+    }
+}
+
+/// The exact greedy rule on arg-max rows (see [`Verifier::verify_argmax`]).
+pub fn greedy_match(picks: &[u32], draft: &Draft, sampler: &mut Sampler) -> RoundResult {
+    for (i, (&x, &t)) in draft.tokens.iter().zip(picks).enumerate() {
+        sampler.accept(t);
+        if t != x {
+            return RoundResult {
+                accepted: i,
+                next: t,
+            };
+        }
+    }
+    let k = draft.tokens.len().min(picks.len());
+    let t = picks.get(k).copied().unwrap_or(0);
+    sampler.accept(t);
+    RoundResult {
+        accepted: k,
+        next: t,
+    }
 }
 
 /// The exact verifier: greedy tokens must equal the target's choice; sampled tokens go
@@ -146,5 +180,31 @@ mod tests {
                 next: 2
             }
         );
+    }
+
+    #[test]
+    fn argmax_rows_give_the_verdict_of_the_logits_rows() {
+        let rows = [
+            vec![0.0, 5.0, 1.0],
+            vec![3.0, 0.0, 1.0],
+            vec![0.0, 0.0, 9.0],
+        ];
+        let picks: Vec<u32> = rows.iter().map(|r| crate::sampling::greedy(r)).collect();
+        for tokens in [vec![1, 2], vec![1, 0], vec![2, 0], vec![]] {
+            let d = Draft {
+                tokens,
+                dists: None,
+            };
+            let n = d.tokens.len() + 1;
+            let (mut a, mut b) = (
+                Sampler::new(SamplerConfig::default()),
+                Sampler::new(SamplerConfig::default()),
+            );
+            assert_eq!(
+                ExactVerifier.verify(&rows[..n], &d, &mut a),
+                ExactVerifier.verify_argmax(&picks[..n], &d, &mut b),
+                "{d:?}"
+            );
+        }
     }
 }

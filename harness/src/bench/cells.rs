@@ -75,13 +75,18 @@ fn default_arms() -> Vec<String> {
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct SpecCell {
-    /// `ngram`, or `draft:<catalog name>`.
+    /// `ngram`, `draft:<catalog name>`, or `draft:synth:<QUANT>` (the cell's synthetic
+    /// checkpoint, same shape and seed, in another format).
     pub proposer: String,
     /// Largest depth.
     pub k: usize,
     /// Adapt the depth to acceptance (else fixed at `k`).
     #[serde(default)]
     pub adaptive: bool,
+    /// The off policy: speculation turns off for the run when its first rounds measure
+    /// slower per token than a plain step (`engine::spec::DepthConfig::off_when_slower`).
+    #[serde(default)]
+    pub policy: bool,
 }
 
 /// One bench cell.

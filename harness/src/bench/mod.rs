@@ -95,6 +95,8 @@ enum Ours {
     /// A prompt text and/or speculative decoding (issue #10), CPU reference.
     Text(Box<spec_cells::TextArm>),
     Gpu(Box<gpu::GpuArm>),
+    /// A prompt text and/or speculative decoding (issue #10), CUDA decoder.
+    CudaText(Box<spec_cells::CudaTextArm>),
 }
 
 impl Ours {
@@ -103,6 +105,7 @@ impl Ours {
             Ours::Cpu(a) => a.measured(samples),
             Ours::Text(a) => a.measured(samples),
             Ours::Gpu(a) => a.measured(samples),
+            Ours::CudaText(a) => a.measured(samples),
         }
     }
 }
@@ -113,6 +116,7 @@ impl ArmRun for Ours {
             Ours::Cpu(a) => a.run(n),
             Ours::Text(a) => a.run(n),
             Ours::Gpu(a) => a.run(n),
+            Ours::CudaText(a) => a.run(n),
         }
     }
 }
@@ -128,9 +132,16 @@ fn model_path(env: &EnvArgs, cell: &Cell) -> Result<(String, PathBuf)> {
     let Some(s) = &cell.synth else {
         bail!("cell {} names no model", cell.id);
     };
+    synth_path(env, &cell.id, s)
+}
+
+/// A synthetic checkpoint in the models folder's `synth/` (made by `harness synth` when
+/// missing): its name and path.
+fn synth_path(env: &EnvArgs, id: &str, s: &cells::SynthRef) -> Result<(String, PathBuf)> {
+    let dir = env.models_dir()?;
     let p = dir.join("synth").join(s.file_name());
     if !p.exists() {
-        println!("{:<36} making {} (harness synth)", cell.id, p.display());
+        println!("{:<36} making {} (harness synth)", id, p.display());
         crate::synth::run(
             env,
             &crate::synth::SynthArgs {
@@ -144,18 +155,60 @@ fn model_path(env: &EnvArgs, cell: &Cell) -> Result<(String, PathBuf)> {
                 no_safetensors: true,
             },
         )
-        .with_context(|| format!("cell {}: making its synthetic checkpoint", cell.id))?;
+        .with_context(|| format!("cell {id}: making its synthetic checkpoint"))?;
     }
     Ok((s.file_name().trim_end_matches(".gguf").to_owned(), p))
 }
 
+/// The draft model of a `spec = { proposer = "draft:..." }` cell: `draft:synth:<QUANT>` is
+/// the cell's own synthetic checkpoint (same shape and seed) in another format, else a
+/// catalog name or path.
+fn draft_path(env: &EnvArgs, cell: &Cell) -> Result<Option<PathBuf>> {
+    let Some(name) = cell
+        .spec
+        .as_ref()
+        .and_then(|s| s.proposer.strip_prefix("draft:"))
+    else {
+        return Ok(None);
+    };
+    if let Some(quant) = name.strip_prefix("synth:") {
+        let Some(s) = &cell.synth else {
+            bail!("cell {}: draft:synth:{quant} needs a synth cell", cell.id);
+        };
+        let d = cells::SynthRef {
+            quant: quant.to_owned(),
+            ..s.clone()
+        };
+        return Ok(Some(synth_path(env, &cell.id, &d)?.1));
+    }
+    Ok(Some(engine::catalog::resolve(name, &env.models_dir()?)?))
+}
+
+/// A catalog model (the cell's, or its draft's) that is not in the models folder: GPU
+/// speculative cells are skipped then (their checkpoints are staged by hand).
+fn missing_model(env: &EnvArgs, cell: &Cell) -> Option<String> {
+    if cell.device != DeviceKind::Gpu {
+        return None;
+    }
+    let dir = env.models_dir().ok()?;
+    let draft = cell
+        .spec
+        .as_ref()
+        .and_then(|s| s.proposer.strip_prefix("draft:"))
+        .filter(|d| !d.starts_with("synth:"));
+    for name in cell.model.iter().map(String::as_str).chain(draft) {
+        if engine::catalog::resolve(name, &dir).is_err() {
+            return Some(format!(
+                "model {name} is not in {} (stage it: tools/fetch-models)",
+                dir.display()
+            ));
+        }
+    }
+    None
+}
+
 /// Why a cell cannot run here, if it cannot.
 fn skip_reason(cell: &Cell, gpu: bool) -> Option<String> {
-    if cell.device == DeviceKind::Gpu && (cell.spec.is_some() || cell.prompt_file.is_some()) {
-        return Some(
-            "prompt files and speculative decoding are not wired to the CUDA arm yet".into(),
-        );
-    }
     (cell.device == DeviceKind::Gpu && !gpu).then(|| "no GPU (nvidia-smi reports no device)".into())
 }
 
@@ -238,6 +291,18 @@ fn run_cell(
         (true, DeviceKind::Cpu) => Some(Ours::Cpu(Box::new(runner::CpuArm::new(
             &path, cell, threads,
         )?))),
+        (true, DeviceKind::Gpu) if cell.prompt_file.is_some() || cell.spec.is_some() => {
+            let Some(g) = shared.gpu.clone() else {
+                bail!("no GPU handle");
+            };
+            Some(Ours::CudaText(Box::new(spec_cells::CudaTextArm::new(
+                &g,
+                &env.root()?,
+                &path,
+                draft_path(env, cell)?.as_deref(),
+                cell,
+            )?)))
+        }
         (true, DeviceKind::Gpu) => {
             let Some(g) = shared.gpu.clone() else {
                 bail!("no GPU handle");
@@ -514,7 +579,7 @@ pub fn run(env: &EnvArgs, args: &BenchArgs) -> Result<bool> {
             if !args.only.is_empty() && !args.only.contains(&cell.id) {
                 continue;
             }
-            if let Some(why) = skip_reason(cell, gpu) {
+            if let Some(why) = skip_reason(cell, gpu).or_else(|| missing_model(env, cell)) {
                 println!("{:<36} skipped: {why}", cell.id);
                 continue;
             }

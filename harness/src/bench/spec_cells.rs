@@ -1,19 +1,23 @@
-//! CPU cells with a prompt text and/or speculative decoding (issue #10): the CPU
-//! reference executor (weights kept dequantized in memory for both arms), greedy, plain or
-//! speculative. Before timing, the plain greedy tokens are computed once; every run of a
-//! speculative cell must reproduce them exactly, or the cell fails.
+//! Cells with a prompt text and/or speculative decoding (issue #10), greedy, plain or
+//! speculative: on the CPU reference executor (weights kept dequantized in memory for both
+//! arms; [`TextArm`]) or on the CUDA decoder ([`CudaTextArm`]: one-token steps replay the
+//! captured graph in both arms, verification runs K+1 rows in one forward with the device
+//! arg-max of each row, a draft model runs on its own CUDA decoder). Before timing, the
+//! plain greedy tokens are computed once; every run of a speculative cell must reproduce
+//! them exactly, or the cell fails.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
+use engine::cuda::{CudaDecoder, Gpu};
 use engine::kv::KvDtype;
 use engine::model_file::GgufModel;
 use engine::reference::{Reference, ReferenceOptions};
 use engine::sampling::{Sampler, SamplerConfig};
 use engine::spec::{
-    DepthConfig, DraftModel, ExactVerifier, Generation, NgramProposer, Proposer, ReferenceTarget,
-    SpecOptions, SpecStats, generate, plain_generate,
+    CudaTarget, DepthConfig, DraftModel, ExactVerifier, Generation, NgramProposer, Proposer,
+    ReferenceTarget, SpecOptions, SpecStats, generate, plain_generate,
 };
 use engine::tokenizer::Tokenizer;
 
@@ -40,12 +44,22 @@ fn reference(path: &Path, threads: usize) -> Result<Reference> {
 
 /// The cell's prompt: its text file tokenized (count checked), else the ids prompt.
 pub fn cell_prompt(root: &Path, r: &Reference, cell: &Cell) -> Result<Vec<u32>> {
+    model_prompt(root, r.model(), r.program().shape.n_vocab, cell)
+}
+
+/// [`cell_prompt`] for `model` with `n_vocab` logits.
+pub fn model_prompt(
+    root: &Path,
+    model: &GgufModel,
+    n_vocab: usize,
+    cell: &Cell,
+) -> Result<Vec<u32>> {
     let Some(file) = &cell.prompt_file else {
-        return Ok(prompt(cell.prompt_tokens, r.program().shape.n_vocab));
+        return Ok(prompt(cell.prompt_tokens, n_vocab));
     };
     let p = root.join(file);
     let text = std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
-    let tok = Tokenizer::from_gguf(r.model().header()).context("reading the tokenizer")?;
+    let tok = Tokenizer::from_gguf(model.header()).context("reading the tokenizer")?;
     let ids = tok.encode(&text, true, false)?;
     if ids.len() != cell.prompt_tokens {
         bail!(
@@ -116,6 +130,7 @@ impl TextArm {
         SpecOptions {
             depth: DepthConfig {
                 adaptive: self.cell.spec.as_ref().is_some_and(|s| s.adaptive),
+                off_when_slower: self.cell.spec.as_ref().is_some_and(|s| s.policy),
                 ..DepthConfig::fixed(k)
             },
             eog: Vec::new(),
@@ -225,6 +240,220 @@ impl TextArm {
 }
 
 impl ArmRun for TextArm {
+    fn run(&mut self, n: usize) -> Result<Vec<f64>> {
+        (0..n).map(|_| self.once()).collect()
+    }
+}
+
+fn opts_of(cell: &Cell, k: usize) -> SpecOptions {
+    SpecOptions {
+        depth: DepthConfig {
+            adaptive: cell.spec.as_ref().is_some_and(|s| s.adaptive),
+            off_when_slower: cell.spec.as_ref().is_some_and(|s| s.policy),
+            ..DepthConfig::fixed(k)
+        },
+        eog: Vec::new(),
+        ignore_eos: true,
+    }
+}
+
+/// The CUDA decoder timing a text-prompt cell, plain or speculative (greedy). Built with
+/// the plain greedy tokens of the prompt (graphed one-token steps); every run must
+/// reproduce them exactly. Both arms run [`engine::spec`]'s loops over a [`CudaTarget`]:
+/// the plain arm one graphed step per token, the speculative arm rounds of drafting plus
+/// one verification forward of K+1 rows. The draft model (if any) keeps its decoder between
+/// runs and is reset before each, so every run pays its draft's prefill.
+pub struct CudaTextArm {
+    target: CudaTarget,
+    draft: Option<DraftModel>,
+    cell: Cell,
+    prompt: Vec<u32>,
+    want: Vec<u32>,
+    runs: usize,
+    stats: SpecStats,
+    draft_file: Option<String>,
+}
+
+fn decoder(gpu: &Arc<Gpu>, model: &GgufModel, capacity: usize) -> Result<CudaDecoder> {
+    let program = engine::arch::build_program(model.header()).context("building the program")?;
+    let mut dec = CudaDecoder::new(Arc::clone(gpu), model, program, capacity)
+        .context("uploading the weights")?;
+    dec.capture_step().context("capturing the step graph")?;
+    Ok(dec)
+}
+
+impl CudaTextArm {
+    pub fn new(
+        gpu: &Arc<Gpu>,
+        root: &Path,
+        path: &Path,
+        draft: Option<&Path>,
+        cell: &Cell,
+    ) -> Result<CudaTextArm> {
+        if cell.batch != 1 || cell.mode != Mode::Decode {
+            bail!(
+                "cell {}: text/speculative CUDA cells are batch-1 decode",
+                cell.id
+            );
+        }
+        let model = GgufModel::open(path).with_context(|| format!("opening {}", path.display()))?;
+        // Room for the last verification forward (K+1 rows) past the generated tokens.
+        let capacity = cell.prompt_tokens + cell.gen_tokens + 32;
+        let dec = decoder(gpu, &model, capacity)?;
+        let n_vocab = dec.program().shape.n_vocab;
+        let prompt = model_prompt(root, &model, n_vocab, cell)?;
+        let greedy = SamplerConfig::default();
+        let (draft, draft_file) = match draft {
+            Some(dp) => {
+                let dmodel =
+                    GgufModel::open(dp).with_context(|| format!("opening {}", dp.display()))?;
+                let ddec = decoder(gpu, &dmodel, capacity)
+                    .with_context(|| format!("draft model {}", dp.display()))?;
+                let label = dp
+                    .file_name()
+                    .map(|f| f.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                let d = DraftModel::on_target(
+                    Box::new(CudaTarget::new(Box::new(ddec), true)),
+                    &dmodel,
+                    &model,
+                    n_vocab,
+                    label.clone(),
+                    &greedy,
+                )
+                .with_context(|| format!("draft model {}", dp.display()))?;
+                (Some(d), Some(label))
+            }
+            None => (None, None),
+        };
+        if cell
+            .spec
+            .as_ref()
+            .is_some_and(|s| s.proposer.starts_with("draft:"))
+            && draft.is_none()
+        {
+            bail!("cell {}: its draft model was not given", cell.id);
+        }
+        let mut arm = CudaTextArm {
+            target: CudaTarget::new(Box::new(dec), true),
+            draft,
+            cell: cell.clone(),
+            prompt,
+            want: Vec::new(),
+            runs: 0,
+            stats: SpecStats::default(),
+            draft_file,
+        };
+        arm.want = arm.plain()?.tokens;
+        Ok(arm)
+    }
+
+    fn plain(&mut self) -> Result<Generation> {
+        self.target.reset();
+        let mut s = Sampler::new(SamplerConfig::default());
+        Ok(plain_generate(
+            &mut self.target,
+            &mut s,
+            &self.prompt,
+            self.cell.gen_tokens,
+            &opts_of(&self.cell, 1),
+            &mut |_| Ok(()),
+        )?)
+    }
+
+    fn once(&mut self) -> Result<f64> {
+        let g = match self.cell.spec.clone() {
+            None => self.plain()?,
+            Some(sp) => {
+                self.target.reset();
+                let mut ngram = NgramProposer::default();
+                let proposer: &mut dyn Proposer = match self.draft.as_mut() {
+                    Some(d) => {
+                        d.reset();
+                        d
+                    }
+                    None => &mut ngram,
+                };
+                let mut s = Sampler::new(SamplerConfig::default());
+                let g = generate(
+                    &mut self.target,
+                    proposer,
+                    &mut ExactVerifier,
+                    &mut s,
+                    &self.prompt,
+                    self.cell.gen_tokens,
+                    &opts_of(&self.cell, sp.k),
+                    &mut |_| Ok(()),
+                )?;
+                if self.runs >= self.cell.warmup {
+                    self.stats.proposer = g.stats.proposer.clone();
+                    self.stats.merge(&g.stats);
+                }
+                g
+            }
+        };
+        if g.tokens != self.want {
+            bail!(
+                "cell {}: run {} generated other tokens than plain greedy decode",
+                self.cell.id,
+                self.runs
+            );
+        }
+        self.runs += 1;
+        let steps = g.tokens.len().saturating_sub(1);
+        Ok(steps as f64 / g.decode_s.max(1e-9))
+    }
+
+    /// How the samples were made, with `samples` (warm-up excluded).
+    pub fn measured(&self, samples: Vec<f64>) -> Measured {
+        let mut flags = vec![
+            "graph=on".into(),
+            "kv=f16".into(),
+            format!("warmup={}", self.cell.warmup),
+        ];
+        let mut detail = vec![format!(
+            "greedy tokens identical to plain decode in all {} runs: {:?}",
+            self.runs,
+            &self.want[..self.want.len().min(8)]
+        )];
+        let choices = self.target.decoder().kernel_choices();
+        if !choices.is_empty() {
+            detail.push(format!("matvec kernels: {choices:?}"));
+        }
+        if let Some(sp) = &self.cell.spec {
+            flags.push(format!("spec={}", sp.proposer));
+            flags.push(format!("spec-k={}", sp.k));
+            flags.push(format!("spec-adaptive={}", sp.adaptive));
+            flags.push(format!("spec-policy={}", sp.policy));
+            if let Some(f) = &self.draft_file {
+                flags.push(format!("draft-file={f}"));
+            }
+            detail.push(format!(
+                "acceptance by position {:?}, {:.2} tokens per target forward (timed runs)",
+                self.stats
+                    .acceptance()
+                    .iter()
+                    .map(|a| (a * 1000.0).round() / 1000.0)
+                    .collect::<Vec<_>>(),
+                self.stats.tokens_per_round()
+            ));
+            detail.push(format!(
+                "spec stats {}",
+                serde_json::to_string(&self.stats).unwrap_or_default()
+            ));
+        }
+        Measured {
+            samples,
+            engine: "assay-cuda".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            flags,
+            detail,
+            kv_bytes: 2.0,
+        }
+    }
+}
+
+impl ArmRun for CudaTextArm {
     fn run(&mut self, n: usize) -> Result<Vec<f64>> {
         (0..n).map(|_| self.once()).collect()
     }

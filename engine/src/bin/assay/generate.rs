@@ -318,8 +318,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         sampler.accept(t);
     }
     if args.spec.spec.is_some() {
-        let Exec::Cpu { exec, .. } = &exec else {
-            bail!("--spec runs on the CPU backend only for now (add --backend cpu)");
+        let cpu_exec: Box<Reference>;
+        let exec = match (exec, &backend) {
+            (Exec::Cpu { exec, .. }, _) => {
+                cpu_exec = exec;
+                crate::spec_cli::SpecExec::Cpu(&cpu_exec)
+            }
+            (Exec::Cuda { dec, graph, .. }, Resolved::Cuda(gpu)) => {
+                crate::spec_cli::SpecExec::Cuda {
+                    dec,
+                    gpu: gpu.clone(),
+                    graph,
+                    capacity,
+                }
+            }
+            (Exec::Cuda { .. }, Resolved::Cpu) => bail!("internal: a CUDA executor without a GPU"),
         };
         let prepared = crate::spec_cli::Prepared {
             exec,

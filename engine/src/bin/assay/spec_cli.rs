@@ -1,5 +1,7 @@
 //! `assay generate --spec draft:MODEL|ngram --spec-k K`: speculative decoding on the CPU
-//! reference executor. The tokens are those of plain decoding for greedy runs (the `spec`
+//! reference executor or on the CUDA decoder (`--backend cuda`: verification forwards of
+//! K+1 rows with the device arg-max of each row; a draft model runs on its own CUDA
+//! decoder). The tokens are those of plain decoding for greedy runs (the `spec`
 //! gate checks it); sampled runs draw from the same distribution. Acceptance statistics per
 //! draft position go to stderr at the end (and into `--json`'s `spec` field).
 
@@ -7,13 +9,14 @@ use std::io::Write;
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
+use engine::cuda::{CudaDecoder, Gpu};
 use engine::kv::KvDtype;
 use engine::model_file::GgufModel;
 use engine::reference::{Reference, ReferenceOptions};
 use engine::sampling::Sampler;
 use engine::spec::{
-    DepthConfig, DraftModel, ExactVerifier, NgramProposer, Proposer, ReferenceTarget, SpecOptions,
-    StopReason, generate,
+    CudaTarget, DepthConfig, DraftModel, ExactVerifier, NgramProposer, Proposer, ReferenceTarget,
+    SpecOptions, StopReason, Target, generate,
 };
 use engine::tokenizer::{StreamDecoder, Tokenizer};
 use serde_json::json;
@@ -48,9 +51,38 @@ pub struct SpecArgs {
     pub spec_policy: Policy,
 }
 
+/// The executor `generate` loaded.
+pub enum SpecExec<'a> {
+    Cpu(&'a Reference),
+    Cuda {
+        dec: Box<CudaDecoder>,
+        gpu: Arc<Gpu>,
+        /// Replay the captured one-token step for one-token steps.
+        graph: bool,
+        /// KV positions (the draft decoder gets as many).
+        capacity: usize,
+    },
+}
+
+impl SpecExec<'_> {
+    fn n_vocab(&self) -> usize {
+        match self {
+            SpecExec::Cpu(r) => r.program().shape.n_vocab,
+            SpecExec::Cuda { dec, .. } => dec.program().shape.n_vocab,
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            SpecExec::Cpu(_) => "cpu",
+            SpecExec::Cuda { .. } => "cuda",
+        }
+    }
+}
+
 /// What `generate` already prepared.
 pub struct Prepared<'a> {
-    pub exec: &'a Reference,
+    pub exec: SpecExec<'a>,
     pub model: &'a Arc<GgufModel>,
     pub tok: &'a Tokenizer,
     pub prompt: &'a [u32],
@@ -70,24 +102,44 @@ fn proposer(args: &crate::generate::Args, p: &Prepared<'_>) -> anyhow::Result<Bo
     let path = crate::common::resolve_model(Some(name), args.models_dir.clone())?;
     let model = GgufModel::open(&path)
         .with_context(|| format!("cannot open draft model {}", path.display()))?;
-    let options = ReferenceOptions {
-        threads: args.threads,
-        kv_dtype: KvDtype::F16,
-    };
-    let mut exec = Reference::new(Arc::new(model), options)
-        .with_context(|| format!("cannot run draft model {}", path.display()))?;
-    exec.cache_weights(args.cache_weights_mb.saturating_mul(1 << 20))?;
     let label = path
         .file_name()
         .map(|f| f.to_string_lossy().into_owned())
         .unwrap_or_else(|| name.to_owned());
-    let draft = DraftModel::new(
-        Arc::new(exec),
-        p.model,
-        p.exec.program().shape.n_vocab,
-        label,
-        p.sampler.config(),
-    )
+    let n_vocab = p.exec.n_vocab();
+    let draft = match &p.exec {
+        SpecExec::Cpu(_) => {
+            let options = ReferenceOptions {
+                threads: args.threads,
+                kv_dtype: KvDtype::F16,
+            };
+            let mut exec = Reference::new(Arc::new(model), options)
+                .with_context(|| format!("cannot run draft model {}", path.display()))?;
+            exec.cache_weights(args.cache_weights_mb.saturating_mul(1 << 20))?;
+            DraftModel::new(Arc::new(exec), p.model, n_vocab, label, p.sampler.config())
+        }
+        SpecExec::Cuda {
+            gpu,
+            graph,
+            capacity,
+            ..
+        } => {
+            let program = engine::arch::build_program(model.header())
+                .with_context(|| format!("cannot run draft model {}", path.display()))?;
+            let dec =
+                CudaDecoder::new(gpu.clone(), &model, program, *capacity).with_context(|| {
+                    format!("cannot load draft model {} on the GPU", path.display())
+                })?;
+            DraftModel::on_target(
+                Box::new(CudaTarget::new(Box::new(dec), *graph)),
+                &model,
+                p.model,
+                n_vocab,
+                label,
+                p.sampler.config(),
+            )
+        }
+    }
     .with_context(|| format!("draft model {}", path.display()))?;
     Ok(Box::new(draft))
 }
@@ -115,13 +167,17 @@ pub fn run(args: &crate::generate::Args, mut p: Prepared<'_>) -> anyhow::Result<
         eog: p.tok.eog_ids(),
         ignore_eos: args.ignore_eos,
     };
-    let mut target = ReferenceTarget::new(p.exec);
+    let backend = p.exec.name();
+    let mut target: Box<dyn Target + '_> = match p.exec {
+        SpecExec::Cpu(r) => Box::new(ReferenceTarget::new(r)),
+        SpecExec::Cuda { dec, graph, .. } => Box::new(CudaTarget::new(dec, graph)),
+    };
     let mut stream = StreamDecoder::new(p.tok);
     let mut out = std::io::stdout().lock();
     let mut text = String::new();
     let json_out = args.json;
     let g = generate(
-        &mut target,
+        target.as_mut(),
         proposer.as_mut(),
         &mut ExactVerifier,
         &mut p.sampler,
@@ -153,7 +209,7 @@ pub fn run(args: &crate::generate::Args, mut p: Prepared<'_>) -> anyhow::Result<
     if json_out {
         let obj = json!({
             "model": p.model_path,
-            "backend": "cpu",
+            "backend": backend,
             "prompt_tokens": p.prompt,
             "tokens": g.tokens,
             "text": text,
@@ -171,7 +227,7 @@ pub fn run(args: &crate::generate::Args, mut p: Prepared<'_>) -> anyhow::Result<
     } else {
         writeln!(out, "{tail}")?;
         eprintln!(
-            "prompt: {} tokens in {:.2}s ({prefill_tps:.1} tok/s) | generated: {} tokens in {:.2}s ({decode_tps:.1} tok/s) | stop: {stop}",
+            "prompt: {} tokens in {:.2}s ({prefill_tps:.1} tok/s) | generated: {} tokens in {:.2}s ({decode_tps:.1} tok/s) | backend: {backend} | stop: {stop}",
             p.prompt.len(),
             g.prefill_s,
             g.tokens.len(),

@@ -1,0 +1,96 @@
+//! The CUDA decoder as a speculative [`Target`] (and, wrapped by [`super::DraftModel`], as
+//! a draft model).
+//!
+//! Verification runs the `k + 1` rows in one forward whose head covers every row
+//! ([`CudaDecoder::forward_rows_argmax`]: one id per row comes back for greedy decoding;
+//! [`CudaDecoder::forward_rows_logits`] for sampled decoding), rollback sets the decoder's
+//! length back ([`CudaDecoder::truncate`]). One-token greedy steps replay the decoder's
+//! captured CUDA graph when `graphed` (as `assay generate` does for plain decoding), so the
+//! plain arm and the speculative arm run the same kernels.
+
+use crate::cuda::CudaDecoder;
+
+use super::{SpecError, Target};
+
+/// A [`CudaDecoder`] (one sequence) as a target.
+pub struct CudaTarget {
+    dec: Box<CudaDecoder>,
+    graphed: bool,
+}
+
+impl CudaTarget {
+    /// A target over `dec` (its sequence is reset). `graphed`: replay the captured
+    /// one-token step for greedy steps.
+    pub fn new(mut dec: Box<CudaDecoder>, graphed: bool) -> Self {
+        dec.reset();
+        Self { dec, graphed }
+    }
+
+    /// The decoder.
+    pub fn decoder(&self) -> &CudaDecoder {
+        &self.dec
+    }
+
+    /// Give the decoder back.
+    pub fn into_decoder(self) -> Box<CudaDecoder> {
+        self.dec
+    }
+
+    /// Forget the sequence.
+    pub fn reset(&mut self) {
+        self.dec.reset();
+    }
+}
+
+fn cuda(e: crate::cuda::CudaError) -> SpecError {
+    SpecError::Other(format!("CUDA target: {e}"))
+}
+
+impl Target for CudaTarget {
+    fn n_vocab(&self) -> usize {
+        self.dec.program().shape.n_vocab
+    }
+
+    fn len(&self) -> usize {
+        self.dec.len()
+    }
+
+    fn forward_last(&mut self, tokens: &[u32]) -> Result<Vec<f32>, SpecError> {
+        self.dec.forward(tokens).map_err(cuda)?;
+        self.dec.logits().map_err(cuda)
+    }
+
+    fn forward_all(&mut self, tokens: &[u32]) -> Result<Vec<Vec<f32>>, SpecError> {
+        let rows = self.dec.forward_rows_logits(tokens).map_err(cuda)?;
+        if rows.len() != tokens.len() {
+            return Err(SpecError::Rows {
+                got: rows.len(),
+                want: tokens.len(),
+            });
+        }
+        Ok(rows)
+    }
+
+    fn truncate(&mut self, len: usize) {
+        self.dec.truncate(len);
+    }
+
+    fn forward_last_argmax(&mut self, tokens: &[u32]) -> Result<u32, SpecError> {
+        if let (true, &[t]) = (self.graphed, tokens) {
+            return self.dec.step_graphed(t).map_err(cuda);
+        }
+        self.dec.forward(tokens).map_err(cuda)?;
+        self.dec.argmax().map_err(cuda)
+    }
+
+    fn forward_all_argmax(&mut self, tokens: &[u32]) -> Result<Vec<u32>, SpecError> {
+        let picks = self.dec.forward_rows_argmax(tokens).map_err(cuda)?;
+        if picks.len() != tokens.len() {
+            return Err(SpecError::Rows {
+                got: picks.len(),
+                want: tokens.len(),
+            });
+        }
+        Ok(picks)
+    }
+}
