@@ -126,10 +126,13 @@ fn proposer(args: &crate::generate::Args, p: &Prepared<'_>) -> anyhow::Result<Bo
         } => {
             let program = engine::arch::build_program(model.header())
                 .with_context(|| format!("cannot run draft model {}", path.display()))?;
-            let dec =
+            let mut dec =
                 CudaDecoder::new(gpu.clone(), &model, program, *capacity).with_context(|| {
                     format!("cannot load draft model {} on the GPU", path.display())
                 })?;
+            if *graph {
+                dec.capture_step()?;
+            }
             DraftModel::on_target(
                 Box::new(CudaTarget::new(Box::new(dec), *graph)),
                 &model,
@@ -170,7 +173,14 @@ pub fn run(args: &crate::generate::Args, mut p: Prepared<'_>) -> anyhow::Result<
     let backend = p.exec.name();
     let mut target: Box<dyn Target + '_> = match p.exec {
         SpecExec::Cpu(r) => Box::new(ReferenceTarget::new(r)),
-        SpecExec::Cuda { dec, graph, .. } => Box::new(CudaTarget::new(dec, graph)),
+        SpecExec::Cuda { mut dec, graph, .. } => {
+            // Capture the step graph before the clock starts: the off policy times the
+            // first plain step.
+            if graph {
+                dec.capture_step()?;
+            }
+            Box::new(CudaTarget::new(dec, graph))
+        }
     };
     let mut stream = StreamDecoder::new(p.tok);
     let mut out = std::io::stdout().lock();
