@@ -19,8 +19,9 @@
 //!
 //! The `spec-cuda` gate (GPU; skipped without one) runs the same loops on the CUDA decoder
 //! ([`CudaTarget`]): the logits of every row of a verification forward (10 rows: two
-//! launches of up to 8) equal those of plain one-token steps bit for bit, and the device
-//! arg-max of each row equals the greedy pick of those logits ([`check_rows_bits`]); greedy
+//! launches of up to 8; eager) equal those of plain one-token steps bit for bit, and the
+//! device arg-max of each row (the verification forward replayed from its captured graphs)
+//! equals the greedy pick of those logits ([`check_rows_bits`]); greedy
 //! speculative output equals plain greedy decode (graphed steps) token for token for
 //! K = 1..8 over 128 tokens on the three prompts ([`target_identity`]) with n-gram lookup on
 //! the default model (SmolLM2), with a CUDA draft model on a synthetic pair (a tiny llama in
@@ -824,6 +825,9 @@ fn spec_cuda_gate(ctx: &GateContext) -> GateOutcome {
                 );
                 failures.extend(f);
                 detail.push(d);
+                if let Some(e) = target.decoder().rows_graph_error() {
+                    detail.push(format!("{label}: verification graphs not captured ({e}); eager verification forwards used"));
+                }
                 let acc = stats.acceptance();
                 if acc.is_empty() || acc.iter().any(|&a| a != 1.0) {
                     failures.push(format!(

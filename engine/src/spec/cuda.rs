@@ -4,9 +4,11 @@
 //! Verification runs the `k + 1` rows in one forward whose head covers every row
 //! ([`CudaDecoder::forward_rows_argmax`]: one id per row comes back for greedy decoding;
 //! [`CudaDecoder::forward_rows_logits`] for sampled decoding), rollback sets the decoder's
-//! length back ([`CudaDecoder::truncate`]). One-token greedy steps replay the decoder's
-//! captured CUDA graph when `graphed` (as `assay generate` does for plain decoding), so the
-//! plain arm and the speculative arm run the same kernels.
+//! length back ([`CudaDecoder::truncate`]). When `graphed`, one-token greedy steps replay
+//! the decoder's captured step graph (as `assay generate` does for plain decoding) and
+//! arg-max verification forwards replay a graph captured per row count
+//! ([`CudaDecoder::forward_rows_argmax_graphed`]); the kernels are those of the eager
+//! forwards.
 
 use crate::cuda::CudaDecoder;
 
@@ -84,7 +86,12 @@ impl Target for CudaTarget {
     }
 
     fn forward_all_argmax(&mut self, tokens: &[u32]) -> Result<Vec<u32>, SpecError> {
-        let picks = self.dec.forward_rows_argmax(tokens).map_err(cuda)?;
+        let picks = if self.graphed {
+            self.dec.forward_rows_argmax_graphed(tokens)
+        } else {
+            self.dec.forward_rows_argmax(tokens)
+        }
+        .map_err(cuda)?;
         if picks.len() != tokens.len() {
             return Err(SpecError::Rows {
                 got: picks.len(),

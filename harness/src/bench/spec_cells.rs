@@ -416,6 +416,11 @@ impl CudaTextArm {
             self.runs,
             &self.want[..self.want.len().min(8)]
         )];
+        if let Some(e) = self.target.decoder().rows_graph_error() {
+            detail.push(format!(
+                "verification graphs not captured ({e}); eager verification forwards used"
+            ));
+        }
         let choices = self.target.decoder().kernel_choices();
         if !choices.is_empty() {
             detail.push(format!("matvec kernels: {choices:?}"));
