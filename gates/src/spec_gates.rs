@@ -803,6 +803,42 @@ fn spec_cuda_gate(ctx: &GateContext) -> GateOutcome {
                 );
                 failures.extend(f);
                 detail.push(d);
+                // Sampled mode (logits rows downloaded, rejection sampling on the host):
+                // one seed, one K, the same tokens.
+                let sampled = SamplerConfig {
+                    temperature: 0.8,
+                    top_k: 40,
+                    seed: ctx.seed,
+                    ..SamplerConfig::default()
+                };
+                let mut sampled_run = || -> Result<Vec<u32>, String> {
+                    target.truncate(0);
+                    let mut s = Sampler::new(sampled.clone());
+                    generate(
+                        &mut target,
+                        &mut NgramProposer::default(),
+                        &mut ExactVerifier,
+                        &mut s,
+                        &prompts[0],
+                        48,
+                        &fixed_opts(4),
+                        &mut |_| Ok(()),
+                    )
+                    .map(|g| g.tokens)
+                    .map_err(|e| e.to_string())
+                };
+                let (a, b) = (sampled_run()?, sampled_run()?);
+                if a != b || a.len() != 48 {
+                    failures.push(format!(
+                        "ngram sampled on {label}: same seed, different tokens ({} vs {})",
+                        a.len(),
+                        b.len()
+                    ));
+                }
+                detail.push(format!(
+                    "ngram sampled on {label} (T=0.8, top-k 40, seed {}, K=4): 48 tokens reproduced",
+                    ctx.seed
+                ));
                 let dtarget = cuda_target(&gpu, &m, capacity)?;
                 let mut draft = DraftModel::on_target(
                     Box::new(dtarget),
