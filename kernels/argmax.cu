@@ -11,6 +11,8 @@ __device__ __forceinline__ bool better(float v, int i, float bv, int bi) {
 
 extern "C" __global__ void __launch_bounds__(1024)
     argmax_rows(const float* __restrict__ x, int n, int* __restrict__ out) {
+    pdl_wait();
+    pdl_trigger();
     const float* xr = x + (u64)blockIdx.x * n;
     float bv = ASSAY_NEG_INF;
     int bi = 0x7fffffff;

@@ -15,6 +15,11 @@
 // order. It writes the unnormalised output and (max, sum) per split; a split wholly
 // outside the window writes (-inf, 0). Splits past pos write nothing.
 // attn_combine: grid (nh, ntok); merges splits 0 .. pos/ATT_SPLIT in order.
+// With `count` non-null, attn_partial also does the combine: each block that wrote its
+// split bumps count[t*nh + h] (after a fence); the block that brings it to the number of
+// splits of its token merges them (the same function as attn_combine, so the same bits,
+// whichever block comes last) and resets the counter to 0 for the next launch. count
+// must start at 0 (the scratch is zeroed once at allocation). One launch instead of two.
 #include "common/common.cuh"
 
 #ifndef ATT_SPLIT
@@ -31,11 +36,44 @@
 #define ATT_UNROLL 4
 #endif
 
+__device__ __forceinline__ float ld_cg(const float* p) {
+    float v;
+    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
+    return v;
+}
+
+// Merge splits 0 .. ns-1 of (token t, head h) into out; threads stride over the dims.
+// Loads bypass L1 (the partials may come from other blocks of the same launch).
+__device__ __forceinline__ void combine_splits(const float* __restrict__ part_o,
+                                               const float* __restrict__ part_ml,
+                                               float* __restrict__ out, int t, int h, int nh,
+                                               int hd, int max_splits, int ns) {
+    const u64 base = ((u64)t * nh + h) * max_splits;
+    float M = ASSAY_NEG_INF;
+    for (int s = 0; s < ns; s++)
+        if (ld_cg(part_ml + 2 * (base + s) + 1) > 0.f) M = fmaxf(M, ld_cg(part_ml + 2 * (base + s)));
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float L = 0.f, acc = 0.f;
+        for (int s = 0; s < ns; s++) {
+            const float ls = ld_cg(part_ml + 2 * (base + s) + 1);
+            if (ls > 0.f) {
+                const float e = expf(ld_cg(part_ml + 2 * (base + s)) - M);
+                L += ls * e;
+                acc += ld_cg(part_o + (base + s) * hd + d) * e;
+            }
+        }
+        out[((u64)t * nh + h) * hd + d] = acc / L;
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
     attn_partial(const float* __restrict__ q, const u16* __restrict__ kc,
                  const u16* __restrict__ vc, const int* __restrict__ pos,
                  float* __restrict__ part_o, float* __restrict__ part_ml, int nh, int nkv,
-                 int hd, int cap, int window, float scale, float softcap, int max_splits) {
+                 int hd, int cap, int window, float scale, float softcap, int max_splits,
+                 unsigned int* __restrict__ count, float* __restrict__ out) {
+    pdl_wait();
+    pdl_trigger();
     const int h = blockIdx.x, s = blockIdx.y, t = blockIdx.z;
     const int p = pos[t];
     const int split_lo = s * ATT_SPLIT;
@@ -131,31 +169,33 @@ extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
         part_ml[2 * slot] = M;
         part_ml[2 * slot + 1] = L;
     }
+    if (count == nullptr) return;
+    int ns = p / ATT_SPLIT + 1;
+    if (ns > max_splits) ns = max_splits;
+    __shared__ int last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const unsigned int done = atomicAdd(count + (u64)t * nh + h, 1u);
+        last = done == (unsigned int)(ns - 1);
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    combine_splits(part_o, part_ml, out, t, h, nh, hd, max_splits, ns);
+    if (threadIdx.x == 0) count[(u64)t * nh + h] = 0u;
 }
 
 extern "C" __global__ void attn_combine(const float* __restrict__ part_o,
                                         const float* __restrict__ part_ml,
                                         const int* __restrict__ pos, float* __restrict__ out,
                                         int nh, int hd, int max_splits) {
+    pdl_wait();
+    pdl_trigger();
     const int h = blockIdx.x, t = blockIdx.y;
     int ns = pos[t] / ATT_SPLIT + 1;
     if (ns > max_splits) ns = max_splits;
-    const u64 base = ((u64)t * nh + h) * max_splits;
-    float M = ASSAY_NEG_INF;
-    for (int s = 0; s < ns; s++)
-        if (part_ml[2 * (base + s) + 1] > 0.f) M = fmaxf(M, part_ml[2 * (base + s)]);
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-        float L = 0.f, acc = 0.f;
-        for (int s = 0; s < ns; s++) {
-            const float ls = part_ml[2 * (base + s) + 1];
-            if (ls > 0.f) {
-                const float e = expf(part_ml[2 * (base + s)] - M);
-                L += ls * e;
-                acc += part_o[(base + s) * hd + d] * e;
-            }
-        }
-        out[((u64)t * nh + h) * hd + d] = acc / L;
-    }
+    combine_splits(part_o, part_ml, out, t, h, nh, hd, max_splits, ns);
 }
 
 // kv_store: K and V of `ntok` tokens ([ntok][nkv][hd] f32) into a layer's f16 caches at
@@ -163,6 +203,8 @@ extern "C" __global__ void attn_combine(const float* __restrict__ part_o,
 extern "C" __global__ void kv_store(const float* __restrict__ k, const float* __restrict__ v,
                                     u16* __restrict__ kc, u16* __restrict__ vc,
                                     const int* __restrict__ pos, int nkv, int hd, int cap) {
+    pdl_wait();
+    pdl_trigger();
     const int t = blockIdx.x;
     const int p = pos[t];
     if (p < 0 || p >= cap) return;

@@ -19,6 +19,8 @@
 extern "C" __global__ void __launch_bounds__(NORM_THREADS)
     rmsnorm(const float* x, const float* __restrict__ w, float* y, int dim, float eps,
             float w_offset) {
+    pdl_wait();
+    pdl_trigger();
     const float* xr = x + (u64)blockIdx.x * dim;
     float* yr = y + (u64)blockIdx.x * dim;
     double ss = 0.0;

@@ -12,6 +12,8 @@
 extern "C" __global__ void rope(float* __restrict__ x, const int* __restrict__ pos,
                                 const double* __restrict__ tab, double freq_scale, int nheads,
                                 int head_dim, int n_rot, int neox) {
+    pdl_wait();
+    pdl_trigger();
     const int t = blockIdx.x;
     const double p = (double)pos[t];
     const int half = n_rot >> 1;
@@ -28,5 +30,65 @@ extern "C" __global__ void rope(float* __restrict__ x, const int* __restrict__ p
         const float a = xh[i0], b = xh[i1];
         xh[i0] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
         xh[i1] = __fadd_rn(__fmul_rn(a, s), __fmul_rn(b, c));
+    }
+}
+
+// rope_kv: the RoPE of q (nh heads) and of k (nkv heads) of `ntok` tokens, in place, with
+// the very arithmetic of `rope` above (one table for both), then k (rotated) and v stored
+// into a layer's f16 KV caches like attention.cu's kv_store (round to nearest even; a
+// position outside the cache stores nothing, the rotations still happen). One launch for
+// what takes rope(q), rope(k) and kv_store; every value gets the bits of those three.
+// q is [ntok][nh][hd], k and v are [ntok][nkv][hd] f32; the caches [nkv][cap][hd] f16.
+// Grid (ntok, ceil(items / blockDim.x)); items per token, in this order: the nh*half pairs
+// of q, the nkv*half pairs of k, the nkv*(hd - n_rot) dims of k past n_rot, the nkv*hd
+// values of v.
+extern "C" __global__ void rope_kv(float* __restrict__ q, float* __restrict__ k,
+                                   const float* __restrict__ v, u16* __restrict__ kc,
+                                   u16* __restrict__ vc, const int* __restrict__ pos,
+                                   const double* __restrict__ tab, double freq_scale, int nh,
+                                   int nkv, int hd, int n_rot, int neox, int cap) {
+    pdl_wait();
+    pdl_trigger();
+    const int t = blockIdx.x;
+    const int pi = pos[t];
+    const int half = n_rot >> 1;
+    const int nq = nh * half, nk = nkv * half, nrest = nkv * (hd - n_rot), nv = nkv * hd;
+    int idx = blockIdx.y * blockDim.x + threadIdx.x;
+    const bool store = pi >= 0 && pi < cap;
+    if (idx < nq + nk) {
+        const bool is_k = idx >= nq;
+        if (is_k) idx -= nq;
+        const int h = idx / half, i = idx - h * half;
+        const double theta = (double)pi * freq_scale * tab[i] / tab[half + i];
+        double sd, cd;
+        sincos(theta, &sd, &cd);
+        const float s = (float)sd, c = (float)cd;
+        float* xh = (is_k ? k + ((u64)t * nkv + h) * hd : q + ((u64)t * nh + h) * hd);
+        const int i0 = neox ? i : 2 * i;
+        const int i1 = neox ? i + half : 2 * i + 1;
+        const float a = xh[i0], b = xh[i1];
+        const float r0 = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
+        const float r1 = __fadd_rn(__fmul_rn(a, s), __fmul_rn(b, c));
+        xh[i0] = r0;
+        xh[i1] = r1;
+        if (is_k && store) {
+            u16* dst = kc + ((u64)h * cap + pi) * hd;
+            dst[i0] = f32_to_f16(r0);
+            dst[i1] = f32_to_f16(r1);
+        }
+        return;
+    }
+    idx -= nq + nk;
+    if (!store) return;
+    if (idx < nrest) {
+        const int r = hd - n_rot;
+        const int h = idx / r, d = n_rot + (idx - h * r);
+        kc[((u64)h * cap + pi) * hd + d] = f32_to_f16(k[((u64)t * nkv + h) * hd + d]);
+        return;
+    }
+    idx -= nrest;
+    if (idx < nv) {
+        const int h = idx / hd, d = idx - h * hd;
+        vc[((u64)h * cap + pi) * hd + d] = f32_to_f16(v[((u64)t * nkv + h) * hd + d]);
     }
 }

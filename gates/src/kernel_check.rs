@@ -129,8 +129,9 @@ pub const TOLERANCES: &[(&str, Tol, &str)] = &[
     (
         "fusion",
         Tol::Exact,
-        "a fused launch (matvec + residual add, gate/up matvec + gated activation) must give \
-         the bits of the separate kernels",
+        "a fused launch (matvec + residual add, gate/up matvec + gated activation, RoPE of \
+         q and k + KV store, attention with its combine) must give the bits of the separate \
+         kernels",
     ),
 ];
 

@@ -60,3 +60,19 @@ __device__ __forceinline__ u32 ld_u32_a2(const u8* p) {
     return ld_u16(p) | (ld_u16(p + 2) << 16);
 }
 __device__ __forceinline__ u32 ld_u32(const u8* p) { return *(const u32*)p; }
+
+// Programmatic dependent launch (sm_90+; the engine's ops::PDL_KERNELS lists the kernels
+// that use it). pdl_wait: wait until the grids this launch depends on have completed and
+// their writes are visible; it must come before any read of their results (a no-op for a
+// launch without a programmatic dependency). pdl_trigger: let the next launch (if it was
+// launched programmatically) be scheduled now; it still waits for this grid to complete.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}

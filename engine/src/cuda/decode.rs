@@ -357,6 +357,10 @@ impl CudaDecoder {
         let plan = std::mem::take(&mut self.plan);
         let res = (|| {
             for step in &plan {
+                if let Some(fuse::Fused::RopeAttn { q_rope, attn, .. }) = step.fused {
+                    self.rope_attention(&body, q_rope, attn, n, feed)?;
+                    continue;
+                }
                 if let Some(f) = step.fused {
                     self.run_fused(f, n)?;
                     continue;
@@ -652,6 +656,9 @@ impl CudaDecoder {
             fuse::Fused::Residual { weight, out, .. } | fuse::Fused::Plain { weight, out, .. } => {
                 (out, vec![weight])
             }
+            fuse::Fused::RopeAttn { .. } => {
+                return Err(model_err("rope + attention is not a matvec unit"));
+            }
         };
         let mut o = take(bufs, out)?;
         let r = (|| match f {
@@ -711,6 +718,7 @@ impl CudaDecoder {
                     &mut o.slice,
                 )
             }
+            fuse::Fused::RopeAttn { .. } => Err(model_err("rope + attention is not a matvec unit")),
         })();
         put(bufs, out, o);
         let choice = r?;
@@ -721,6 +729,73 @@ impl CudaDecoder {
             }
         }
         Ok(())
+    }
+
+    /// RoPE of q and k (body op `q_rope` and the one after or before it: one table, see
+    /// [`fuse::Fused::RopeAttn`]) with the KV-cache store in one launch, then the attention
+    /// (body op `attn`).
+    fn rope_attention(
+        &mut self,
+        body: &[Op],
+        q_rope: usize,
+        attn: usize,
+        n: usize,
+        feed: Feed,
+    ) -> Result<(), CudaError> {
+        let (Some(Op::Rope { rope: rs, .. }), Some(Op::Attention(spec))) =
+            (body.get(q_rope), body.get(attn))
+        else {
+            return Err(model_err("rope + attention unit does not match the body"));
+        };
+        let table = self
+            .rope
+            .get(&q_rope)
+            .ok_or_else(|| model_err("rope table missing"))?;
+        let style = match rs.style {
+            arch::RopeStyle::Adjacent => RopeStyle::Normal,
+            arch::RopeStyle::Neox => RopeStyle::Neox,
+        };
+        let layer = self
+            .kv
+            .get_mut(spec.kv_layer)
+            .ok_or_else(|| model_err("kv layer out of range"))?;
+        if layer.n_kv_heads != spec.n_kv_heads || layer.head_dim != spec.head_dim {
+            return Err(model_err("attention spec does not match its KV layer"));
+        }
+        let gpu = &*self.gpu;
+        let bufs = &mut self.bufs;
+        let step_pos = self.step.slice(1..2);
+        let pos: &dyn DevicePtr<i32> = match feed {
+            Feed::Step => &step_pos,
+            Feed::Rows => &self.pos,
+        };
+        let mut q = take(bufs, spec.q)?;
+        let r = (|| {
+            let mut k = take(bufs, spec.k)?;
+            let r = ops::rope_kv(
+                gpu,
+                &mut q.slice,
+                &mut k.slice,
+                get(bufs, spec.v)?,
+                &mut layer.k,
+                &mut layer.v,
+                pos,
+                table,
+                style,
+                ops::RopeKvShape {
+                    ntok: n,
+                    n_heads: spec.n_heads,
+                    n_kv_heads: spec.n_kv_heads,
+                    head_dim: spec.head_dim,
+                    capacity: self.capacity,
+                },
+            );
+            put(bufs, spec.k, k);
+            r
+        })();
+        put(bufs, spec.q, q);
+        r?;
+        self.attend(spec, n, feed)
     }
 
     fn attention(&mut self, spec: &AttentionSpec, n: usize, feed: Feed) -> Result<(), CudaError> {
@@ -751,6 +826,22 @@ impl CudaDecoder {
             spec.head_dim,
             self.capacity,
         )?;
+        self.attend(spec, n, feed)
+    }
+
+    /// The attention launch of `spec` (K and V of the rows already in the cache).
+    fn attend(&mut self, spec: &AttentionSpec, n: usize, feed: Feed) -> Result<(), CudaError> {
+        let gpu = &*self.gpu;
+        let layer = self
+            .kv
+            .get(spec.kv_layer)
+            .ok_or_else(|| model_err("kv layer out of range"))?;
+        let bufs = &mut self.bufs;
+        let step_pos = self.step.slice(1..2);
+        let pos: &dyn DevicePtr<i32> = match feed {
+            Feed::Step => &step_pos,
+            Feed::Rows => &self.pos,
+        };
         let shape = AttnShape {
             ntok: n,
             n_heads: spec.n_heads,

@@ -179,7 +179,7 @@ impl Family {
                 })
                 .collect(),
             Family::Norm => vec!["rmsnorm".into()],
-            Family::Rope => vec!["rope".into()],
+            Family::Rope => vec!["rope".into(), "rope_kv".into()],
             Family::Sample => vec!["sample_row".into()],
         }
     }

@@ -8,7 +8,10 @@
 //! - matmul into `t`, then `o = o + t` in place -> one matvec with the residual added in
 //!   its epilogue ([`Fused::Residual`]);
 //! - an RMSNorm (whole rows) whose output only feeds the matmuls right after it -> folded
-//!   into each of them (`norm` of [`Fused`]; a lone matmul becomes [`Fused::Plain`]).
+//!   into each of them (`norm` of [`Fused`]; a lone matmul becomes [`Fused::Plain`]);
+//! - RoPE of q, RoPE of k (one table) and the attention on them -> one `rope_kv` launch
+//!   (both rotations and the KV-cache store) and one attention launch
+//!   ([`Fused::RopeAttn`]).
 //!
 //! A pattern is taken only when the intermediate buffers it no longer writes are not read
 //! afterwards (rest of the body, the head, then the body again from the start: the next
@@ -51,17 +54,28 @@ pub enum Fused {
         out: BufId,
         norm: Option<NormFold>,
     },
+    /// Ops `q_rope` (RoPE of the attention's q), `k_rope` (RoPE of its k, the same table)
+    /// and `attn` (the attention) of the body. The rotations stay in place in `q` and `k`.
+    RopeAttn {
+        q: BufId,
+        k: BufId,
+        q_rope: usize,
+        k_rope: usize,
+        attn: usize,
+    },
 }
 
 impl Fused {
     fn x(&self) -> BufId {
         match self {
             Fused::Glu { x, .. } | Fused::Residual { x, .. } | Fused::Plain { x, .. } => *x,
+            Fused::RopeAttn { q, .. } => *q,
         }
     }
     fn out(&self) -> BufId {
         match self {
             Fused::Glu { out, .. } | Fused::Residual { out, .. } | Fused::Plain { out, .. } => *out,
+            Fused::RopeAttn { q, .. } => *q,
         }
     }
     fn with_norm(self, xr: BufId, n: NormFold) -> Fused {
@@ -98,6 +112,7 @@ impl Fused {
                 out,
                 norm: Some(n),
             },
+            Fused::RopeAttn { .. } => self,
         }
     }
 }
@@ -226,6 +241,44 @@ fn residual_at(p: &Program, i: usize) -> Option<Fused> {
     })
 }
 
+/// RoPE of q and of k with one table, then the attention that reads them.
+fn rope_attn_at(p: &Program, i: usize) -> Option<Fused> {
+    let (
+        Some(Op::Rope { x: x1, rope: r1 }),
+        Some(Op::Rope { x: x2, rope: r2 }),
+        Some(Op::Attention(a)),
+    ) = (p.body.get(i), p.body.get(i + 1), p.body.get(i + 2))
+    else {
+        return None;
+    };
+    let (q_rope, k_rope, rq, rk) = if (x1, x2) == (&a.q, &a.k) {
+        (i, i + 1, r1, r2)
+    } else if (x1, x2) == (&a.k, &a.q) {
+        (i + 1, i, r2, r1)
+    } else {
+        return None;
+    };
+    let same_table = rq.style == rk.style
+        && rq.head_dim == rk.head_dim
+        && rq.rot_dims == rk.rot_dims
+        && rq.base.to_bits() == rk.base.to_bits()
+        && rq.freq_scale.to_bits() == rk.freq_scale.to_bits()
+        && rq.freq_factors == rk.freq_factors;
+    let shapes = rq.n_heads == a.n_heads
+        && rk.n_heads == a.n_kv_heads
+        && rq.head_dim == a.head_dim
+        && a.q != a.k
+        && a.v != a.q
+        && a.v != a.k;
+    (same_table && shapes).then_some(Fused::RopeAttn {
+        q: a.q,
+        k: a.k,
+        q_rope,
+        k_rope,
+        attn: i + 2,
+    })
+}
+
 /// The launch unit starting at op `i` (ops, fused form), if it is a matmul-led one.
 fn unit_at(p: &Program, i: usize) -> Option<(usize, Fused)> {
     if let Some(f) = glu_at(p, i) {
@@ -317,6 +370,8 @@ pub fn plan(p: &Program) -> Vec<Step> {
             (3, Some(f))
         } else if let Some(f) = residual_at(p, i) {
             (2, Some(f))
+        } else if let Some(f) = rope_attn_at(p, i) {
+            (3, Some(f))
         } else {
             (1, None)
         };
@@ -378,12 +433,59 @@ mod tests {
                 .iter()
                 .any(|s| s.fused.is_none() && matches!(p.body[s.first], Op::RmsNorm { .. }))
         );
+        // RoPE of q and k joins the attention in every layer.
+        let rope_attn: Vec<_> = steps
+            .iter()
+            .filter_map(|s| match s.fused {
+                Some(Fused::RopeAttn {
+                    q_rope,
+                    k_rope,
+                    attn,
+                    ..
+                }) => Some((s.first, q_rope, k_rope, attn)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(rope_attn.len(), p.shape.n_layers);
+        for (first, q_rope, k_rope, attn) in rope_attn {
+            assert_eq!((q_rope, k_rope, attn), (first, first + 1, first + 2));
+            assert!(matches!(p.body[attn], Op::Attention(_)));
+        }
+        assert!(
+            !steps.iter().any(|s| s.fused.is_none()
+                && matches!(p.body[s.first], Op::Rope { .. } | Op::Attention(_)))
+        );
         for s in &steps {
             if let Some(Fused::Glu { gate_w, up_w, .. }) = s.fused {
                 assert!(p.weight(gate_w).name.ends_with("ffn_gate.weight"));
                 assert!(p.weight(up_w).name.ends_with("ffn_up.weight"));
             }
         }
+    }
+
+    #[test]
+    fn rope_with_another_table_is_not_fused_with_attention() {
+        let mut p = llama_like();
+        let i = p
+            .body
+            .iter()
+            .position(|op| matches!(op, Op::Rope { .. }))
+            .unwrap();
+        if let Some(Op::Rope { rope, .. }) = p.body.get_mut(i + 1) {
+            rope.base *= 2.0;
+        }
+        let steps = plan(&p);
+        let fused = steps
+            .iter()
+            .filter(|s| matches!(s.fused, Some(Fused::RopeAttn { .. })))
+            .count();
+        assert_eq!(fused, p.shape.n_layers - 1);
+        // The unfused layer runs its three ops one by one.
+        assert!(
+            steps
+                .iter()
+                .any(|s| s.first == i && s.len == 1 && s.fused.is_none())
+        );
     }
 
     #[test]

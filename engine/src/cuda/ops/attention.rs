@@ -1,6 +1,7 @@
-//! Wrappers of `attention.cu`: split-KV decode attention and the f16 KV-cache store.
+//! Wrappers of `attention.cu`: split-KV decode attention and the f16 KV-cache store; and
+//! of `rope.cu`'s `rope_kv` (RoPE of q and k fused with the KV-cache store).
 
-use super::{Arg, int, launch, need, rd, wr};
+use super::{Arg, RopeStyle, RopeTable, int, launch, need, rd, wr};
 use crate::cuda::select::{self, AttentionKernel};
 use crate::cuda::sources::consts::ATT_WARPS;
 use crate::cuda::{CudaError, Gpu};
@@ -25,10 +26,13 @@ pub struct AttnShape {
 }
 
 /// Device scratch of the split-KV attention: per (token, head, split) the unnormalised
-/// output and (max, sum). Sized for at most `max_tok` tokens of one shape.
+/// output and (max, sum), and per (token, head) the count of splits done (zero between
+/// launches: the block that completes a count resets it). Sized for at most `max_tok`
+/// tokens of one shape.
 pub struct AttnScratch {
     part_o: CudaSlice<f32>,
     part_ml: CudaSlice<f32>,
+    count: CudaSlice<u32>,
     max_tok: usize,
     n_heads: usize,
     head_dim: usize,
@@ -52,6 +56,7 @@ impl AttnScratch {
         Ok(AttnScratch {
             part_o: gpu.zeros(slots * head_dim)?,
             part_ml: gpu.zeros(slots * 2)?,
+            count: gpu.zeros(max_tok * n_heads)?,
             max_tok,
             n_heads,
             head_dim,
@@ -64,6 +69,10 @@ impl AttnScratch {
 /// over a layer's f16 caches (`[n_kv_heads][capacity][head_dim]` each) into `out` (shaped
 /// like q). `scale` multiplies q.k; `softcap` > 0 caps the scores as
 /// `softcap * tanh(s / softcap)` (0: no cap). Returns the kernel used.
+///
+/// One launch: the split blocks merge their partial results themselves (the last block of
+/// each token and head to finish does the combine), giving the bits of
+/// [`attention_two_pass`].
 #[allow(clippy::too_many_arguments)]
 pub fn attention(
     gpu: &Gpu,
@@ -76,6 +85,45 @@ pub fn attention(
     softcap: f32,
     scratch: &mut AttnScratch,
     out: &mut dyn DevicePtrMut<f32>,
+) -> Result<AttentionKernel, CudaError> {
+    attention_launch(
+        gpu, q, k_cache, v_cache, pos, s, scale, softcap, scratch, out, true,
+    )
+}
+
+/// [`attention`] as two launches: the split blocks, then a separate combine kernel (the
+/// reference kernel-check compares the one-launch form with, bit for bit).
+#[allow(clippy::too_many_arguments)]
+pub fn attention_two_pass(
+    gpu: &Gpu,
+    q: &dyn DevicePtr<f32>,
+    k_cache: &dyn DevicePtr<f16>,
+    v_cache: &dyn DevicePtr<f16>,
+    pos: &dyn DevicePtr<i32>,
+    s: AttnShape,
+    scale: f32,
+    softcap: f32,
+    scratch: &mut AttnScratch,
+    out: &mut dyn DevicePtrMut<f32>,
+) -> Result<AttentionKernel, CudaError> {
+    attention_launch(
+        gpu, q, k_cache, v_cache, pos, s, scale, softcap, scratch, out, false,
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn attention_launch(
+    gpu: &Gpu,
+    q: &dyn DevicePtr<f32>,
+    k_cache: &dyn DevicePtr<f16>,
+    v_cache: &dyn DevicePtr<f16>,
+    pos: &dyn DevicePtr<i32>,
+    s: AttnShape,
+    scale: f32,
+    softcap: f32,
+    scratch: &mut AttnScratch,
+    out: &mut dyn DevicePtrMut<f32>,
+    one_launch: bool,
 ) -> Result<AttentionKernel, CudaError> {
     const OP: &str = "attention";
     let choice = select::choose_attention(
@@ -112,6 +160,11 @@ pub fn attention(
     let (qp, kp, vp, pp) = (rd(gpu, q), rd(gpu, k_cache), rd(gpu, v_cache), rd(gpu, pos));
     let (pop, pmp) = (wr(gpu, &mut scratch.part_o), wr(gpu, &mut scratch.part_ml));
     let op = wr(gpu, out);
+    let cp = if one_launch {
+        wr(gpu, &mut scratch.count)
+    } else {
+        0
+    };
     let nh = int(OP, "n_heads", s.n_heads)?;
     let hd = int(OP, "head_dim", s.head_dim)?;
     let ms = int(OP, "max_splits", max_splits)?;
@@ -139,8 +192,13 @@ pub fn attention(
             Arg::F32(scale),
             Arg::F32(softcap),
             Arg::I32(ms),
+            Arg::Ptr(cp),
+            Arg::Ptr(op),
         ],
     )?;
+    if one_launch {
+        return Ok(choice);
+    }
     let threads = (s.head_dim.div_ceil(32) * 32) as u32;
     launch(
         gpu,
@@ -205,6 +263,94 @@ pub fn kv_store(
             Arg::I32(int(OP, "n_kv_heads", n_kv_heads)?),
             Arg::I32(int(OP, "head_dim", head_dim)?),
             Arg::I32(int(OP, "capacity", capacity)?),
+        ],
+    )
+}
+
+/// The shape of a [`rope_kv`] launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RopeKvShape {
+    /// Tokens in the launch.
+    pub ntok: usize,
+    /// Query heads.
+    pub n_heads: usize,
+    /// KV heads.
+    pub n_kv_heads: usize,
+    /// Head size.
+    pub head_dim: usize,
+    /// KV cache capacity in positions.
+    pub capacity: usize,
+}
+
+/// RoPE of q (`[ntok][n_heads][head_dim]`) and k (`[ntok][n_kv_heads][head_dim]`) in place
+/// with one `table`, then k (rotated) and v stored into a layer's f16 caches at positions
+/// `pos`: one launch giving the bits of [`super::rope`] on q, [`super::rope`] on k, then
+/// [`kv_store`].
+#[allow(clippy::too_many_arguments)]
+pub fn rope_kv(
+    gpu: &Gpu,
+    q: &mut dyn DevicePtrMut<f32>,
+    k: &mut dyn DevicePtrMut<f32>,
+    v: &dyn DevicePtr<f32>,
+    k_cache: &mut dyn DevicePtrMut<f16>,
+    v_cache: &mut dyn DevicePtrMut<f16>,
+    pos: &dyn DevicePtr<i32>,
+    table: &RopeTable,
+    style: RopeStyle,
+    s: RopeKvShape,
+) -> Result<(), CudaError> {
+    const OP: &str = "rope_kv";
+    let n_rot = table.n_rot;
+    if n_rot % 2 != 0 || n_rot > s.head_dim || n_rot == 0 {
+        return Err(crate::cuda::shape_err(
+            OP,
+            format!("n_rot = {n_rot} must be even and in 2..={}", s.head_dim),
+        ));
+    }
+    let kv_len = s.ntok * s.n_kv_heads * s.head_dim;
+    let cache_len = s.n_kv_heads * s.capacity * s.head_dim;
+    need(OP, "q", q.len(), s.ntok * s.n_heads * s.head_dim)?;
+    need(OP, "k", k.len(), kv_len)?;
+    need(OP, "v", v.len(), kv_len)?;
+    need(OP, "k cache", k_cache.len(), cache_len)?;
+    need(OP, "v cache", v_cache.len(), cache_len)?;
+    need(OP, "pos", pos.len(), s.ntok)?;
+    need(OP, "table", table.table.len(), n_rot)?;
+    if s.ntok == 0 {
+        return Ok(());
+    }
+    let half = n_rot / 2;
+    let items = (s.n_heads + s.n_kv_heads) * half
+        + s.n_kv_heads * (s.head_dim - n_rot)
+        + s.n_kv_heads * s.head_dim;
+    const THREADS: u32 = 128;
+    let blocks = int(OP, "blocks", items.div_ceil(THREADS as usize))? as u32;
+    let (qp, kp, vp) = (wr(gpu, q), wr(gpu, k), rd(gpu, v));
+    let (kcp, vcp) = (wr(gpu, k_cache), wr(gpu, v_cache));
+    let (pp, tp) = (rd(gpu, pos), rd(gpu, &table.table));
+    launch(
+        gpu,
+        "rope_kv",
+        LaunchConfig {
+            grid_dim: (int(OP, "ntok", s.ntok)? as u32, blocks, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        },
+        &[
+            Arg::Ptr(qp),
+            Arg::Ptr(kp),
+            Arg::Ptr(vp),
+            Arg::Ptr(kcp),
+            Arg::Ptr(vcp),
+            Arg::Ptr(pp),
+            Arg::Ptr(tp),
+            Arg::F64(table.freq_scale),
+            Arg::I32(int(OP, "n_heads", s.n_heads)?),
+            Arg::I32(int(OP, "n_kv_heads", s.n_kv_heads)?),
+            Arg::I32(int(OP, "head_dim", s.head_dim)?),
+            Arg::I32(int(OP, "n_rot", n_rot)?),
+            Arg::I32(i32::from(style == RopeStyle::Neox)),
+            Arg::I32(int(OP, "capacity", s.capacity)?),
         ],
     )
 }

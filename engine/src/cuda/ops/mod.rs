@@ -12,7 +12,9 @@ mod linear;
 mod pointwise;
 mod sample;
 
-pub use attention::{AttnScratch, AttnShape, attention, kv_store};
+pub use attention::{
+    AttnScratch, AttnShape, RopeKvShape, attention, attention_two_pass, kv_store, rope_kv,
+};
 pub use linear::{NormIn, embed, matvec, matvec_fused, matvec_glu, matvec_residual};
 pub use pointwise::{
     Activation, RopeStyle, RopeTable, add, add_inplace, argmax, gated_act, gated_act_inplace,
@@ -128,6 +130,45 @@ mod tests {
         }
     }
 
+    /// The body of kernel (or device function) `name` in the embedded sources: the text
+    /// after the `{` that opens the `__global__` / `__device__` definition of `name(`.
+    fn kernel_body(name: &str) -> Option<&'static str> {
+        let pat = format!("{name}(");
+        for src in crate::cuda::sources::SOURCES {
+            let t = src.text;
+            let mut from = 0;
+            while let Some(i) = t[from..].find(&pat) {
+                let at = from + i;
+                from = at + pat.len();
+                let ident_start = at == 0
+                    || !t[..at]
+                        .chars()
+                        .next_back()
+                        .is_some_and(|c| c.is_alphanumeric() || c == '_');
+                let head = &t[t[..at].rfind(';').map_or(0, |j| j + 1)..at];
+                if ident_start && (head.contains("__global__") || head.contains("__device__")) {
+                    let open = t[at..].find('{')? + at;
+                    return Some(&t[open + 1..]);
+                }
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn every_pdl_kernel_waits_before_anything_else() {
+        for name in PDL_KERNELS {
+            let body = kernel_body(name).unwrap_or_else(|| panic!("no kernel {name}"));
+            let first: Vec<&str> = body.split(';').take(2).map(|s| s.trim()).collect();
+            assert_eq!(first, ["pdl_wait()", "pdl_trigger()"], "{name}");
+        }
+        // A kernel that is not listed is not required to, and the finder is not fooled by
+        // calls: `rope(` appears in rope_kv's comment and in other kernels' names.
+        assert!(kernel_body("rope").is_some());
+        assert!(kernel_body("no_such_kernel").is_none());
+        assert!(is_pdl_kernel("rope_kv") && !is_pdl_kernel("embed_q4_0"));
+    }
+
     #[test]
     fn repack_q4_0_puts_quants_then_scales() {
         // Two blocks: d = [0xA0, 0xA1] / [0xB0, 0xB1], qs = 1..=16 / 101..=116.
@@ -200,6 +241,35 @@ pub(crate) enum Arg {
     F64(f64),
 }
 
+/// Kernels whose first statement is `pdl_wait()` (`kernels/common/common.cuh`): on sm_90
+/// and later they are launched with programmatic stream serialization, so that the device
+/// may start them while the kernel before them is finishing (the wait holds every thread
+/// until that kernel has completed and its writes are visible); they also call
+/// `pdl_trigger()` right after the wait, letting the next such kernel be scheduled early.
+/// Any other kernel waits for its predecessor as usual. `tests` check the sources.
+pub const PDL_KERNELS: &[&str] = &[
+    "rope_kv",
+    "rope",
+    "kv_store",
+    "attn_partial",
+    "attn_combine",
+    "rmsnorm",
+    "argmax_rows",
+];
+
+/// Whether kernel `name` is launched programmatically (where [`pdl_allowed`]).
+pub fn is_pdl_kernel(name: &str) -> bool {
+    PDL_KERNELS.contains(&name)
+}
+
+/// Whether launches may use programmatic dependent launch: sm_90+, unless the environment
+/// sets `ASSAY_NO_PDL=1` (to time both forms with one binary).
+fn pdl_allowed(gpu: &Gpu) -> bool {
+    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let off = *OFF.get_or_init(|| std::env::var_os("ASSAY_NO_PDL").is_some_and(|v| v == "1"));
+    !off && gpu.info().compute_capability.0 >= 9
+}
+
 /// Launch `name` with `args` (in the kernel's parameter order) on the GPU's stream.
 pub(crate) fn launch(
     gpu: &Gpu,
@@ -209,6 +279,9 @@ pub(crate) fn launch(
 ) -> Result<(), CudaError> {
     let f = gpu.function(name)?;
     let stream = gpu.stream();
+    if is_pdl_kernel(name) && pdl_allowed(gpu) {
+        return launch_pdl(stream, f, cfg, args);
+    }
     let mut b = stream.launch_builder(f);
     for a in args {
         match a {
@@ -224,6 +297,62 @@ pub(crate) fn launch(
     // borrows the caller holds until this call returns and the work is queued on the one
     // stream they are used on.
     unsafe { b.launch(cfg) }?;
+    Ok(())
+}
+
+/// [`launch`] through `cuLaunchKernelEx` with the programmatic stream serialization
+/// attribute (see [`PDL_KERNELS`]).
+fn launch_pdl(
+    stream: &cudarc::driver::CudaStream,
+    f: &cudarc::driver::CudaFunction,
+    cfg: LaunchConfig,
+    args: &[Arg],
+) -> Result<(), CudaError> {
+    use cudarc::driver::sys;
+    stream.context().bind_to_thread()?;
+    // One 8-byte slot per argument; the driver reads each parameter's size from the start
+    // of its slot (little-endian, so a 4-byte int or float is its low half).
+    let mut slots: Vec<u64> = args
+        .iter()
+        .map(|a| match *a {
+            Arg::Ptr(p) | Arg::U64(p) => p,
+            Arg::I32(v) => u64::from(v as u32),
+            Arg::F32(v) => u64::from(v.to_bits()),
+            Arg::F64(v) => v.to_bits(),
+        })
+        .collect();
+    let mut params: Vec<*mut std::ffi::c_void> = slots
+        .iter_mut()
+        .map(|s| (s as *mut u64).cast::<std::ffi::c_void>())
+        .collect();
+    // SAFETY: an all-zero CUlaunchAttribute is a valid value of this plain C struct/union.
+    let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+    attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    let config = sys::CUlaunchConfig {
+        gridDimX: cfg.grid_dim.0,
+        gridDimY: cfg.grid_dim.1,
+        gridDimZ: cfg.grid_dim.2,
+        blockDimX: cfg.block_dim.0,
+        blockDimY: cfg.block_dim.1,
+        blockDimZ: cfg.block_dim.2,
+        sharedMemBytes: cfg.shared_mem_bytes,
+        hStream: stream.cu_stream(),
+        attrs: &mut attr,
+        numAttrs: 1,
+    };
+    // SAFETY: as in `launch` (buffers checked by the wrapper, scalars in the kernel's
+    // parameter order and types); `params` points at `slots`, and `config` at `attr`, all
+    // alive until the call returns (the driver copies the parameters at launch).
+    unsafe {
+        sys::cuLaunchKernelEx(
+            &config,
+            f.cu_function(),
+            params.as_mut_ptr(),
+            std::ptr::null_mut(),
+        )
+    }
+    .result()?;
     Ok(())
 }
 
