@@ -128,3 +128,100 @@ fn max_tokens_and_eog_are_honoured() {
         assert!(g.tokens.len() <= n);
     }
 }
+
+/// A reference executor with its own cache, as an owned [`Target`] (the shape of
+/// [`CudaTarget`]: the draft model holds it boxed).
+struct OwnedReference {
+    exec: std::sync::Arc<crate::reference::Reference>,
+    kv: crate::kv::SeqKv,
+}
+
+impl Target for OwnedReference {
+    fn n_vocab(&self) -> usize {
+        self.exec.program().shape.n_vocab
+    }
+    fn len(&self) -> usize {
+        self.kv.len()
+    }
+    fn forward_last(&mut self, tokens: &[u32]) -> Result<Vec<f32>, SpecError> {
+        Ok(self.exec.step(&mut self.kv, tokens)?)
+    }
+    fn forward_all(&mut self, tokens: &[u32]) -> Result<Vec<Vec<f32>>, SpecError> {
+        let mut batch = [crate::reference::SeqInput {
+            kv: &mut self.kv,
+            tokens,
+            logits: crate::reference::LogitRows::All,
+        }];
+        let l = self.exec.forward(&mut batch)?;
+        Ok((0..tokens.len()).map(|i| l.row(i).to_vec()).collect())
+    }
+    fn truncate(&mut self, len: usize) {
+        self.kv.truncate(len);
+    }
+}
+
+#[test]
+fn a_draft_model_on_a_boxed_target_drafting_for_its_own_weights_is_always_accepted() {
+    use crate::arch::synthetic::{SyntheticSpec, gguf_bytes};
+    use crate::model_file::{FileBytes, GgufModel};
+    use crate::reference::{Reference, ReferenceOptions};
+    use std::sync::Arc;
+    let spec = SyntheticSpec::tiny("llama");
+    let bytes = gguf_bytes(&spec).unwrap();
+    let model = Arc::new(GgufModel::from_bytes("t.gguf".into(), FileBytes::Owned(bytes)).unwrap());
+    let opts = ReferenceOptions {
+        threads: Some(1),
+        kv_dtype: crate::kv::KvDtype::F16,
+    };
+    let exec = Reference::new(model.clone(), opts.clone()).unwrap();
+    let dexec = Arc::new(Reference::new(model.clone(), opts).unwrap());
+    let n_vocab = exec.program().shape.n_vocab;
+    let boxed = Box::new(OwnedReference {
+        kv: dexec.new_cache(),
+        exec: dexec,
+    });
+    let greedy = SamplerConfig::default();
+    let mut draft =
+        DraftModel::on_target(boxed, &model, &model, n_vocab, "self".into(), &greedy).unwrap();
+    let prompt = [1u32, 7, 3, 9, 2];
+    let mut t = ReferenceTarget::new(&exec);
+    let mut s = Sampler::new(greedy.clone());
+    let o = opts_fixed();
+    let want = plain_generate(&mut t, &mut s, &prompt, 24, &o, &mut |_| Ok(()))
+        .unwrap()
+        .tokens;
+    for k in [1, 3, 8] {
+        let mut t = ReferenceTarget::new(&exec);
+        let mut s = Sampler::new(greedy.clone());
+        let g = generate(
+            &mut t,
+            &mut draft,
+            &mut ExactVerifier,
+            &mut s,
+            &prompt,
+            24,
+            &SpecOptions {
+                depth: DepthConfig::fixed(k),
+                eog: Vec::new(),
+                ignore_eos: true,
+            },
+            &mut |_| Ok(()),
+        )
+        .unwrap();
+        assert_eq!(g.tokens, want, "K={k}");
+        let acc = g.stats.acceptance();
+        assert!(
+            !acc.is_empty() && acc.iter().all(|&a| a == 1.0),
+            "K={k}: {acc:?}"
+        );
+        assert!(g.stats.draft_forwards > 0);
+    }
+}
+
+fn opts_fixed() -> SpecOptions {
+    SpecOptions {
+        depth: DepthConfig::fixed(1),
+        eog: Vec::new(),
+        ignore_eos: true,
+    }
+}
