@@ -128,3 +128,31 @@ fn cuda_without_a_driver_is_a_clear_error() {
     assert!(!err.contains("panicked"), "{err}");
     assert!(!err.contains(NO_DRIVER), "cuda must not fall back: {err}");
 }
+
+/// `assay serve --backend cuda` without a driver fails at once with the same clear message
+/// as `generate` (before loading anything), and `--backend` rejects unknown values.
+#[test]
+fn serve_backend_cuda_without_a_driver_is_a_clear_error() {
+    if engine::cuda::driver_present() {
+        println!("SKIP: this machine has a CUDA driver");
+        return;
+    }
+    let (ok, _, err) = assay(&[
+        "serve",
+        "--backend",
+        "cuda",
+        "--model",
+        "/nonexistent.gguf",
+        "--port",
+        "0",
+    ]);
+    assert!(!ok);
+    assert!(
+        err.contains("--backend cuda: no CUDA driver found on this machine"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    let (ok, _, err) = assay(&["serve", "--backend", "tpu", "--port", "0"]);
+    assert!(!ok);
+    assert!(err.contains("tpu"), "{err}");
+}

@@ -31,6 +31,8 @@ struct Fake {
     fail_when_fed: Option<u32>,
     /// Time each step takes (so streams overlap as they do on a real model).
     delay: Duration,
+    /// Caches for sequences longer than this cannot be made (device memory out).
+    max_capacity: usize,
 }
 
 fn next_token(history: &[u32]) -> u32 {
@@ -44,7 +46,10 @@ fn next_token(history: &[u32]) -> u32 {
 
 impl Executor for Fake {
     type Kv = Vec<u32>;
-    fn new_kv(&self, _capacity: usize) -> Result<Vec<u32>, String> {
+    fn new_kv(&self, capacity: usize) -> Result<Vec<u32>, String> {
+        if capacity > self.max_capacity {
+            return Err(format!("planted: no memory for {capacity} positions"));
+        }
         Ok(Vec::new())
     }
     fn kv_len(&self, kv: &Vec<u32>) -> usize {
@@ -103,6 +108,7 @@ fn fake() -> (Fake, StepLog, Arc<Mutex<()>>) {
             gate: gate.clone(),
             fail_when_fed: None,
             delay: Duration::from_micros(200),
+            max_capacity: usize::MAX,
         },
         log,
         gate,
@@ -394,6 +400,56 @@ fn executor_error_ends_the_request_and_frees_kv() {
     h.submit(r).unwrap();
     let (_, _, fin) = collect(&mut rx);
     assert!(matches!(fin.reason, FinishReason::Error(ref e) if e.contains("planted")));
+    let (r, mut rx) = request("t", vec![3, 4, 5], 5);
+    h.submit(r).unwrap();
+    assert_eq!(
+        collect(&mut rx).0,
+        solo(&[3, 4, 5], 5),
+        "the engine keeps serving"
+    );
+    wait_until("KV freed", || {
+        h.stats().kv_blocks_used.load(Ordering::SeqCst) == 0
+    });
+}
+
+#[test]
+fn ignore_eos_generates_past_end_of_generation_tokens() {
+    let (f, _, _) = fake();
+    let p = vec![7, 8, 9];
+    let want = solo(&p, 6);
+    let mut c = config();
+    c.eog_tokens = vec![want[2]];
+    let h = scheduler::start(f, c).unwrap();
+    let (r, mut rx) = request("t", p.clone(), 6);
+    h.submit(r).unwrap();
+    let (toks, _, fin) = collect(&mut rx);
+    assert_eq!(toks, want[..2].to_vec());
+    assert_eq!(fin.reason, FinishReason::Eog);
+    let (mut r, mut rx) = request("u", p, 6);
+    r.ignore_eos = true;
+    h.submit(r).unwrap();
+    let (toks, _, fin) = collect(&mut rx);
+    assert_eq!(toks, want);
+    assert_eq!(fin.reason, FinishReason::Length);
+}
+
+#[test]
+fn a_cache_that_cannot_be_made_fails_the_request_not_the_engine() {
+    let (mut f, _, _) = fake();
+    // Prompt + max_tokens above 20 positions cannot get a cache.
+    f.max_capacity = 20;
+    let mut c = config();
+    c.prefix_cache_entries = 0;
+    let h = scheduler::start(f, c).unwrap();
+    let (r, mut rx) = request("t", vec![3, 4, 5], 30);
+    h.submit(r).unwrap();
+    let (toks, _, fin) = collect(&mut rx);
+    assert!(toks.is_empty());
+    assert!(
+        matches!(fin.reason, FinishReason::Error(ref e) if e.contains("planted: no memory")),
+        "{:?}",
+        fin.reason
+    );
     let (r, mut rx) = request("t", vec![3, 4, 5], 5);
     h.submit(r).unwrap();
     assert_eq!(

@@ -102,12 +102,17 @@ impl<R: BufRead> Read for Chunked<R> {
     }
 }
 
-/// The tokens one SSE event carries: its `token_ids` when present, else 1 for non-empty
-/// text, else 0.
-fn event_tokens(v: &Value) -> usize {
+/// The tokens one SSE event carries: its `token_ids` when present; else, unless the stream
+/// already carried ids (`ids_seen`: then an event without them, such as a final one
+/// flushing held-back text, carries no new token), 1 for non-empty text, else 0.
+fn event_tokens(v: &Value, ids_seen: &mut bool) -> usize {
     let choice = &v["choices"][0];
     if let Some(ids) = choice["token_ids"].as_array() {
+        *ids_seen = true;
         return ids.len();
+    }
+    if *ids_seen {
+        return 0;
     }
     let text = choice["text"]
         .as_str()
@@ -186,6 +191,7 @@ pub fn stream_completion(
     let mut token_times = Vec::new();
     let mut usage_tokens = None;
     let mut done = false;
+    let mut ids_seen = false;
     let mut line = String::new();
     loop {
         line.clear();
@@ -206,7 +212,7 @@ pub fn stream_completion(
         if v.get("error").is_some() {
             bail!("stream error: {data}");
         }
-        for _ in 0..event_tokens(&v) {
+        for _ in 0..event_tokens(&v, &mut ids_seen) {
             token_times.push(now);
         }
         if let Some(n) = v["usage"]["completion_tokens"].as_u64() {
@@ -353,19 +359,19 @@ pub fn measure(
         "concurrency {concurrency}: {runs} timed waves of {concurrency} streamed greedy completions ({prompt_tokens} prompt ids + {gen_tokens} tokens, ignore_eos) after {warmup} warm-up wave(s)"
     ));
     m.detail.push(format!(
-        "TTFT ms: median {}, p90 {} over {} requests",
+        "TTFT ms: p50 {}, p90 {} (nearest rank) over {} requests",
         q(&m.ttft_ms, 0.5),
         q(&m.ttft_ms, 0.9),
         m.ttft_ms.len()
     ));
     m.detail.push(format!(
-        "per-stream decode tok/s: median {}, p90-slowest {} (10th percentile) over {} requests",
+        "per-stream decode tok/s: p50 {}, p10 (the slowest tenth) {} (nearest rank) over {} requests",
         q(&m.stream_tok_s, 0.5),
         q(&m.stream_tok_s, 0.1),
         m.stream_tok_s.len()
     ));
     m.detail.push(format!(
-        "aggregate tok/s per wave: median {}",
+        "aggregate tok/s per wave: p50 {} (nearest rank)",
         q(&m.aggregate, 0.5)
     ));
     Ok(m)
@@ -382,8 +388,8 @@ pub struct AssayServer {
 
 impl AssayServer {
     /// Start `binary serve` on `model` with `flags` on a free loopback port, output to
-    /// `log`, and wait until `/health` answers 200 (after the weights are loaded and the
-    /// warm-up step ran).
+    /// `log`, and wait until `/ready` answers 200 (the weights are loaded and the warm-up
+    /// step ran).
     pub fn start(
         binary: &Path,
         model: &Path,
@@ -419,13 +425,30 @@ impl AssayServer {
             flags: flags.to_vec(),
             ready_s: 0.0,
         };
-        let waited = {
-            let child = &mut s.child;
-            super::llama_server::wait_ready(port, ready_timeout, || match child.as_mut() {
-                Some(c) => Ok(c.try_wait().context("polling the server")?.is_none()),
-                None => Ok(false),
-            })
-        };
+        let waited = (|| -> Result<f64> {
+            let t = Instant::now();
+            loop {
+                let alive = match s.child.as_mut() {
+                    Some(c) => c.try_wait().context("polling the server")?.is_none(),
+                    None => false,
+                };
+                if !alive {
+                    bail!("assay serve exited before it was ready");
+                }
+                let status =
+                    super::llama_server::http_status(port, "/ready", Duration::from_secs(2));
+                if status == Some(200) {
+                    return Ok(t.elapsed().as_secs_f64());
+                }
+                if t.elapsed() > ready_timeout {
+                    bail!(
+                        "assay serve was not ready after {} s (last /ready status: {status:?})",
+                        ready_timeout.as_secs()
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })();
         match waited {
             Ok(t) => {
                 s.ready_s = t;
@@ -506,6 +529,8 @@ mod tests {
             chunk("data: {\"choices\":[{\"text\":\"a\",\"tok"),
             chunk("en_ids\":[5]}]}\n\n"),
             chunk("data: {\"choices\":[{\"text\":\"bc\",\"token_ids\":[6,7]}]}\n\n"),
+            // A final event flushing text without ids carries no new token.
+            chunk("data: {\"choices\":[{\"text\":\"d\",\"finish_reason\":\"length\"}]}\n\n"),
             chunk("data: {\"choices\":[],\"usage\":{\"completion_tokens\":3}}\n\n"),
             chunk("data: [DONE]\n\n"),
             "0\r\n\r\n".to_string(),
