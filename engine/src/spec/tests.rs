@@ -173,7 +173,7 @@ fn a_draft_model_on_a_boxed_target_drafting_for_its_own_weights_is_always_accept
         threads: Some(1),
         kv_dtype: crate::kv::KvDtype::F16,
     };
-    let exec = Reference::new(model.clone(), opts.clone()).unwrap();
+    let exec = Reference::new(model.clone(), opts).unwrap();
     let dexec = Arc::new(Reference::new(model.clone(), opts).unwrap());
     let n_vocab = exec.program().shape.n_vocab;
     let boxed = Box::new(OwnedReference {
