@@ -5,7 +5,9 @@
 //! reference is the slow part).
 //!
 //! Usage: `decode-check [--tokens N] [--time-tokens N] [--reps N] [--near-tie X]
-//! [--skip-argmax] [--json FILE] [--cubin-cache DIR] [MODEL.gguf ...]`. Exit status: 0 green,
+//! [--skip-argmax] [--skip-synthetic] [--json FILE] [--cubin-cache DIR] [MODEL.gguf ...]`.
+//! `--skip-synthetic` checks and times only the given models (e.g. under a profiler, where
+//! every launch of the synthetic families costs tens of milliseconds). Exit status: 0 green,
 //! 1 red, 2 no GPU, 3 usage.
 
 use engine::cuda::{CudaConfig, Gpu};
@@ -22,7 +24,7 @@ const PROMPT: &str = "The history of the printing press begins in the fifteenth 
 
 fn usage(msg: &str) -> ExitCode {
     eprintln!(
-        "decode-check: {msg}\nusage: decode-check [--tokens N] [--time-tokens N] [--reps N] [--near-tie X] [--skip-argmax] [--json FILE] [--cubin-cache DIR] [MODEL.gguf ...]"
+        "decode-check: {msg}\nusage: decode-check [--tokens N] [--time-tokens N] [--reps N] [--near-tie X] [--skip-argmax] [--skip-synthetic] [--json FILE] [--cubin-cache DIR] [MODEL.gguf ...]"
     );
     ExitCode::from(3)
 }
@@ -32,6 +34,7 @@ fn main() -> ExitCode {
     let mut time_tokens = 128usize;
     let mut reps = 5usize;
     let mut skip_argmax = false;
+    let mut skip_synthetic = false;
     let mut json: Option<PathBuf> = None;
     let mut cuda = CudaConfig {
         ordinal: 0,
@@ -60,6 +63,7 @@ fn main() -> ExitCode {
                 Err(e) => return usage(&e),
             },
             "--skip-argmax" => skip_argmax = true,
+            "--skip-synthetic" => skip_synthetic = true,
             "--near-tie" => match num("--near-tie needs a number") {
                 Ok(v) => cfg.near_tie = v as f32,
                 Err(e) => return usage(&e),
@@ -77,6 +81,9 @@ fn main() -> ExitCode {
             p => models.push(PathBuf::from(p)),
         }
     }
+    if skip_synthetic && models.is_empty() {
+        return usage("--skip-synthetic needs at least one MODEL.gguf");
+    }
     let gpu = match Gpu::open(&cuda) {
         Ok(g) => Arc::new(g),
         Err(e) => {
@@ -92,7 +99,12 @@ fn main() -> ExitCode {
         cfg.n_tokens,
         cfg.near_tie
     );
-    let mut cases = match synthetic_models() {
+    let synthetic = if skip_synthetic {
+        Ok(Vec::new())
+    } else {
+        synthetic_models()
+    };
+    let mut cases = match synthetic {
         Ok(c) => c,
         Err(e) => {
             println!("FAIL cannot build synthetic models: {e}");
