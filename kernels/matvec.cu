@@ -6,18 +6,25 @@
 //
 // Entry points matvec_<fmt>_r<R> (R = 1, 2, 4; optional residual added in the epilogue)
 // and matvec_<fmt>_glu_r<R> (R = 1, 2; gate and up rows in one pass, gated activation in
-// the epilogue), both with an optional RMSNorm of x folded into the staging: MV_WARPS warps per block, each warp owns R
-// consecutive rows. For each token the block stages x in shared memory, transposed by
-// chunk (element 32c + i at i*(T+1) + c for a tile of T <= MV_TILE chunks, so that the 32
-// lanes reading element i of 32 consecutive chunks hit 32 banks); a warp then reads each
-// x value once for its R rows, and its loads of W are 16 bytes wide and contiguous across
-// the lanes (each warp first asks L2 for its rows' first tile, so that the DRAM reads
-// overlap the staging of x). Arithmetic of one row (the exactness contract): lane l takes the chunks
-// l, l+32, l+64, ... of each tile in order (the tiling depends on k only), adds each
-// chunk's `F::dot` (a fixed order inside the chunk) to its accumulator, and the 32 lane sums
-// are reduced by a fixed butterfly. Nothing depends on R, on `ntok`, on which rows share
-// the launch or on the grid, so a row's result is the same bits in every launch
-// (batch invariance; kernel-check compares 1 vs N tokens per launch).
+// the epilogue), both with an optional RMSNorm of x folded into the staging: MV_WARPS
+// warps per block, each warp owns R consecutive rows. For each token the block stages x in
+// shared memory, transposed by chunk (element 32c + i at i*(T+1) + c for a tile of
+// T <= MV_TILE chunks, so that the 32 lanes reading element i of 32 consecutive chunks hit
+// 32 banks); a warp then reads each x value once for its R rows, and its loads of W are 16
+// bytes wide and contiguous across the lanes (each warp first asks L2 for its rows' first
+// tile, so that the DRAM reads overlap the staging of x).
+// Batched entry points matvec_<fmt>_tb_r2 and matvec_<fmt>_glu_tb_r1 (prompts, verification
+// rows): the same, but up to MV_BATCH_TOK tokens per pass over W: the block stages x of
+// all of them side by side (tiles of at most mv_tile_max<NT>() chunks, a multiple of 32),
+// and each chunk of W is loaded and unpacked once (`F::ldc`) and dotted with every token's
+// x (`F::dotc`).
+// Arithmetic of one row (the exactness contract): lane l takes the chunks l, l+32, l+64,
+// ... in order (tiles are multiples of 32 chunks or the whole row, so the tiling changes
+// nothing), adds each chunk's `F::dotc` (a fixed order inside the chunk) to its
+// accumulator, and the 32 lane sums are reduced by a fixed butterfly. Nothing depends on
+// R, on `ntok`, on the tokens per pass, on which rows share the launch or on the grid, so
+// a row's result is the same bits in every launch (batch invariance; kernel-check compares
+// 1 vs N tokens per launch for every entry point).
 #include "common/common.cuh"
 #include "common/formats.cuh"
 
@@ -30,6 +37,16 @@
 #ifndef MV_TILE
 #define MV_TILE 640
 #endif
+#ifndef MV_BATCH_TOK
+#define MV_BATCH_TOK 8
+#endif
+
+// Most chunks per x tile for NT tokens staged at once: MV_TILE / NT rounded down to a
+// multiple of 32 (so that a lane's chunks stay l, l+32, ... across tiles), at least 32.
+template <int NT>
+__device__ __forceinline__ int mv_tile_max() {
+    return MV_TILE / NT >= 32 ? (MV_TILE / NT) / 32 * 32 : 32;
+}
 
 // GLU == false: y = W x (+ bias[row]) (+ res[row]); res may be y itself (the residual
 // add fused into the epilogue: the same single f32 addition as the `add` kernel).
@@ -116,8 +133,8 @@ __device__ __forceinline__ void matvec_body(const u8* __restrict__ w, const u8* 
             for (int cc = lane; cc < tc; cc += 32) {
 #pragma unroll
                 for (int r = 0; r < R; r++) {
-                    acc[r] += F::dot(m, rr[r], c0 + cc, xs_sh + cc, xst);
-                    if (GLU) acc2[r] += F::dot(m2, rr[r], c0 + cc, xs_sh + cc, xst);
+                    acc[r] += fmt_dot<F>(m, rr[r], c0 + cc, xs_sh + cc, xst);
+                    if (GLU) acc2[r] += fmt_dot<F>(m2, rr[r], c0 + cc, xs_sh + cc, xst);
                 }
             }
         }
@@ -140,29 +157,190 @@ __device__ __forceinline__ void matvec_body(const u8* __restrict__ w, const u8* 
     }
 }
 
-#define ASSAY_MATVEC_R(name, F, R)                                                          \
-    extern "C" __global__ void __launch_bounds__(MV_WARPS * 32)                           \
-        matvec_##name##_r##R(const u8* __restrict__ w, u64 row_bytes,                     \
-                             const float* __restrict__ x, const float* __restrict__ bias, \
-                             const float* res, float* y, int rows, int k, int ntok,       \
-                             const float* __restrict__ nw, float eps, float w_off) {      \
-        matvec_body<F, R, false>(w, w, row_bytes, x, bias, res, y, rows, k, ntok, 0, nw, eps, \
-                                 w_off);                                                  \
+// The batched body: matvec_body's contract and arithmetic per row, NT tokens per weight
+// pass. The tokens are taken NT at a time; for each group every
+// chunk of W is loaded once (`F::ldc`) and dotted with each token's x (`F::dotc`), so a
+// group costs one pass over W. x of the group's tokens is staged side by side in shared
+// memory (token t at xs_sh + t * 32 * xst), in tiles of at most mv_tile_max<NT>() chunks.
+template <class F, int R, int NT, bool GLU>
+__device__ __forceinline__ void matvec_body_tb(const u8* __restrict__ w, const u8* __restrict__ w2,
+                                            u64 row_bytes, const float* __restrict__ x,
+                                            const float* __restrict__ bias, const float* res,
+                                            float* y, int rows, int k, int ntok, int act,
+                                            const float* __restrict__ nw, float eps,
+                                            float w_off) {
+    __shared__ double red[MV_WARPS];
+    extern __shared__ float xs_sh[];
+    const int lane = threadIdx.x & 31;
+    const int row0 = (blockIdx.x * MV_WARPS + (threadIdx.x >> 5)) * R;
+    const int nchunks = k >> 5;
+    const int tmax = mv_tile_max<NT>();
+    const int tile = nchunks < tmax ? nchunks : tmax;
+    const int xst = tile + 1;
+    const int tst = 32 * xst;  // floats per token in shared memory
+    const WMat m = {w, row_bytes, (u64)rows, (u64)(k / F::ELEMS)};
+    const WMat m2 = {w2, row_bytes, (u64)rows, (u64)(k / F::ELEMS)};
+    // Rows past the end compute row rows-1 again (no guard between the loads) and write
+    // nothing.
+    u64 rr[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) rr[r] = (u64)min(row0 + r, rows - 1);
+    // Start this warp's weight reads (first tile) before x is staged.
+    {
+        const int pc = nchunks < MV_TILE ? nchunks : MV_TILE;
+        for (int cc = lane; cc < pc; cc += 32) {
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                F::prefetch(m, rr[r], cc);
+                if (GLU) F::prefetch(m2, rr[r], cc);
+            }
+        }
     }
-#define ASSAY_MATVEC_GLU_R(name, F, R)                                                     \
-    extern "C" __global__ void __launch_bounds__(MV_WARPS * 32)                           \
-        matvec_##name##_glu_r##R(const u8* __restrict__ wg, const u8* __restrict__ wu,    \
-                                 u64 row_bytes, const float* __restrict__ x, float* y,    \
-                                 int rows, int k, int ntok, int act,                      \
-                                 const float* __restrict__ nw, float eps, float w_off) {  \
-        matvec_body<F, R, true>(wg, wu, row_bytes, x, 0, 0, y, rows, k, ntok, act, nw, eps, \
-                                w_off);                                                   \
+    for (int tb = 0; tb < ntok; tb += NT) {
+        const int nt = min(NT, ntok - tb);
+        float acc[NT][R], acc2[NT][R];
+#pragma unroll
+        for (int t = 0; t < NT; t++)
+#pragma unroll
+            for (int r = 0; r < R; r++) acc[t][r] = acc2[t][r] = 0.f;
+        // The inverse RMS of each token, one block reduction per token.
+        float inv[NT];
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            inv[t] = 1.f;
+            if (nw != 0 && t < nt) {
+                const float* xt = x + (u64)(tb + t) * k;
+                double ss = 0.0;
+                for (int i = threadIdx.x; i < k; i += MV_WARPS * 32)
+                    ss += (double)__fmul_rn(xt[i], xt[i]);
+#pragma unroll
+                for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+                __syncthreads();
+                if (lane == 0) red[threadIdx.x >> 5] = ss;
+                __syncthreads();
+                double tot = 0.0;
+#pragma unroll
+                for (int i = 0; i < MV_WARPS; i++) tot += red[i];
+                const float mean = (float)(tot / (double)k);
+                inv[t] = 1.0f / sqrtf(mean + eps);
+            }
+        }
+        for (int c0 = 0; c0 < nchunks; c0 += tile) {
+            const int tc = min(tile, nchunks - c0);
+            __syncthreads();
+            const float4* gp = (const float4*)(nw + ((u64)c0 << 5));
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                if (t >= nt) break;
+                const float4* xp = (const float4*)(x + (u64)(tb + t) * k + ((u64)c0 << 5));
+                float* xs = xs_sh + t * tst;
+                for (int e = threadIdx.x; e < tc * 8; e += MV_WARPS * 32) {
+                    float4 a = xp[e];
+                    if (nw != 0) {
+                        const float4 g = gp[e];
+                        a.x = __fmul_rn(__fmul_rn(a.x, inv[t]), g.x + w_off);
+                        a.y = __fmul_rn(__fmul_rn(a.y, inv[t]), g.y + w_off);
+                        a.z = __fmul_rn(__fmul_rn(a.z, inv[t]), g.z + w_off);
+                        a.w = __fmul_rn(__fmul_rn(a.w, inv[t]), g.w + w_off);
+                    }
+                    const int cc = e >> 3, i = (e & 7) * 4;
+                    xs[i * xst + cc] = a.x;
+                    xs[(i + 1) * xst + cc] = a.y;
+                    xs[(i + 2) * xst + cc] = a.z;
+                    xs[(i + 3) * xst + cc] = a.w;
+                }
+            }
+            __syncthreads();
+            // Every token slot is computed (straight-line code); slots past nt read stale
+            // shared memory and are never written out.
+#pragma unroll 1
+            for (int cc = lane; cc < tc; cc += 32) {
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    typename F::Ld L;
+                    F::ldc(m, rr[r], c0 + cc, L);
+#pragma unroll
+                    for (int t = 0; t < NT; t++)
+                        acc[t][r] += F::dotc(L, xs_sh + t * tst + cc, xst);
+                    if (GLU) {
+                        typename F::Ld L2;
+                        F::ldc(m2, rr[r], c0 + cc, L2);
+#pragma unroll
+                        for (int t = 0; t < NT; t++)
+                            acc2[t][r] += F::dotc(L2, xs_sh + t * tst + cc, xst);
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            if (t >= nt) break;
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const float s = warp_sum(acc[t][r]);
+                const float s2 = GLU ? warp_sum(acc2[t][r]) : 0.f;
+                const int row = row0 + r;
+                if (lane == 0 && row < rows) {
+                    const u64 o = (u64)(tb + t) * rows + row;
+                    if (GLU) {
+                        y[o] = __fmul_rn(act == 0 ? silu(s) : gelu_tanh(s), s2);
+                    } else {
+                        float v = bias != 0 ? s + bias[row] : s;
+                        if (res != 0) v = v + res[o];
+                        y[o] = v;
+                    }
+                }
+            }
+        }
     }
-#define ASSAY_MATVEC(name, F)       \
-    ASSAY_MATVEC_R(name, F, 1)     \
-    ASSAY_MATVEC_R(name, F, 2)     \
-    ASSAY_MATVEC_R(name, F, 4)     \
-    ASSAY_MATVEC_GLU_R(name, F, 1) \
-    ASSAY_MATVEC_GLU_R(name, F, 2)
+}
+
+// NT == 1: matvec_body (one token per pass); otherwise matvec_body_tb.
+template <class F, int R, int NT, bool GLU>
+__device__ __forceinline__ void matvec_run(const u8* __restrict__ w, const u8* __restrict__ w2,
+                                           u64 row_bytes, const float* __restrict__ x,
+                                           const float* __restrict__ bias, const float* res,
+                                           float* y, int rows, int k, int ntok, int act,
+                                           const float* __restrict__ nw, float eps,
+                                           float w_off) {
+    if constexpr (NT == 1) {
+        matvec_body<F, R, GLU>(w, w2, row_bytes, x, bias, res, y, rows, k, ntok, act, nw, eps,
+                               w_off);
+    } else {
+        matvec_body_tb<F, R, NT, GLU>(w, w2, row_bytes, x, bias, res, y, rows, k, ntok, act, nw,
+                                      eps, w_off);
+    }
+}
+
+// Entry points: NT = 1 (matvec_<fmt>_r<R>, matvec_<fmt>_glu_r<R>: one token per weight
+// pass, the decode step) and NT = MV_BATCH_TOK (matvec_<fmt>_t<NT>_r<R>, ..._glu_t<NT>_r<R>:
+// up to NT tokens per weight pass, prompts and verification rows).
+#define ASSAY_MATVEC_R(name, F, NT, sfx, R)                                                   \
+    extern "C" __global__ void __launch_bounds__(MV_WARPS * 32)                             \
+        matvec_##name##sfx##_r##R(const u8* __restrict__ w, u64 row_bytes,                  \
+                                  const float* __restrict__ x, const float* __restrict__ bias, \
+                                  const float* res, float* y, int rows, int k, int ntok,    \
+                                  const float* __restrict__ nw, float eps, float w_off) {   \
+        matvec_run<F, R, NT, false>(w, w, row_bytes, x, bias, res, y, rows, k, ntok, 0, nw,  \
+                                     eps, w_off);                                           \
+    }
+#define ASSAY_MATVEC_GLU_R(name, F, NT, sfx, R)                                               \
+    extern "C" __global__ void __launch_bounds__(MV_WARPS * 32)                             \
+        matvec_##name##_glu##sfx##_r##R(const u8* __restrict__ wg, const u8* __restrict__ wu, \
+                                        u64 row_bytes, const float* __restrict__ x, float* y, \
+                                        int rows, int k, int ntok, int act,                 \
+                                        const float* __restrict__ nw, float eps,            \
+                                        float w_off) {                                      \
+        matvec_run<F, R, NT, true>(wg, wu, row_bytes, x, 0, 0, y, rows, k, ntok, act, nw,    \
+                                    eps, w_off);                                            \
+    }
+#define ASSAY_MATVEC(name, F)                            \
+    ASSAY_MATVEC_R(name, F, 1, , 1)                      \
+    ASSAY_MATVEC_R(name, F, 1, , 2)                      \
+    ASSAY_MATVEC_R(name, F, 1, , 4)                      \
+    ASSAY_MATVEC_GLU_R(name, F, 1, , 1)                  \
+    ASSAY_MATVEC_GLU_R(name, F, 1, , 2)                  \
+    ASSAY_MATVEC_R(name, F, MV_BATCH_TOK, _tb, 2)        \
+    ASSAY_MATVEC_GLU_R(name, F, MV_BATCH_TOK, _tb, 1)
 
 ASSAY_FOR_EACH_FORMAT(ASSAY_MATVEC)

@@ -2,8 +2,11 @@
 //
 // Owns: for each supported format a struct with BYTES (bytes per block), ELEMS (values per
 // block), `chunkm(m, row, c, v)`, which writes values 32c .. 32c+31 of a row of the matrix
-// `m` into v[0..32] in element order (embed), and `dot(m, row, c, xs, xst)`, the dot product
-// of those 32 values with xs[0], xs[xst], ..., xs[31 xst] in a fixed order (matvec).
+// `m` into v[0..32] in element order (embed), and for matvec the pair `ldc(m, row, c, L)`,
+// which loads chunk c of a row once into registers (`F::Ld`: its quants and scales as
+// loaded), and `dotc(L, xs, xst)`, the dot product of those 32 values with xs[0], xs[xst],
+// ..., xs[31 xst] in a fixed order; one `ldc` serves the dots with several token vectors,
+// each with the same bits as a lone token's.
 //
 // Device layouts (engine/src/cuda/ops/mod.rs repacks at upload, `repack`): Q4_0, Q8_0 and
 // Q6_K, whose GGUF blocks are only 2-byte aligned, are stored *planar*: for the whole matrix,
@@ -45,7 +48,8 @@ __device__ __forceinline__ void pf_l2(const void* p) {
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
 
-// Formats in GGUF block layout: chunkm / dot from the row decoder `F::chunk(row, c, v)`.
+// Formats in GGUF block layout: chunkm / ldc / dotc from the row decoder
+// `F::chunk(row, c, v)`.
 template <class F>
 struct RowFmt {
     // Prefetch the start of chunk c's bytes.
@@ -55,13 +59,17 @@ struct RowFmt {
     static __device__ __forceinline__ void chunkm(const WMat& m, u64 row, int c, float* v) {
         F::chunk(m.w + row * m.row_bytes, c, v);
     }
-    static __device__ __forceinline__ float dot(const WMat& m, u64 row, int c,
-                                                const float* xs, int xst) {
+    // A loaded chunk: its 32 values.
+    struct Ld {
         float v[32];
-        F::chunk(m.w + row * m.row_bytes, c, v);
+    };
+    static __device__ __forceinline__ void ldc(const WMat& m, u64 row, int c, Ld& L) {
+        F::chunk(m.w + row * m.row_bytes, c, L.v);
+    }
+    static __device__ __forceinline__ float dotc(const Ld& L, const float* xs, int xst) {
         float s = 0.f;
 #pragma unroll
-        for (int i = 0; i < 32; i++) s = fmaf(v[i], xs[i * xst], s);
+        for (int i = 0; i < 32; i++) s = fmaf(L.v[i], xs[i * xst], s);
         return s;
     }
 };
@@ -154,12 +162,17 @@ struct FmtQ4_0 {
             v[j + 16] = d * (float)((int)(b >> 4) - 8);
         }
     }
-    // d * (sum over j of (q_j - 8) x_j for the low nibbles + the same for the high ones).
-    static __device__ __forceinline__ float dot(const WMat& m, u64 row, int c, const float* xs,
-                                                int xst) {
+    struct Ld {
         u32 q[4];
         float d;
-        load(m, row, c, q, &d);
+    };
+    static __device__ __forceinline__ void ldc(const WMat& m, u64 row, int c, Ld& L) {
+        load(m, row, c, L.q, &L.d);
+    }
+    // d * (sum over j of (q_j - 8) x_j for the low nibbles + the same for the high ones).
+    static __device__ __forceinline__ float dotc(const Ld& L, const float* xs, int xst) {
+        const u32* q = L.q;
+        const float d = L.d;
         float s0 = 0.f, s1 = 0.f;
 #pragma unroll
         for (int i = 0; i < 4; i++) {
@@ -258,12 +271,17 @@ struct FmtQ8_0 {
 #pragma unroll
         for (int j = 0; j < 32; j++) v[j] = d * (float)(int)(i8)byte_of(q, j);
     }
-    // d * sum of q_j x_j, two interleaved partial sums (even / odd words).
-    static __device__ __forceinline__ float dot(const WMat& m, u64 row, int c, const float* xs,
-                                                int xst) {
+    struct Ld {
         u32 q[8];
         float d;
-        load(m, row, c, q, &d);
+    };
+    static __device__ __forceinline__ void ldc(const WMat& m, u64 row, int c, Ld& L) {
+        load(m, row, c, L.q, &L.d);
+    }
+    // d * sum of q_j x_j, two interleaved partial sums (even / odd words).
+    static __device__ __forceinline__ float dotc(const Ld& L, const float* xs, int xst) {
+        const u32* q = L.q;
+        const float d = L.d;
         float s0 = 0.f, s1 = 0.f;
 #pragma unroll
         for (int i = 0; i < 8; i++) {
@@ -329,17 +347,25 @@ struct FmtQ4_K {
 #pragma unroll
         for (int l = 0; l < 32; l++) v[l] = dl * (float)((byte_of(w, l) >> sh) & 15u) - ml;
     }
-    // dl * sum q_l x_l - ml * sum x_l.
-    static __device__ __forceinline__ float dot(const WMat& m, u64 row, int c, const float* xs,
-                                                int xst) {
-        u32 w[8];
+    // The loaded chunk: its 32 quants (one per byte) and dl, ml.
+    struct Ld {
+        u32 u[8];
         float dl, ml;
-        load(m, row, c, w, &dl, &ml);
+    };
+    static __device__ __forceinline__ void ldc(const WMat& m, u64 row, int c, Ld& L) {
+        u32 w[8];
+        load(m, row, c, w, &L.dl, &L.ml);
         const int sh = 4 * (c & 1);
+#pragma unroll
+        for (int i = 0; i < 8; i++) L.u[i] = (w[i] >> sh) & 0x0F0F0F0Fu;
+    }
+    // dl * sum q_l x_l - ml * sum x_l.
+    static __device__ __forceinline__ float dotc(const Ld& L, const float* xs, int xst) {
+        const float dl = L.dl, ml = L.ml;
         float s = 0.f, sx = 0.f;
 #pragma unroll
         for (int i = 0; i < 8; i++) {
-            const u32 u = (w[i] >> sh) & 0x0F0F0F0Fu;
+            const u32 u = L.u[i];
 #pragma unroll
             for (int b = 0; b < 4; b++) {
                 const float x = xs[(4 * i + b) * xst];
@@ -417,12 +443,17 @@ struct FmtQ6_K {
 #pragma unroll
         for (int l = 0; l < 32; l++) v[l] = (l < 16 ? ds0 : ds1) * (float)((int)byte_of(q, l) - 32);
     }
-    // ds0 * sum_{l<16} (q_l - 32) x_l + ds1 * sum_{l>=16} (q_l - 32) x_l.
-    static __device__ __forceinline__ float dot(const WMat& m, u64 row, int c, const float* xs,
-                                                int xst) {
+    struct Ld {
         u32 q[8];
         float ds0, ds1;
-        load(m, row, c, q, &ds0, &ds1);
+    };
+    static __device__ __forceinline__ void ldc(const WMat& m, u64 row, int c, Ld& L) {
+        load(m, row, c, L.q, &L.ds0, &L.ds1);
+    }
+    // ds0 * sum_{l<16} (q_l - 32) x_l + ds1 * sum_{l>=16} (q_l - 32) x_l.
+    static __device__ __forceinline__ float dotc(const Ld& L, const float* xs, int xst) {
+        const u32* q = L.q;
+        const float ds0 = L.ds0, ds1 = L.ds1;
         float s0 = 0.f, s1 = 0.f;
 #pragma unroll
         for (int i = 0; i < 8; i++) {
@@ -436,6 +467,16 @@ struct FmtQ6_K {
         return fmaf(ds1, s1, ds0 * s0);
     }
 };
+
+// The dot product of chunk c of a row with xs[0], xs[xst], ..., xs[31 xst]: `ldc` then
+// `dotc` (one token).
+template <class F>
+__device__ __forceinline__ float fmt_dot(const WMat& m, u64 row, int c, const float* xs,
+                                         int xst) {
+    typename F::Ld L;
+    F::ldc(m, row, c, L);
+    return F::dotc(L, xs, xst);
+}
 
 // Instantiate MACRO(name, Fmt) for every format: the entry-point names end in these
 // suffixes (engine/src/cuda/select.rs maps QuantFormat to them).

@@ -7,7 +7,10 @@
 //! one (issue 7); further variants arrive as new enum variants chosen here, with unit tests.
 
 use super::CudaError;
-use super::sources::consts::{ATT_MAX_HD, ATT_SPLIT, MV_MAX_TOK, MV_TILE, MV_WARPS};
+use super::sources::consts::{
+    ATT_MAX_HD, ATT_SPLIT, MV_BATCH_GLU_ROWS_PER_WARP, MV_BATCH_ROWS_PER_WARP, MV_BATCH_TOK,
+    MV_MAX_TOK, MV_TILE, MV_WARPS,
+};
 use crate::quant::QuantFormat;
 
 /// Weight formats that have matvec and embedding kernels.
@@ -71,34 +74,65 @@ pub fn arch_for(cc: (i32, i32)) -> String {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MatvecKernel {
     /// `MV_WARPS` warps per block, each owning `rows_per_warp` rows (1, 2 or 4); x staged
-    /// in shared memory transposed by chunk (tiles of at most `MV_TILE` chunks), weights in
-    /// the device layout of `kernels/common/formats.cuh`, f32 activations and
-    /// accumulation, up to [`MV_MAX_TOK`] token vectors per launch (one after the other).
-    /// A row's arithmetic does not depend on `rows_per_warp`.
+    /// in shared memory transposed by chunk (tiles of at most [`mv_tile_max`] chunks),
+    /// weights in the device layout of `kernels/common/formats.cuh`, f32 activations and
+    /// accumulation, up to [`MV_MAX_TOK`] token vectors per launch, taken
+    /// `tokens_per_pass` (1 or [`MV_BATCH_TOK`]) at a time: each chunk of W is loaded once
+    /// per group and dotted with each of its tokens. A row's arithmetic depends neither on
+    /// `rows_per_warp` nor on `tokens_per_pass`.
     MultiRow {
         format: QuantFormat,
         rows_per_warp: u32,
+        tokens_per_pass: u32,
     },
     /// [`MatvecKernel::MultiRow`] over a gate and an up matrix of the same format and
     /// shape at once (`rows_per_warp` rows of each, 1 or 2), writing act(gate) * up.
     GluMultiRow {
         format: QuantFormat,
         rows_per_warp: u32,
+        tokens_per_pass: u32,
     },
+}
+
+/// Most x chunks a matvec block stages per token group of `tokens_per_pass` tokens:
+/// `MV_TILE / tokens_per_pass` rounded down to a multiple of 32 (a lane's chunks stay
+/// l, l+32, ... across tiles), at least 32 (matvec.cu's `mv_tile_max`).
+pub const fn mv_tile_max(tokens_per_pass: usize) -> usize {
+    let t = MV_TILE / tokens_per_pass;
+    if t >= 32 { t / 32 * 32 } else { 32 }
+}
+
+/// Dynamic shared memory of a matvec launch taking `tokens_per_pass` tokens at a time,
+/// for rows of `k` values: each token's x tile transposed with one pad column.
+pub const fn mv_shared_bytes(tokens_per_pass: usize, k: usize) -> usize {
+    let max = mv_tile_max(tokens_per_pass);
+    let tile = if k / 32 < max { k / 32 } else { max };
+    tokens_per_pass * 32 * (tile + 1) * 4
 }
 
 impl MatvecKernel {
     /// The entry point of this choice.
     pub fn entry(&self) -> String {
+        let tb = |t: &u32| if *t > 1 { "_tb" } else { "" };
         match self {
             MatvecKernel::MultiRow {
                 format,
                 rows_per_warp,
-            } => format!("matvec_{}_r{rows_per_warp}", format_suffix(*format)),
+                tokens_per_pass,
+            } => format!(
+                "matvec_{}{}_r{rows_per_warp}",
+                format_suffix(*format),
+                tb(tokens_per_pass)
+            ),
             MatvecKernel::GluMultiRow {
                 format,
                 rows_per_warp,
-            } => format!("matvec_{}_glu_r{rows_per_warp}", format_suffix(*format)),
+                tokens_per_pass,
+            } => format!(
+                "matvec_{}_glu{}_r{rows_per_warp}",
+                format_suffix(*format),
+                tb(tokens_per_pass)
+            ),
         }
     }
 
@@ -112,34 +146,61 @@ impl MatvecKernel {
         }
     }
 
-    /// Dynamic shared memory of a launch for rows of `k` values: x tile transposed with one
-    /// pad column.
-    pub fn shared_bytes(k: usize) -> usize {
-        32 * ((k / 32).min(MV_TILE) + 1) * 4
+    /// Token vectors served per pass over the weights.
+    pub fn tokens_per_pass(&self) -> usize {
+        match self {
+            MatvecKernel::MultiRow {
+                tokens_per_pass, ..
+            }
+            | MatvecKernel::GluMultiRow {
+                tokens_per_pass, ..
+            } => *tokens_per_pass as usize,
+        }
+    }
+
+    /// Dynamic shared memory of a launch of this kernel for rows of `k` values.
+    pub fn shared_bytes(&self, k: usize) -> usize {
+        mv_shared_bytes(self.tokens_per_pass(), k)
     }
 }
 
 /// The most dynamic shared memory a matvec launch uses (set as the functions' limit).
-pub const MV_MAX_SHARED_BYTES: usize = 32 * (MV_TILE + 1) * 4;
+pub const MV_MAX_SHARED_BYTES: usize = {
+    let a = mv_shared_bytes(1, usize::MAX);
+    let b = mv_shared_bytes(MV_BATCH_TOK, usize::MAX);
+    if a > b { a } else { b }
+};
 
 impl std::fmt::Display for MatvecKernel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // One token per pass keeps the name receipts have carried since issue 7.
+        let tok = |t: &u32| {
+            if *t > 1 {
+                format!(",tok={t}")
+            } else {
+                String::new()
+            }
+        };
         match self {
             MatvecKernel::MultiRow {
                 format,
                 rows_per_warp,
+                tokens_per_pass,
             } => write!(
                 f,
-                "matvec_{}/multi-row(r={rows_per_warp},warps={MV_WARPS})",
-                format_suffix(*format)
+                "matvec_{}/multi-row(r={rows_per_warp},warps={MV_WARPS}{})",
+                format_suffix(*format),
+                tok(tokens_per_pass)
             ),
             MatvecKernel::GluMultiRow {
                 format,
                 rows_per_warp,
+                tokens_per_pass,
             } => write!(
                 f,
-                "matvec_{}/glu-multi-row(r={rows_per_warp},warps={MV_WARPS})",
-                format_suffix(*format)
+                "matvec_{}/glu-multi-row(r={rows_per_warp},warps={MV_WARPS}{})",
+                format_suffix(*format),
+                tok(tokens_per_pass)
             ),
         }
     }
@@ -158,7 +219,15 @@ pub fn matvec_rows_per_warp(rows: usize, sm_count: u32) -> u32 {
     1
 }
 
+/// Tokens per weight pass for `ntok` token vectors: 1 for a lone token (the decode step,
+/// the fewest registers), [`MV_BATCH_TOK`] otherwise (one pass over W per group).
+pub fn matvec_tokens_per_pass(ntok: usize) -> u32 {
+    if ntok <= 1 { 1 } else { MV_BATCH_TOK as u32 }
+}
+
 /// Choose the matvec kernel for a `rows x k` weight in `format` applied to `ntok` vectors.
+/// Several tokens take the batched entry points (2 rows per warp: each staged x value
+/// read from shared memory serves two rows' multiply-adds; gate/up: 1 row of each).
 pub fn choose_matvec(
     format: QuantFormat,
     rows: usize,
@@ -166,6 +235,21 @@ pub fn choose_matvec(
     ntok: usize,
     dev: &DeviceFacts,
 ) -> Result<MatvecKernel, CudaError> {
+    check_matvec(format, rows, k, ntok)?;
+    let tokens_per_pass = matvec_tokens_per_pass(ntok);
+    Ok(MatvecKernel::MultiRow {
+        format,
+        rows_per_warp: if tokens_per_pass > 1 {
+            MV_BATCH_ROWS_PER_WARP[0]
+        } else {
+            matvec_rows_per_warp(rows, dev.sm_count)
+        },
+        tokens_per_pass,
+    })
+}
+
+/// The shape checks of a matvec launch.
+fn check_matvec(format: QuantFormat, rows: usize, k: usize, ntok: usize) -> Result<(), CudaError> {
     if format_suffix_of(format).is_none() {
         return Err(CudaError::UnsupportedFormat {
             op: "matvec",
@@ -193,10 +277,7 @@ pub fn choose_matvec(
             format!("{ntok} token vectors; one launch takes 1..={MV_MAX_TOK}"),
         ));
     }
-    Ok(MatvecKernel::MultiRow {
-        format,
-        rows_per_warp: matvec_rows_per_warp(rows, dev.sm_count),
-    })
+    Ok(())
 }
 
 /// Choose the fused gate/up kernel for two `rows x k` weights in `format`: the rows per
@@ -208,10 +289,16 @@ pub fn choose_matvec_glu(
     ntok: usize,
     dev: &DeviceFacts,
 ) -> Result<MatvecKernel, CudaError> {
-    choose_matvec(format, rows, k, ntok, dev)?;
+    check_matvec(format, rows, k, ntok)?;
+    let tokens_per_pass = matvec_tokens_per_pass(ntok);
     Ok(MatvecKernel::GluMultiRow {
         format,
-        rows_per_warp: matvec_rows_per_warp(2 * rows, dev.sm_count).min(2),
+        rows_per_warp: if tokens_per_pass > 1 {
+            MV_BATCH_GLU_ROWS_PER_WARP[0]
+        } else {
+            matvec_rows_per_warp(2 * rows, dev.sm_count).min(2)
+        },
+        tokens_per_pass,
     })
 }
 
@@ -348,7 +435,8 @@ mod tests {
                 c,
                 MatvecKernel::MultiRow {
                     format: QuantFormat::Q4_K,
-                    rows_per_warp: 1
+                    rows_per_warp: 1,
+                    tokens_per_pass: 1
                 }
             );
             assert_eq!(c.to_string(), "matvec_q4_k/multi-row(r=1,warps=8)");
@@ -373,8 +461,8 @@ mod tests {
         assert_eq!(c.rows_per_block(), 16);
         assert_eq!(c.entry(), "matvec_q4_0_r2");
         // Shared memory: one tile of k/32 chunks plus a pad column, capped at MV_TILE.
-        assert_eq!(MatvecKernel::shared_bytes(4096), 32 * 129 * 4);
-        assert_eq!(MatvecKernel::shared_bytes(1 << 20), MV_MAX_SHARED_BYTES);
+        assert_eq!(c.shared_bytes(4096), 32 * 129 * 4);
+        assert_eq!(c.shared_bytes(1 << 20), MV_MAX_SHARED_BYTES);
         // Gate/up pairs: at most 2 rows of each matrix per warp; 14336-row gate/up on the
         // H200 -> 2, a small MLP -> 1; the same shape checks as a single matvec.
         let g = choose_matvec_glu(QuantFormat::Q4_K, 14336, 4096, 1, &H200).unwrap();
@@ -382,13 +470,14 @@ mod tests {
             g,
             MatvecKernel::GluMultiRow {
                 format: QuantFormat::Q4_K,
-                rows_per_warp: 2
+                rows_per_warp: 2,
+                tokens_per_pass: 1
             }
         );
         assert_eq!(g.entry(), "matvec_q4_k_glu_r2");
         assert_eq!(g.to_string(), "matvec_q4_k/glu-multi-row(r=2,warps=8)");
         assert_eq!(g.rows_per_block(), 16);
-        let g = choose_matvec_glu(QuantFormat::Q8_0, 1024, 512, 3, &H200).unwrap();
+        let g = choose_matvec_glu(QuantFormat::Q8_0, 1024, 512, 1, &H200).unwrap();
         assert_eq!(g.entry(), "matvec_q8_0_glu_r1");
         assert!(choose_matvec_glu(QuantFormat::Q4_K, 64, 896, 1, &H200).is_err());
         assert!(choose_matvec_glu(QuantFormat::Q8_0, 64, 512, 9, &H200).is_err());
@@ -405,6 +494,63 @@ mod tests {
             choose_matvec(QuantFormat::Q3_K, 8, 256, 1, &H200),
             Err(CudaError::UnsupportedFormat { .. })
         ));
+    }
+
+    #[test]
+    fn batched_matvec_choice() {
+        // One token: the one-token-per-pass kernels; 2..=MV_MAX_TOK: the batched ones.
+        assert_eq!(matvec_tokens_per_pass(1), 1);
+        for n in 2..=MV_MAX_TOK {
+            assert_eq!(matvec_tokens_per_pass(n), MV_BATCH_TOK as u32);
+        }
+        let c = choose_matvec(QuantFormat::Q4_0, 4096, 4096, 8, &H200).unwrap();
+        assert_eq!(
+            c,
+            MatvecKernel::MultiRow {
+                format: QuantFormat::Q4_0,
+                rows_per_warp: 2,
+                tokens_per_pass: 8
+            }
+        );
+        assert_eq!(c.entry(), "matvec_q4_0_tb_r2");
+        assert_eq!(c.to_string(), "matvec_q4_0/multi-row(r=2,warps=8,tok=8)");
+        assert_eq!(c.tokens_per_pass(), 8);
+        // 2 rows per warp when batched, whatever the rows (k/v rows would take 1 alone).
+        let c = choose_matvec(QuantFormat::Q4_0, 1024, 4096, 3, &H200).unwrap();
+        assert_eq!(c.entry(), "matvec_q4_0_tb_r2");
+        let c = choose_matvec(QuantFormat::Q6_K, 128256, 4096, 5, &H200).unwrap();
+        assert_eq!(c.entry(), "matvec_q6_k_tb_r2");
+        let g = choose_matvec_glu(QuantFormat::Q8_0, 1024, 512, 3, &H200).unwrap();
+        assert_eq!(g.entry(), "matvec_q8_0_glu_tb_r1");
+        let g = choose_matvec_glu(QuantFormat::Q4_0, 14336, 4096, 8, &H200).unwrap();
+        assert_eq!(g.entry(), "matvec_q4_0_glu_tb_r1");
+        assert_eq!(
+            g.to_string(),
+            "matvec_q4_0/glu-multi-row(r=1,warps=8,tok=8)"
+        );
+        // Every chosen entry point exists in the family's list.
+        let listed = super::super::sources::Family::Matvec.entry_points();
+        for f in KERNEL_FORMATS {
+            let unit = f.block_geometry().0.max(32);
+            for rows in [1, 67, 1024, 4096, 14336, 128256] {
+                for n in 1..=MV_MAX_TOK {
+                    for dev in [H200, RTX] {
+                        let a = choose_matvec(f, rows, unit * 4, n, &dev).unwrap();
+                        let b = choose_matvec_glu(f, rows, unit * 4, n, &dev).unwrap();
+                        assert!(listed.contains(&a.entry()), "{}", a.entry());
+                        assert!(listed.contains(&b.entry()), "{}", b.entry());
+                        assert!(a.shared_bytes(unit * 4) <= MV_MAX_SHARED_BYTES);
+                    }
+                }
+            }
+        }
+        // Tiles: a multiple of 32 chunks (or the whole row), 8 tokens -> 64 chunks each.
+        assert_eq!(mv_tile_max(1), 640);
+        assert_eq!(mv_tile_max(8), 64);
+        assert_eq!(mv_tile_max(64), 32);
+        assert_eq!(mv_shared_bytes(8, 4096), 8 * 32 * 65 * 4);
+        assert_eq!(mv_shared_bytes(8, 1024), 8 * 32 * 33 * 4);
+        assert_eq!(MV_MAX_SHARED_BYTES, 32 * 641 * 4);
     }
 
     #[test]

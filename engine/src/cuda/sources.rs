@@ -54,6 +54,14 @@ pub mod consts {
     pub const MV_GLU_ROWS_PER_WARP: [u32; 2] = [1, 2];
     /// Most token vectors one matvec launch takes.
     pub const MV_MAX_TOK: usize = 8;
+    /// Token vectors the batched matvec entry points (`matvec_<fmt>_tb_r<R>`,
+    /// `matvec_<fmt>_glu_tb_r<R>`) serve per pass over the weights.
+    pub const MV_BATCH_TOK: usize = 8;
+    /// Rows per warp of the batched matvec entry points (one variant: each staged x value
+    /// serves two rows, and NVRTC time stays bounded).
+    pub const MV_BATCH_ROWS_PER_WARP: [u32; 1] = [2];
+    /// Rows per warp (of each matrix) of the batched gate/up entry points.
+    pub const MV_BATCH_GLU_ROWS_PER_WARP: [u32; 1] = [1];
     /// Threads per RMSNorm block.
     pub const NORM_THREADS: u32 = 256;
     // A norm folded into a matvec (matvec.cu) repeats norm.cu's reduction with the
@@ -122,6 +130,7 @@ impl Family {
                     format!("-DMV_WARPS={MV_WARPS}"),
                     format!("-DMV_MAX_TOK={MV_MAX_TOK}"),
                     format!("-DMV_TILE={MV_TILE}"),
+                    format!("-DMV_BATCH_TOK={MV_BATCH_TOK}"),
                 ]
             }
             Family::Norm => vec![format!("-DNORM_THREADS={NORM_THREADS}")],
@@ -175,7 +184,15 @@ impl Family {
                         .iter()
                         .map(|r| format!("{n}_glu_r{r}"))
                         .collect::<Vec<_>>();
-                    plain.into_iter().chain(glu)
+                    let batch = consts::MV_BATCH_ROWS_PER_WARP
+                        .iter()
+                        .map(|r| format!("{n}_tb_r{r}"))
+                        .collect::<Vec<_>>();
+                    let batch_glu = consts::MV_BATCH_GLU_ROWS_PER_WARP
+                        .iter()
+                        .map(|r| format!("{n}_glu_tb_r{r}"))
+                        .collect::<Vec<_>>();
+                    plain.into_iter().chain(glu).chain(batch).chain(batch_glu)
                 })
                 .collect(),
             Family::Norm => vec!["rmsnorm".into()],
@@ -335,19 +352,26 @@ mod tests {
                 // Per-format entry points are made by a macro: `matvec_##name` + the suffix
                 // list of ASSAY_FOR_EACH_FORMAT.
                 let direct = src.contains(&format!(" {name}("));
-                // Matvec adds a variant tail: `_r##R` or `_glu_r##R`.
+                // Matvec adds a variant tail: `[_glu]##sfx##_r##R`, with sfx empty (one
+                // token per pass) or `_tb` (batched; instantiated with that suffix).
                 let by_macro = name.split_once('_').is_some_and(|(prefix, suffix)| {
-                    let (fmt, tail) = if let Some((f, _)) = suffix.split_once("_glu_r") {
-                        (f, "##_glu_r##R(")
-                    } else if let (true, Some((f, _))) =
-                        (prefix == "matvec", suffix.rsplit_once("_r"))
-                    {
-                        (f, "##_r##R(")
-                    } else {
-                        (suffix, "(")
-                    };
+                    let tails = [
+                        ("_glu_tb_r", "##_glu##sfx##_r##R(", ", _tb, "),
+                        ("_tb_r", "##sfx##_r##R(", ", _tb, "),
+                        ("_glu_r", "##_glu##sfx##_r##R(", ""),
+                        ("_r", "##sfx##_r##R(", ""),
+                    ];
+                    let matvec = (prefix == "matvec")
+                        .then(|| {
+                            tails.iter().find_map(|(pat, tail, inst)| {
+                                suffix.rsplit_once(pat).map(|(f, _)| (f, *tail, *inst))
+                            })
+                        })
+                        .flatten();
+                    let (fmt, tail, inst) = matvec.unwrap_or((suffix, "(", ""));
                     src.contains(&format!("{prefix}_##name{tail}"))
                         && src.contains(&format!("MACRO({fmt},"))
+                        && src.contains(inst)
                 });
                 assert!(direct || by_macro, "{name} is not defined in {}", f.file());
             }

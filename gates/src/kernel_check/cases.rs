@@ -109,11 +109,11 @@ pub fn random_weight(rng: &mut Rng, format: QuantFormat, rows: usize, k: usize) 
     }
 }
 
-fn rand_vec(rng: &mut Rng, n: usize, scale: f32) -> Vec<f32> {
+pub(super) fn rand_vec(rng: &mut Rng, n: usize, scale: f32) -> Vec<f32> {
     (0..n).map(|_| scale * rng.symmetric()).collect()
 }
 
-fn poison(gpu: &Gpu, n: usize) -> Result<CudaSlice<f32>, CudaError> {
+pub(super) fn poison(gpu: &Gpu, n: usize) -> Result<CudaSlice<f32>, CudaError> {
     gpu.upload(&vec![f32::NAN; n])
 }
 
@@ -138,6 +138,7 @@ pub fn run_all(gpu: &Gpu, seed: u64) -> Vec<CheckLine> {
         matvec_cases(gpu, &mut rng, format, &mut lines);
         embed_cases(gpu, &mut rng, format, &mut lines);
     }
+    super::batch::run_all(gpu, &mut rng, &mut lines);
     norm_cases(gpu, &mut rng, &mut lines);
     rope_cases(gpu, &mut rng, &mut lines);
     attention_cases(gpu, &mut rng, &mut lines);
@@ -308,7 +309,7 @@ fn matvec_cases(gpu: &Gpu, rng: &mut Rng, format: QuantFormat, lines: &mut Vec<C
 
 /// `sum_j |w_rj * x_tj| + |bias_r|` for every output (token-major like the result): the
 /// magnitude the f32 rounding of each dot product scales with.
-fn dot_scales(
+pub(super) fn dot_scales(
     format: QuantFormat,
     w: &[u8],
     rows: usize,

@@ -81,7 +81,7 @@ fn matvec_cfg(choice: &MatvecKernel, rows: usize, cols: usize) -> Result<LaunchC
     Ok(LaunchConfig {
         grid_dim: (blocks, 1, 1),
         block_dim: (MV_WARPS * 32, 1, 1),
-        shared_mem_bytes: MatvecKernel::shared_bytes(cols) as u32,
+        shared_mem_bytes: choice.shared_bytes(cols) as u32,
     })
 }
 

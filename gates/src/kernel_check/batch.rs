@@ -1,0 +1,205 @@
+//! kernel-check's batched-matvec cases: for every format, `ntok` in 1..=[`MV_MAX_TOK`]
+//! token vectors in one launch (the batched entry points, which load each chunk of W once
+//! for all of them) against one launch per token, bit for bit, for every epilogue (plain
+//! with bias, residual, RMSNorm folded into the input, gate/up with either activation,
+//! with and without the norm); and the plain product against the CPU reference within
+//! the `matvec` tolerance.
+//!
+//! The shape makes the batched kernel tile x differently from the one-token kernel (more
+//! chunks than one batched tile holds, a partial last tile) and leaves the last block of
+//! rows partial, so a chunk order or row guard that depended on the batch would show.
+
+use super::cases::{dot_scales, poison, rand_vec, random_weight};
+use super::{CheckLine, Rng, compare_f32, compare_f32_scaled};
+use engine::cuda::cudarc::driver::{CudaSlice, DevicePtr};
+use engine::cuda::ops::{self, Activation};
+use engine::cuda::sources::consts::MV_MAX_TOK;
+use engine::cuda::{CudaError, DeviceWeight, Gpu, cpu, select};
+use engine::quant::QuantFormat;
+
+/// One launch of every matvec epilogue on the first `n` tokens; outputs token-major.
+struct Outputs {
+    plain: Vec<f32>,
+    residual: Vec<f32>,
+    norm: Vec<f32>,
+    glu_silu_norm: Vec<f32>,
+    glu_gelu: Vec<f32>,
+    plain_kernel: String,
+    kernels: String,
+}
+
+impl Outputs {
+    fn concat(&self) -> Vec<f32> {
+        [
+            &self.plain[..],
+            &self.residual,
+            &self.norm,
+            &self.glu_silu_norm,
+            &self.glu_gelu,
+        ]
+        .concat()
+    }
+}
+
+/// The device inputs of one format's case.
+struct Inputs {
+    w: DeviceWeight,
+    wu: DeviceWeight,
+    bias: CudaSlice<f32>,
+    norm_w: CudaSlice<f32>,
+    rows: usize,
+}
+
+fn e2s(e: CudaError) -> String {
+    e.to_string()
+}
+
+/// Run the five epilogues on `x` (`n` tokens) with residual inputs `res` (`n * rows`).
+fn run(gpu: &Gpu, inp: &Inputs, x: &[f32], res: &[f32], n: usize) -> Result<Outputs, String> {
+    let rows = inp.rows;
+    let dx = gpu.upload(x).map_err(e2s)?;
+    let bias = Some(&inp.bias as &dyn DevicePtr<f32>);
+    let norm = Some(ops::NormIn {
+        weight: &inp.norm_w,
+        eps: 1e-5,
+        w_offset: 0.0,
+    });
+    let mut y = poison(gpu, n * rows).map_err(e2s)?;
+    let c1 = ops::matvec(gpu, &inp.w, &dx, n, bias, &mut y).map_err(e2s)?;
+    let plain = gpu.download(&y).map_err(e2s)?;
+    let mut y = gpu.upload(res).map_err(e2s)?;
+    ops::matvec_residual(gpu, &inp.w, &dx, n, bias, &mut y).map_err(e2s)?;
+    let residual = gpu.download(&y).map_err(e2s)?;
+    let mut y = poison(gpu, n * rows).map_err(e2s)?;
+    ops::matvec_fused(gpu, &inp.w, &dx, n, bias, norm, false, &mut y).map_err(e2s)?;
+    let norm_out = gpu.download(&y).map_err(e2s)?;
+    let mut y = poison(gpu, n * rows).map_err(e2s)?;
+    let c2 = ops::matvec_glu(gpu, &inp.w, &inp.wu, &dx, n, Activation::Silu, norm, &mut y)
+        .map_err(e2s)?;
+    let glu_silu_norm = gpu.download(&y).map_err(e2s)?;
+    let mut y = poison(gpu, n * rows).map_err(e2s)?;
+    ops::matvec_glu(
+        gpu,
+        &inp.w,
+        &inp.wu,
+        &dx,
+        n,
+        Activation::GeluTanh,
+        None,
+        &mut y,
+    )
+    .map_err(e2s)?;
+    let glu_gelu = gpu.download(&y).map_err(e2s)?;
+    Ok(Outputs {
+        plain,
+        residual,
+        norm: norm_out,
+        glu_silu_norm,
+        glu_gelu,
+        plain_kernel: c1.to_string(),
+        kernels: format!("{c1}, {c2}"),
+    })
+}
+
+/// The batched-matvec cases of one format (an error becomes a failing line).
+pub fn matvec_batch_cases(
+    gpu: &Gpu,
+    rng: &mut Rng,
+    format: QuantFormat,
+    lines: &mut Vec<CheckLine>,
+) {
+    // 72 chunks of 32 (9 super-blocks): one tile for one token per pass, a full and a
+    // partial tile at 8 tokens per pass; 37 rows: a partial last block at 2 rows per warp.
+    let (rows, k) = (37, 72 * 32);
+    let name = format!("{format} rows={rows} k={k}");
+    if let Err(e) = cases_of(gpu, rng, format, rows, k, &name, lines) {
+        lines.push(CheckLine::error("batch_invariance", name, e));
+    }
+}
+
+fn cases_of(
+    gpu: &Gpu,
+    rng: &mut Rng,
+    format: QuantFormat,
+    rows: usize,
+    k: usize,
+    name: &str,
+    lines: &mut Vec<CheckLine>,
+) -> Result<(), String> {
+    let w = random_weight(rng, format, rows, k);
+    let wu = random_weight(rng, format, rows, k);
+    let x = rand_vec(rng, MV_MAX_TOK * k, 1.0);
+    let bias = rand_vec(rng, rows, 1.0);
+    let res = rand_vec(rng, MV_MAX_TOK * rows, 1.0);
+    let norm_w: Vec<f32> = (0..k).map(|_| 1.0 + 0.1 * rng.symmetric()).collect();
+    let inp = Inputs {
+        w: DeviceWeight::upload(gpu, format, rows, k, &w).map_err(e2s)?,
+        wu: DeviceWeight::upload(gpu, format, rows, k, &wu).map_err(e2s)?,
+        bias: gpu.upload(&bias).map_err(e2s)?,
+        norm_w: gpu.upload(&norm_w).map_err(e2s)?,
+        rows,
+    };
+    // Each token alone (the one-token-per-pass kernels).
+    let mut single = Vec::with_capacity(MV_MAX_TOK);
+    for t in 0..MV_MAX_TOK {
+        let xt = &x[t * k..(t + 1) * k];
+        let rt = &res[t * rows..(t + 1) * rows];
+        single.push(run(gpu, &inp, xt, rt, 1)?);
+    }
+    let want =
+        cpu::matvec(format, &w, rows, k, &x, MV_MAX_TOK, Some(&bias)).map_err(|e| e.to_string())?;
+    let scale = dot_scales(format, &w, rows, k, &x, MV_MAX_TOK, Some(&bias))?;
+    for n in 1..=MV_MAX_TOK {
+        let got = match run(gpu, &inp, &x[..n * k], &res[..n * rows], n) {
+            Ok(o) => o,
+            Err(e) => {
+                lines.push(CheckLine::error(
+                    "batch_invariance",
+                    format!("{name} ntok={n}"),
+                    e,
+                ));
+                continue;
+            }
+        };
+        // The singles in the batch's layout: each epilogue's n tokens, token-major.
+        let pick = |f: fn(&Outputs) -> &Vec<f32>| -> Vec<f32> {
+            single[..n]
+                .iter()
+                .flat_map(|o| f(o).iter().copied())
+                .collect()
+        };
+        let alone = [
+            pick(|o| &o.plain),
+            pick(|o| &o.residual),
+            pick(|o| &o.norm),
+            pick(|o| &o.glu_silu_norm),
+            pick(|o| &o.glu_gelu),
+        ]
+        .concat();
+        lines.push(compare_f32(
+            "batch_invariance",
+            format!(
+                "matvec {name}: 1 vs {n} per launch, plain+bias, +residual, rmsnorm+, \
+                 rmsnorm+glu silu, glu gelu [{}]",
+                got.kernels
+            ),
+            &got.concat(),
+            &alone,
+        ));
+        lines.push(compare_f32_scaled(
+            "matvec",
+            format!("{name} ntok={n} +bias [{}]", got.plain_kernel),
+            &got.plain,
+            &want[..n * rows],
+            &scale[..n * rows],
+        ));
+    }
+    Ok(())
+}
+
+/// Every format's batched cases.
+pub fn run_all(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
+    for format in select::KERNEL_FORMATS {
+        matvec_batch_cases(gpu, rng, format, lines);
+    }
+}
