@@ -40,6 +40,9 @@
 #ifndef MV_BATCH_TOK
 #define MV_BATCH_TOK 8
 #endif
+#ifndef MV_PART
+#define MV_PART 0
+#endif
 
 // Most chunks per x tile for NT tokens staged at once: MV_TILE / NT rounded down to a
 // multiple of 32 (so that a lane's chunks stay l, l+32, ... across tiles), at least 32.
@@ -334,13 +337,22 @@ __device__ __forceinline__ void matvec_run(const u8* __restrict__ w, const u8* _
         matvec_run<F, R, NT, true>(wg, wu, row_bytes, x, 0, 0, y, rows, k, ntok, act, nw,    \
                                     eps, w_off);                                            \
     }
-#define ASSAY_MATVEC(name, F)                            \
-    ASSAY_MATVEC_R(name, F, 1, , 1)                      \
-    ASSAY_MATVEC_R(name, F, 1, , 2)                      \
-    ASSAY_MATVEC_R(name, F, 1, , 4)                      \
-    ASSAY_MATVEC_GLU_R(name, F, 1, , 1)                  \
-    ASSAY_MATVEC_GLU_R(name, F, 1, , 2)                  \
-    ASSAY_MATVEC_R(name, F, MV_BATCH_TOK, _tb, 2)        \
+#define ASSAY_MATVEC_ONE(name, F)       \
+    ASSAY_MATVEC_R(name, F, 1, , 1)     \
+    ASSAY_MATVEC_R(name, F, 1, , 2)     \
+    ASSAY_MATVEC_R(name, F, 1, , 4)     \
+    ASSAY_MATVEC_GLU_R(name, F, 1, , 1) \
+    ASSAY_MATVEC_GLU_R(name, F, 1, , 2)
+#define ASSAY_MATVEC_TB(name, F)                      \
+    ASSAY_MATVEC_R(name, F, MV_BATCH_TOK, _tb, 2)     \
     ASSAY_MATVEC_GLU_R(name, F, MV_BATCH_TOK, _tb, 1)
 
-ASSAY_FOR_EACH_FORMAT(ASSAY_MATVEC)
+// MV_PART 1: the one-token entry points only, 2: the batched ones only, 0: both. The
+// engine compiles this file twice (families Matvec and MatvecBatch), so that the two
+// halves compile in parallel.
+#if MV_PART != 2
+ASSAY_FOR_EACH_FORMAT(ASSAY_MATVEC_ONE)
+#endif
+#if MV_PART != 1
+ASSAY_FOR_EACH_FORMAT(ASSAY_MATVEC_TB)
+#endif

@@ -468,7 +468,15 @@ pub fn run(cfg: &KernelCheckConfig) -> KernelCheckReport {
     let modules = gpu
         .module_loads()
         .iter()
-        .map(|m| format!("{} {:?} {:.2}s", m.family.file(), m.origin, m.seconds))
+        .map(|m| {
+            format!(
+                "{} ({:?}) {:?} {:.2}s",
+                m.family.file(),
+                m.family,
+                m.origin,
+                m.seconds
+            )
+        })
         .collect();
     let lines = cases::run_all(&gpu, cfg.seed);
     KernelCheckReport {

@@ -68,6 +68,9 @@ pub enum CudaError {
         path: String,
         source: std::io::Error,
     },
+    /// A kernel compilation thread ended without a result (it panicked).
+    #[error("a kernel compilation thread failed")]
+    CompileThread,
     /// A compiled module lacks an entry point the wrappers need.
     #[error("kernel entry point {0} not found in the loaded modules")]
     MissingKernel(String),

@@ -529,7 +529,10 @@ mod tests {
             "matvec_q4_0/glu-multi-row(r=1,warps=8,tok=8)"
         );
         // Every chosen entry point exists in the family's list.
-        let listed = super::super::sources::Family::Matvec.entry_points();
+        use super::super::sources::Family;
+        let listed = [Family::Matvec, Family::MatvecBatch]
+            .map(|f| f.entry_points())
+            .concat();
         for f in KERNEL_FORMATS {
             let unit = f.block_geometry().0.max(32);
             for rows in [1, 67, 1024, 4096, 14336, 128256] {

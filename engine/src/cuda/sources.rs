@@ -89,6 +89,9 @@ pub enum Family {
     Elementwise,
     Embed,
     Matvec,
+    /// `matvec.cu` again, its batched entry points (`-DMV_PART=2`; Matvec holds the
+    /// one-token ones, `-DMV_PART=1`): two compilations that run in parallel.
+    MatvecBatch,
     Norm,
     Rope,
     Sample,
@@ -96,12 +99,13 @@ pub enum Family {
 
 impl Family {
     /// Every family.
-    pub const ALL: [Family; 8] = [
+    pub const ALL: [Family; 9] = [
         Family::Argmax,
         Family::Attention,
         Family::Elementwise,
         Family::Embed,
         Family::Matvec,
+        Family::MatvecBatch,
         Family::Norm,
         Family::Rope,
         Family::Sample,
@@ -114,7 +118,7 @@ impl Family {
             Family::Attention => "attention.cu",
             Family::Elementwise => "elementwise.cu",
             Family::Embed => "embed.cu",
-            Family::Matvec => "matvec.cu",
+            Family::Matvec | Family::MatvecBatch => "matvec.cu",
             Family::Norm => "norm.cu",
             Family::Rope => "rope.cu",
             Family::Sample => "sample.cu",
@@ -125,12 +129,13 @@ impl Family {
     pub fn defines(self) -> Vec<String> {
         use consts::*;
         match self {
-            Family::Matvec => {
+            Family::Matvec | Family::MatvecBatch => {
                 vec![
                     format!("-DMV_WARPS={MV_WARPS}"),
                     format!("-DMV_MAX_TOK={MV_MAX_TOK}"),
                     format!("-DMV_TILE={MV_TILE}"),
                     format!("-DMV_BATCH_TOK={MV_BATCH_TOK}"),
+                    format!("-DMV_PART={}", if self == Family::Matvec { 1 } else { 2 }),
                 ]
             }
             Family::Norm => vec![format!("-DNORM_THREADS={NORM_THREADS}")],
@@ -176,23 +181,25 @@ impl Family {
             Family::Matvec => per_format("matvec")
                 .into_iter()
                 .flat_map(|n: String| {
-                    let plain = consts::MV_ROWS_PER_WARP
-                        .iter()
-                        .map(|r| format!("{n}_r{r}"))
-                        .collect::<Vec<_>>();
+                    let plain = consts::MV_ROWS_PER_WARP.iter().map(|r| format!("{n}_r{r}"));
                     let glu = consts::MV_GLU_ROWS_PER_WARP
                         .iter()
                         .map(|r| format!("{n}_glu_r{r}"))
                         .collect::<Vec<_>>();
+                    plain.chain(glu).collect::<Vec<_>>()
+                })
+                .collect(),
+            Family::MatvecBatch => per_format("matvec")
+                .into_iter()
+                .flat_map(|n: String| {
                     let batch = consts::MV_BATCH_ROWS_PER_WARP
                         .iter()
-                        .map(|r| format!("{n}_tb_r{r}"))
-                        .collect::<Vec<_>>();
+                        .map(|r| format!("{n}_tb_r{r}"));
                     let batch_glu = consts::MV_BATCH_GLU_ROWS_PER_WARP
                         .iter()
                         .map(|r| format!("{n}_glu_tb_r{r}"))
                         .collect::<Vec<_>>();
-                    plain.into_iter().chain(glu).chain(batch).chain(batch_glu)
+                    batch.chain(batch_glu).collect::<Vec<_>>()
                 })
                 .collect(),
             Family::Norm => vec!["rmsnorm".into()],
