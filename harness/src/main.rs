@@ -5,6 +5,7 @@ mod bench;
 mod board;
 mod env;
 mod gate;
+mod pair;
 mod progress;
 mod promote;
 mod receipts;
@@ -33,6 +34,8 @@ enum Command {
     Synth(synth::SynthArgs),
     /// Run the bench cells of boards/*.toml; one receipt row per cell.
     Bench(bench::BenchArgs),
+    /// Pair our server with a competitor's on the same model, interleaved (A B A B).
+    Pair(pair::PairArgs),
     /// Regenerate the README boards and plots from research/*.jsonl.
     Board(board::BoardArgs),
     /// Write a hardware validation report (Markdown).
@@ -49,6 +52,7 @@ fn main() -> ExitCode {
         Command::Gate(a) => gate::run(&cli.env, &a),
         Command::Synth(a) => synth::run(&cli.env, &a),
         Command::Bench(a) => bench::run(&cli.env, &a),
+        Command::Pair(a) => pair::run(&cli.env, &a),
         Command::Board(a) => board::run(&cli.env, &a),
         Command::Report(a) => report::run(&cli.env, &a),
         Command::Promote(a) => promote::run(&cli.env, &a),

@@ -17,7 +17,7 @@ pub mod arms;
 pub mod cells;
 pub mod gpu;
 pub mod llamacpp;
-// The launcher `harness pair` (issue 12) will use; tested here, not wired to a command yet.
+// llama-server as the competitor of `harness pair` (issue 12); parts of it are used only there.
 #[allow(dead_code)]
 pub mod llama_server;
 pub mod roofline;
@@ -122,7 +122,7 @@ impl ArmRun for Ours {
 }
 
 /// The model file of a cell.
-fn model_path(env: &EnvArgs, cell: &Cell) -> Result<(String, PathBuf)> {
+pub(crate) fn model_path(env: &EnvArgs, cell: &Cell) -> Result<(String, PathBuf)> {
     let dir = env.models_dir()?;
     if let Some(name) = &cell.model {
         let p =

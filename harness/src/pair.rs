@@ -1,0 +1,509 @@
+//! `harness pair --vs llama.cpp --cells FILE` (issue 12): our server and a competitor's,
+//! both OpenAI-compatible, on the same model file, timed one at a time through the same
+//! streaming client ([`serve_load`]), alternating A B A B over N >= 5 reps after a
+//! discarded warm-up wave each.
+//!
+//! Per cell (a board file's `[[cell]]`: model or synthetic checkpoint, prompt and generated
+//! lengths, `batch` = concurrency): start `assay serve` and the competitor's server, check
+//! that both give the same first [`AGREE_TOKENS`] greedy tokens for the cell's first prompt
+//! (recorded either way, with the first position where they part), then time waves of
+//! `batch` streamed greedy completions (`ignore_eos`, fixed `max_tokens`): time to first
+//! token, per-stream decode tok/s from the stream's token arrival times, and end-to-end
+//! tok/s (tokens over the request's whole time). One receipt (`kind = pair`) per cell with
+//! every raw sample of both arms, their versions and flags.
+//!
+//! Competitors: `llama.cpp` (llama-server from competitors/llama.cpp/build, its best flags
+//! in [`llama_server::server_args`]). `vllm` and `transformers` are named so that the
+//! command line is the issue's; they fail with a clear error until their arms are wired.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use gates::Verdict;
+use gates::model_facts::model_facts;
+use gates::receipt::{Arm, Kind, Receipt, Stats, Workload, append};
+use serde_json::{Value, json};
+
+use crate::bench::cells::{Board, Cell, DeviceKind};
+use crate::bench::llama_server::{LlamaServer, ServerOptions};
+use crate::bench::serve_load::{self, AssayServer, StreamTiming, Target};
+use crate::bench::{llamacpp, model_path};
+use crate::env::{EnvArgs, under};
+
+/// Greedy tokens both arms must agree on before a cell is timed.
+pub const AGREE_TOKENS: usize = 16;
+
+/// The engine paired against ours.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Competitor {
+    #[value(name = "llama.cpp")]
+    LlamaCpp,
+    Vllm,
+    Transformers,
+}
+
+impl Competitor {
+    fn name(self) -> &'static str {
+        match self {
+            Competitor::LlamaCpp => "llama.cpp",
+            Competitor::Vllm => "vllm",
+            Competitor::Transformers => "transformers",
+        }
+    }
+}
+
+#[derive(clap::Args, Debug)]
+pub struct PairArgs {
+    /// The competitor.
+    #[arg(long)]
+    pub vs: Competitor,
+    /// The cells: a board file (`[[cell]]` tables as in boards/*.toml).
+    #[arg(long)]
+    pub cells: PathBuf,
+    /// Only these cells (comma-separated ids).
+    #[arg(long, value_delimiter = ',')]
+    pub only: Vec<String>,
+    /// Timed reps per arm (at least 5; default: the cell's).
+    #[arg(long)]
+    pub runs: Option<usize>,
+    /// Receipt file to append to (relative to the root).
+    #[arg(long, default_value = "research/pair.jsonl")]
+    pub receipts: PathBuf,
+    /// Write no receipt.
+    #[arg(long)]
+    pub no_receipt: bool,
+    /// Folder of the llama.cpp builds (default: ~/.cache/assay/llama.cpp).
+    #[arg(long, env = "ASSAY_LLAMA_CPP_HOME")]
+    pub llama_cpp_home: Option<PathBuf>,
+    /// The `assay` binary (default: `assay` next to this harness).
+    #[arg(long, env = "ASSAY_BIN")]
+    pub assay_bin: Option<PathBuf>,
+    /// Longest wait for a server to become ready, and for one request, in seconds.
+    #[arg(long, default_value_t = 600)]
+    pub timeout_s: u64,
+}
+
+/// A minimal HTTP/1.1 JSON POST (Connection: close; plain or chunked body).
+fn post_json(addr: SocketAddr, path: &str, body: &Value, timeout: Duration) -> Result<Value> {
+    let body = body.to_string();
+    let req = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(10))
+        .with_context(|| format!("connecting to {addr}"))?;
+    s.set_read_timeout(Some(timeout))?;
+    s.write_all(req.as_bytes()).context("sending the request")?;
+    let mut r = BufReader::new(s);
+    let mut status = String::new();
+    r.read_line(&mut status).context("reading the status")?;
+    let code: u16 = status
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .with_context(|| format!("bad status line {status:?}"))?;
+    let mut chunked = false;
+    loop {
+        let mut h = String::new();
+        if r.read_line(&mut h).context("reading the headers")? == 0 || h.trim().is_empty() {
+            break;
+        }
+        let h = h.to_ascii_lowercase();
+        chunked |= h.starts_with("transfer-encoding:") && h.contains("chunked");
+    }
+    let mut raw = Vec::new();
+    r.read_to_end(&mut raw).context("reading the body")?;
+    let text = if chunked { dechunk(&raw)? } else { raw };
+    let text = String::from_utf8_lossy(&text);
+    if code != 200 {
+        bail!("{path}: HTTP {code}: {}", text.trim());
+    }
+    serde_json::from_str(&text).with_context(|| format!("{path}: a body that is not JSON"))
+}
+
+/// The payload of a complete chunked body.
+fn dechunk(mut raw: &[u8]) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    loop {
+        let nl = raw
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .context("a chunk size line without CRLF")?;
+        let size_str = String::from_utf8_lossy(&raw[..nl]);
+        let size = usize::from_str_radix(size_str.split(';').next().unwrap_or("").trim(), 16)
+            .with_context(|| format!("bad chunk size {size_str:?}"))?;
+        raw = &raw[nl + 2..];
+        if size == 0 {
+            return Ok(out);
+        }
+        if raw.len() < size {
+            bail!("a chunk cut short");
+        }
+        out.extend_from_slice(&raw[..size]);
+        raw = raw.get(size + 2..).unwrap_or(&[]);
+    }
+}
+
+/// The ids of an array field.
+fn ids(v: &Value, what: &str) -> Result<Vec<u32>> {
+    v.as_array()
+        .with_context(|| format!("no {what} in the response"))?
+        .iter()
+        .map(|x| {
+            x.as_u64()
+                .map(|t| t as u32)
+                .with_context(|| format!("{what}: not a token id: {x}"))
+        })
+        .collect()
+}
+
+/// Our server's first `n` greedy tokens for `prompt` (`return_token_ids`, ours).
+fn first_tokens_ours(t: &Target, prompt: &[u32], n: usize, timeout: Duration) -> Result<Vec<u32>> {
+    let v = post_json(
+        t.addr,
+        "/v1/completions",
+        &json!({"model": t.model, "prompt": prompt, "max_tokens": n, "temperature": 0,
+                "ignore_eos": true, "return_token_ids": true}),
+        timeout,
+    )?;
+    ids(&v["choices"][0]["token_ids"], "choices[0].token_ids")
+}
+
+/// llama-server's first `n` greedy tokens for `prompt` (its native `/completion` with
+/// `return_tokens`; top-k 1 makes the pick the arg-max whatever its sampler chain).
+fn first_tokens_llama(port: u16, prompt: &[u32], n: usize, timeout: Duration) -> Result<Vec<u32>> {
+    let v = post_json(
+        SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
+        "/completion",
+        &json!({"prompt": prompt, "n_predict": n, "temperature": 0, "top_k": 1,
+                "ignore_eos": true, "return_tokens": true, "cache_prompt": false}),
+        timeout,
+    )?;
+    ids(&v["tokens"], "tokens")
+}
+
+/// Where two token lists first differ (None when equal).
+pub fn first_divergence(a: &[u32], b: &[u32]) -> Option<usize> {
+    let n = a.len().min(b.len());
+    (0..n)
+        .find(|&i| a[i] != b[i])
+        .or((a.len() != b.len()).then_some(n))
+}
+
+/// One arm's samples.
+#[derive(Default)]
+struct Samples {
+    ttft_ms: Vec<f64>,
+    stream_tok_s: Vec<f64>,
+    e2e_tok_s: Vec<f64>,
+}
+
+impl Samples {
+    fn add(&mut self, timings: &[StreamTiming]) {
+        for x in timings {
+            self.ttft_ms.push(x.ttft_s * 1000.0);
+            if let Some(r) = x.decode_tok_s() {
+                self.stream_tok_s.push(r);
+            }
+            if x.total_s > 0.0 {
+                self.e2e_tok_s.push(x.tokens as f64 / x.total_s);
+            }
+        }
+    }
+}
+
+fn load_cells(path: &Path) -> Result<Board> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+}
+
+/// Pair one cell.
+fn pair_cell(
+    env: &EnvArgs,
+    args: &PairArgs,
+    stamp: &gates::stamp::Stamp,
+    board: &str,
+    cell: &Cell,
+) -> Result<Receipt> {
+    let t0 = Instant::now();
+    let timeout = Duration::from_secs(args.timeout_s);
+    let runs = args.runs.unwrap_or(cell.runs).max(5);
+    let (name, path) = model_path(env, cell)?;
+    let model = engine::model_file::GgufModel::open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    let facts = model_facts(&name, &path, &model).context("hashing the model")?;
+    drop(model);
+    let ctx = cell.prompt_tokens + cell.gen_tokens + 16;
+
+    // The competitor first: a missing build fails before our server loads.
+    let (mut theirs, their_version) = match args.vs {
+        Competitor::LlamaCpp => {
+            let home = args
+                .llama_cpp_home
+                .clone()
+                .or_else(llamacpp::default_home)
+                .context("no llama.cpp home (HOME unset; pass --llama-cpp-home)")?;
+            let install = llamacpp::locate(&home, cell.device)?;
+            let o = ServerOptions {
+                ctx,
+                parallel: cell.batch.max(1),
+                gpu_layers: if cell.device == DeviceKind::Gpu {
+                    999
+                } else {
+                    0
+                },
+                ready_timeout: timeout,
+                ..ServerOptions::default()
+            };
+            let log = std::env::temp_dir().join(format!("llama-server-{}.log", cell.id));
+            let version = install.info.version();
+            (LlamaServer::start(&install, &path, &o, &log)?, version)
+        }
+        other => bail!(
+            "the {} arm is not wired yet (competitors/vllm holds its preparation); only llama.cpp pairs today",
+            other.name()
+        ),
+    };
+    let their_target = Target {
+        addr: SocketAddr::from((Ipv4Addr::LOCALHOST, theirs.port)),
+        model: "bench".into(),
+        api_key: None,
+    };
+    let bin = match &args.assay_bin {
+        Some(b) => b.clone(),
+        None => std::env::current_exe()
+            .context("locating the harness binary")?
+            .with_file_name("assay"),
+    };
+    let backend = if cell.device == DeviceKind::Gpu {
+        "cuda"
+    } else {
+        "cpu"
+    };
+    let flags: Vec<String> = vec![
+        "--backend".into(),
+        backend.into(),
+        "--ctx".into(),
+        ctx.to_string(),
+        "--prefix-cache-entries".into(),
+        "0".into(),
+        "--max-queue".into(),
+        (cell.batch * 2).max(16).to_string(),
+    ];
+    let log = std::env::temp_dir().join(format!("assay-serve-pair-{}.log", cell.id));
+    let mut ours = AssayServer::start(&bin, &path, &flags, &log, timeout)?;
+    let our_target = ours.target();
+
+    // Agreement on the first greedy tokens of the first prompt.
+    let prompt = serve_load::prompt_ids(0, cell.prompt_tokens);
+    let a = first_tokens_ours(&our_target, &prompt, AGREE_TOKENS, timeout)
+        .context("assay: the agreement request")?;
+    let b = first_tokens_llama(theirs.port, &prompt, AGREE_TOKENS, timeout)
+        .context("llama.cpp: the agreement request")?;
+    let divergence = first_divergence(&a, &b);
+    let mut detail = vec![match divergence {
+        None => format!("agreement: the first {AGREE_TOKENS} greedy tokens are identical ({a:?})"),
+        Some(i) => format!(
+            "agreement: the arms part at generated token {i} (assay {a:?}, {} {b:?}); timed anyway",
+            args.vs.name()
+        ),
+    }];
+
+    // Warm-up, then A B A B.
+    let mut next = 1;
+    for (label, t) in [("assay", &our_target), (args.vs.name(), &their_target)] {
+        serve_load::wave(
+            t,
+            cell.batch,
+            next,
+            cell.prompt_tokens,
+            cell.gen_tokens,
+            timeout,
+        )
+        .with_context(|| format!("{label}: the warm-up wave"))?;
+        next += cell.batch;
+    }
+    let (mut sa, mut sb) = (Samples::default(), Samples::default());
+    for rep in 0..runs {
+        // Both arms get the same prompts in each rep.
+        let (ta, _) = serve_load::wave(
+            &our_target,
+            cell.batch,
+            next,
+            cell.prompt_tokens,
+            cell.gen_tokens,
+            timeout,
+        )
+        .with_context(|| format!("assay: rep {rep}"))?;
+        sa.add(&ta);
+        let (tb, _) = serve_load::wave(
+            &their_target,
+            cell.batch,
+            next,
+            cell.prompt_tokens,
+            cell.gen_tokens,
+            timeout,
+        )
+        .with_context(|| format!("{}: rep {rep}", args.vs.name()))?;
+        sb.add(&tb);
+        next += cell.batch;
+    }
+    ours.stop();
+    let _ = theirs.stop();
+
+    let verdict = if divergence.is_none() {
+        Verdict::Green
+    } else {
+        Verdict::Red {
+            failures: vec!["the arms disagree on the first greedy tokens".into()],
+        }
+    };
+    let mut r = stamp.receipt(Kind::Pair, &cell.id, verdict);
+    r.model = Some(facts);
+    r.workload = Workload {
+        board: Some(board.to_owned()),
+        mode: Some("serve".into()),
+        prompt_id: Some("serve-ids-v1".into()),
+        prompt_tokens: Some(cell.prompt_tokens as u64),
+        gen_tokens: Some(cell.gen_tokens as u64),
+        batch: Some(cell.batch as u64),
+        k: None,
+        sampling: Some("greedy".into()),
+        threads: None,
+    };
+    let mut our_flags = vec![format!("bin={}", bin.display())];
+    our_flags.extend(ours.flags.iter().cloned());
+    let arms = [
+        (
+            "assay",
+            format!("assay-serve-{backend}"),
+            env!("CARGO_PKG_VERSION").to_string(),
+            our_flags,
+            sa,
+        ),
+        (
+            args.vs.name(),
+            "llama-server".to_string(),
+            their_version,
+            theirs.flags.clone(),
+            sb,
+        ),
+    ];
+    for (label, engine, version, flags, s) in arms {
+        for (what, unit, samples) in [
+            ("decode", "tok/s/stream", s.stream_tok_s),
+            ("TTFT", "ms", s.ttft_ms),
+            ("end-to-end", "tok/s", s.e2e_tok_s),
+        ] {
+            r.arms.push(Arm {
+                name: format!("{label} {what}"),
+                engine: engine.clone(),
+                version: version.clone(),
+                flags: flags.clone(),
+                unit: Some(unit.into()),
+                stats: Stats::of(&samples),
+                samples,
+                roofline_fraction: None,
+            });
+        }
+    }
+    detail.push(format!(
+        "{runs} reps per arm, alternating assay / {} (A B A B), each a wave of {} streamed greedy completions ({} prompt ids + {} tokens, ignore_eos) after one warm-up wave per arm",
+        args.vs.name(),
+        cell.batch,
+        cell.prompt_tokens,
+        cell.gen_tokens
+    ));
+    detail.push(format!(
+        "servers ready after {:.1} s (assay) and {:.1} s ({})",
+        ours.ready_s,
+        theirs.ready_s,
+        args.vs.name()
+    ));
+    r.detail.extend(detail);
+    r.wall_s = (t0.elapsed().as_secs_f64() * 1000.0).round() / 1000.0;
+    Ok(r)
+}
+
+/// Run `harness pair`: true when every selected cell was paired.
+pub fn run(env: &EnvArgs, args: &PairArgs) -> Result<bool> {
+    let root = env.root()?;
+    let board = load_cells(&under(&root, &args.cells))?;
+    let stamp = env.measurement_stamp(&root)?;
+    let receipts = under(&root, &args.receipts);
+    let (mut ran, mut failed) = (0, 0);
+    for cell in &board.cells {
+        if !args.only.is_empty() && !args.only.contains(&cell.id) {
+            continue;
+        }
+        if cell.device == DeviceKind::Gpu && stamp.device.gpu().is_none() {
+            println!(
+                "{:<36} skipped: no GPU (nvidia-smi reports no device)",
+                cell.id
+            );
+            continue;
+        }
+        match pair_cell(env, args, &stamp, &board.name, cell) {
+            Ok(r) => {
+                println!("{}", crate::bench::line(&r));
+                for d in &r.detail {
+                    println!("    {d}");
+                }
+                if !args.no_receipt {
+                    append(&receipts, &r).context("writing the receipt")?;
+                }
+                ran += 1;
+            }
+            Err(e) => {
+                println!("{:<36} FAILED: {e:#}", cell.id);
+                failed += 1;
+            }
+        }
+    }
+    if ran > 0 && !args.no_receipt {
+        println!("receipts: {}", receipts.display());
+    }
+    println!("{ran} cell(s) paired, {failed} failed");
+    Ok(failed == 0)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn divergence_is_the_first_differing_position() {
+        assert_eq!(first_divergence(&[1, 2, 3], &[1, 2, 3]), None);
+        assert_eq!(first_divergence(&[1, 2, 3], &[1, 9, 3]), Some(1));
+        assert_eq!(first_divergence(&[1, 2], &[1, 2, 3]), Some(2));
+        assert_eq!(first_divergence(&[], &[]), None);
+    }
+
+    #[test]
+    fn chunked_bodies_are_joined_and_bad_ones_refused() {
+        let raw = b"4\r\n{\"a\"\r\n3\r\n:1}\r\n0\r\n\r\n";
+        assert_eq!(dechunk(raw).unwrap(), b"{\"a\":1}");
+        assert!(dechunk(b"zz\r\nabc").is_err());
+        assert!(dechunk(b"10\r\nabc").is_err());
+    }
+
+    #[test]
+    fn token_id_arrays_parse_and_bad_ones_fail() {
+        assert_eq!(ids(&json!([1, 2, 3]), "x").unwrap(), vec![1, 2, 3]);
+        assert!(ids(&json!([1, "a"]), "x").is_err());
+        assert!(ids(&json!(null), "x").is_err());
+    }
+
+    #[test]
+    fn the_cells_file_parses_as_a_board() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let b = load_cells(&root.join("boards/pairs/h200-llamacpp.toml")).unwrap();
+        assert!(!b.cells.is_empty());
+        assert!(b.cells.iter().all(|c| c.runs >= 5 && c.batch >= 1));
+    }
+}
