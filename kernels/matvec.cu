@@ -90,6 +90,10 @@ __device__ __forceinline__ void matvec_body(const u8* __restrict__ w, const u8* 
             }
         }
     }
+    // Programmatic dependent launch (common.cuh): the prefetch above reads only W; x, res
+    // and y are touched after the wait.
+    pdl_wait();
+    pdl_trigger();
     for (int t = 0; t < ntok; t++) {
         const float* xt = x + (u64)t * k;
         float acc[R], acc2[R];
@@ -199,6 +203,10 @@ __device__ __forceinline__ void matvec_body_tb(const u8* __restrict__ w, const u
             }
         }
     }
+    // Programmatic dependent launch (common.cuh): the prefetch above reads only W; x, res
+    // and y are touched after the wait.
+    pdl_wait();
+    pdl_trigger();
     for (int tb = 0; tb < ntok; tb += NT) {
         const int nt = min(NT, ntok - tb);
         float acc[NT][R], acc2[NT][R];

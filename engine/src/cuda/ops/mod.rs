@@ -166,7 +166,33 @@ mod tests {
         // calls: `rope(` appears in rope_kv's comment and in other kernels' names.
         assert!(kernel_body("rope").is_some());
         assert!(kernel_body("no_such_kernel").is_none());
-        assert!(is_pdl_kernel("rope_kv") && !is_pdl_kernel("embed_q4_0"));
+        // Every matvec entry point runs one of the matvec bodies; each waits after its
+        // weight prefetch and before the first read of x (or of the residual / output).
+        let mut bodies = 0;
+        for body in ["matvec_body", "matvec_body_tb"] {
+            let Some(mv) = kernel_body(body) else {
+                continue;
+            };
+            bodies += 1;
+            let mv = &mv[..mv.find("\n}").unwrap()];
+            let wait = mv
+                .find("pdl_wait();")
+                .unwrap_or_else(|| panic!("{body}: no pdl_wait"));
+            assert!(
+                mv[wait..]
+                    .trim_start_matches("pdl_wait();")
+                    .trim_start()
+                    .starts_with("pdl_trigger();")
+            );
+            for first_use in ["x + (u64)", "res[", "y[", "F::dot", "F::ldc"] {
+                if let Some(at) = mv.find(first_use) {
+                    assert!(wait < at, "{body}: {first_use} before pdl_wait");
+                }
+            }
+        }
+        assert!(bodies >= 1);
+        assert!(is_pdl_kernel("matvec_q4_0_r2") && is_pdl_kernel("rope_kv"));
+        assert!(!is_pdl_kernel("embed_q4_0"));
     }
 
     #[test]
@@ -246,7 +272,10 @@ pub(crate) enum Arg {
 /// may start them while the kernel before them is finishing (the wait holds every thread
 /// until that kernel has completed and its writes are visible); they also call
 /// `pdl_trigger()` right after the wait, letting the next such kernel be scheduled early.
-/// Any other kernel waits for its predecessor as usual. `tests` check the sources.
+/// Any other kernel waits for its predecessor as usual. The matvec kernels
+/// (`matvec_*`, [`is_pdl_kernel`]) wait after asking L2 for their first weight tile (which
+/// no kernel writes), so that prefetch overlaps the kernel before. `tests` check the
+/// sources.
 pub const PDL_KERNELS: &[&str] = &[
     "rope_kv",
     "rope",
@@ -259,7 +288,7 @@ pub const PDL_KERNELS: &[&str] = &[
 
 /// Whether kernel `name` is launched programmatically (where [`pdl_allowed`]).
 pub fn is_pdl_kernel(name: &str) -> bool {
-    PDL_KERNELS.contains(&name)
+    PDL_KERNELS.contains(&name) || name.starts_with("matvec_")
 }
 
 /// Whether launches may use programmatic dependent launch: sm_90+, unless the environment
