@@ -155,4 +155,84 @@ fn serve_backend_cuda_without_a_driver_is_a_clear_error() {
     let (ok, _, err) = assay(&["serve", "--backend", "tpu", "--port", "0"]);
     assert!(!ok);
     assert!(err.contains("tpu"), "{err}");
+
+#[test]
+fn json_schema_constrains_the_cpu_output_and_bad_schemas_are_errors() {
+    let Some(model) = model() else {
+        println!("SKIP: {SMOL} not found");
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("assay-json-schema-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let schema = dir.join("s.json");
+    std::fs::write(
+        &schema,
+        r#"{"type": "object", "properties": {"kind": {"enum": ["cat", "dog"]},
+            "n": {"type": "integer", "minimum": 0, "maximum": 9}}, "required": ["kind", "n"]}"#,
+    )
+    .unwrap();
+    let schema = schema.to_str().unwrap();
+    let (ok, out, err) = assay(&[
+        "generate",
+        &model,
+        "-p",
+        "A pet:",
+        "-n",
+        "40",
+        "--backend",
+        "cpu",
+        "--threads",
+        "2",
+        "--json-schema",
+        schema,
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["stop"], "grammar", "{v}");
+    let c = &v["constrained"];
+    assert_eq!(c["grammar"], "json_schema");
+    assert_eq!(c["parses"], true, "{v}");
+    let value: serde_json::Value = serde_json::from_str(v["text"].as_str().unwrap()).unwrap();
+    assert!(
+        ["cat", "dog"].contains(&value["kind"].as_str().unwrap()),
+        "{value}"
+    );
+    assert!((0..=9).contains(&value["n"].as_i64().unwrap()), "{value}");
+    assert_eq!(
+        value.as_object().unwrap().len(),
+        2,
+        "strict: no extra keys: {value}"
+    );
+    assert_eq!(
+        c["masks"].as_u64().unwrap(),
+        v["tokens"].as_array().unwrap().len() as u64
+    );
+    // A schema that is not JSON, or one llguidance refuses, is a clear error.
+    let bad = dir.join("bad.json");
+    std::fs::write(&bad, "{not json").unwrap();
+    let (ok, _, err) = assay(&[
+        "generate",
+        &model,
+        "-p",
+        "x",
+        "--backend",
+        "cpu",
+        "--json-schema",
+        bad.to_str().unwrap(),
+    ]);
+    assert!(!ok && err.contains("is not JSON"), "{err}");
+    std::fs::write(&bad, r#"{"type": "string", "format": "no-such-format"}"#).unwrap();
+    let (ok, _, err) = assay(&[
+        "generate",
+        &model,
+        "-p",
+        "x",
+        "--backend",
+        "cpu",
+        "--json-schema",
+        bad.to_str().unwrap(),
+    ]);
+    assert!(!ok && !err.contains("panicked"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -13,9 +13,10 @@
 
 mod batch;
 mod cases;
+mod mask;
 mod sample;
 
-pub use cases::{OPS, Rng, random_weight};
+pub use cases::{GROUPS, OPS, Rng, random_weight};
 
 use crate::Verdict;
 use engine::cuda::{CudaConfig, CudaError, DeviceInfo, Gpu};
@@ -126,6 +127,12 @@ pub const TOLERANCES: &[(&str, Tol, &str)] = &[
         "batch_invariance",
         Tol::Exact,
         "the exactness contract: a row's result must not depend on how many share the launch",
+    ),
+    (
+        "mask",
+        Tol::Exact,
+        "a grammar mask sets disallowed logits to -inf and leaves the others' bits: the masked \
+         row and its argmax must equal the CPU's (TokenMask::apply, cpu::argmax) bit for bit",
     ),
     (
         "fusion",
@@ -371,6 +378,8 @@ pub struct KernelCheckConfig {
     pub seed: u64,
     /// Device ordinal and cubin cache.
     pub cuda: CudaConfig,
+    /// Only these case groups ([`GROUPS`]); empty = every group.
+    pub only: Vec<String>,
 }
 
 /// Everything a kernel-check run found.
@@ -478,7 +487,22 @@ pub fn run(cfg: &KernelCheckConfig) -> KernelCheckReport {
             )
         })
         .collect();
-    let lines = cases::run_all(&gpu, cfg.seed);
+    if let Some(g) = cfg.only.iter().find(|g| !GROUPS.contains(&g.as_str())) {
+        let lines = vec![CheckLine::error(
+            "batch_invariance",
+            "select case groups",
+            format!("unknown group {g:?} (groups: {})", GROUPS.join(", ")),
+        )];
+        return KernelCheckReport {
+            seed: cfg.seed,
+            kernel_identity,
+            device: Some(gpu.info().clone()),
+            modules,
+            verdict: verdict(&lines),
+            lines,
+        };
+    }
+    let lines = cases::run_all(&gpu, cfg.seed, &cfg.only);
     KernelCheckReport {
         seed: cfg.seed,
         kernel_identity,

@@ -11,9 +11,9 @@
 //! * Per step: [`Constrained::mask`] gives a [`TokenMask`], a `u32` bitset over the logits
 //!   (bit `i % 32` of word `i / 32` = token `i` allowed), [`TokenMask::apply`] sets the
 //!   logits of disallowed tokens to `-inf` before sampling (the CPU path), then
-//!   [`Constrained::commit`] advances the grammar by the sampled token. The bitset layout is
-//!   what a device kernel would read to apply the mask on the GPU; that kernel is not
-//!   written yet (the CUDA backend is not served yet).
+//!   [`Constrained::commit`] advances the grammar by the sampled token. The CUDA backend
+//!   uploads the same words and applies them on the device (`kernels/mask.cu`,
+//!   [`crate::cuda::CudaDecoder::set_mask`]).
 
 use std::sync::Arc;
 

@@ -29,6 +29,10 @@
 //! Sampled steps (`decode/sample.rs`): the `engine::sampling` chain runs on the device on the
 //! logits left by a step (`kernels/sample.cu`), eagerly or as the last node of a second
 //! captured graph; the host's sampler supplies the draw and the penalty window.
+//!
+//! Constrained decoding (`decode/mask.rs`): [`CudaDecoder::set_mask`] uploads a grammar's
+//! token bitmask, which the next pick (argmax, sample, or a graphed step) applies to the
+//! logits on the device (`kernels/mask.cu`) before choosing.
 
 use super::cudarc::driver::{CudaSlice, DevicePtr};
 use super::ops::{self, Activation, AttnScratch, AttnShape, RopeStyle, RopeTable};
@@ -44,6 +48,7 @@ use std::sync::Arc;
 mod fuse;
 mod graph;
 mod inspect;
+mod mask;
 mod sample;
 mod shared;
 mod verify;
@@ -104,6 +109,8 @@ pub struct CudaDecoder {
     graph: Option<StepGraph>,
     /// Buffers and captured step of device sampling ([`sample`]), made on first use.
     sampling: Option<sample::DeviceSampling>,
+    /// The token mask of constrained decoding and its graphs ([`mask`]), made on first use.
+    mask: Option<mask::DeviceMask>,
     capacity: usize,
     len: usize,
     /// Kernel choices made so far (for receipts), by weight name.
@@ -242,6 +249,7 @@ impl CudaDecoder {
             step: gpu.zeros(2)?,
             graph: None,
             sampling: None,
+            mask: None,
             gpu,
             program,
             mats,
@@ -413,6 +421,7 @@ impl CudaDecoder {
 
     /// The greedy token after the last token fed, computed on the device (4 bytes back).
     pub fn argmax(&mut self) -> Result<u32, CudaError> {
+        self.queue_pending_mask()?;
         self.queue_argmax()?;
         self.read_argmax()
     }

@@ -33,6 +33,7 @@ pub const SOURCES: &[KernelSource] = &[
     src!("common/formats.cuh"),
     src!("elementwise.cu"),
     src!("embed.cu"),
+    src!("mask.cu"),
     src!("matvec.cu"),
     src!("norm.cu"),
     src!("rope.cu"),
@@ -88,6 +89,7 @@ pub enum Family {
     Attention,
     Elementwise,
     Embed,
+    Mask,
     Matvec,
     /// `matvec.cu` again, its batched entry points (`-DMV_PART=2`; Matvec holds the
     /// one-token ones, `-DMV_PART=1`): two compilations that run in parallel.
@@ -99,11 +101,12 @@ pub enum Family {
 
 impl Family {
     /// Every family.
-    pub const ALL: [Family; 9] = [
+    pub const ALL: [Family; 10] = [
         Family::Argmax,
         Family::Attention,
         Family::Elementwise,
         Family::Embed,
+        Family::Mask,
         Family::Matvec,
         Family::MatvecBatch,
         Family::Norm,
@@ -118,6 +121,7 @@ impl Family {
             Family::Attention => "attention.cu",
             Family::Elementwise => "elementwise.cu",
             Family::Embed => "embed.cu",
+            Family::Mask => "mask.cu",
             Family::Matvec | Family::MatvecBatch => "matvec.cu",
             Family::Norm => "norm.cu",
             Family::Rope => "rope.cu",
@@ -148,7 +152,9 @@ impl Family {
                 format!("-DSAMPLE_THREADS={SAMPLE_THREADS}"),
                 format!("-DSAMPLE_CAP={SAMPLE_CAP}"),
             ],
-            Family::Argmax | Family::Elementwise | Family::Embed | Family::Rope => Vec::new(),
+            Family::Argmax | Family::Elementwise | Family::Embed | Family::Mask | Family::Rope => {
+                Vec::new()
+            }
         }
     }
 
@@ -178,6 +184,7 @@ impl Family {
                 ]
             }
             Family::Embed => per_format("embed"),
+            Family::Mask => vec!["mask_logits".into()],
             Family::Matvec => per_format("matvec")
                 .into_iter()
                 .flat_map(|n: String| {

@@ -1,6 +1,7 @@
 //! `kernel-check`: run kernel-check on this machine's GPU and print the report.
 //!
-//! Usage: `kernel-check [--seed N] [--cubin-cache DIR | --no-cache] [--json FILE]`.
+//! Usage: `kernel-check [--seed N] [--cubin-cache DIR | --no-cache] [--json FILE]
+//! [--only GROUP,...]` (groups: `gates::kernel_check::GROUPS`, e.g. `--only mask,sample`).
 //! The seed defaults to the current time (printed, so a red run can be replayed); the cubin
 //! cache to `~/.cache/assay/cubins`. Exit status: 0 all green, 1 any failure, 2 skipped
 //! (no GPU / no NVRTC here), 3 bad arguments. `harness gate` runs the same function
@@ -19,7 +20,7 @@ use std::process::ExitCode;
 
 fn usage(msg: &str) -> ExitCode {
     eprintln!(
-        "kernel-check: {msg}\nusage: kernel-check [--seed N] [--cubin-cache DIR | --no-cache] [--json FILE]\n       kernel-check --cubin-cache DIR --precompile ARCH:DRIVER"
+        "kernel-check: {msg}\nusage: kernel-check [--seed N] [--cubin-cache DIR | --no-cache] [--json FILE] [--only GROUP,...]\n       kernel-check --cubin-cache DIR --precompile ARCH:DRIVER"
     );
     ExitCode::from(3)
 }
@@ -32,6 +33,7 @@ fn main() -> ExitCode {
     let mut cache = default_cache_dir(std::env::var_os("HOME").map(PathBuf::from));
     let mut json: Option<PathBuf> = None;
     let mut precompile: Option<(String, i32)> = None;
+    let mut only: Vec<String> = Vec::new();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -44,6 +46,10 @@ fn main() -> ExitCode {
                 None => return usage("--cubin-cache needs a directory"),
             },
             "--no-cache" => cache = None,
+            "--only" => match args.next() {
+                Some(v) => only.extend(v.split(',').filter(|g| !g.is_empty()).map(String::from)),
+                None => return usage("--only needs a comma-separated list of case groups"),
+            },
             "--json" => match args.next() {
                 Some(v) => json = Some(PathBuf::from(v)),
                 None => return usage("--json needs a file"),
@@ -69,8 +75,18 @@ fn main() -> ExitCode {
         };
         return precompile_all(&dir, &arch, driver);
     }
+    if let Some(g) = only
+        .iter()
+        .find(|g| !gates::kernel_check::GROUPS.contains(&g.as_str()))
+    {
+        return usage(&format!(
+            "unknown case group {g} (groups: {})",
+            gates::kernel_check::GROUPS.join(", ")
+        ));
+    }
     let mut cfg = KernelCheckConfig {
         seed,
+        only,
         ..Default::default()
     };
     cfg.cuda.cubin_cache_dir = cache;

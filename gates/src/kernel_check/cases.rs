@@ -13,7 +13,7 @@ use engine::quant::QuantFormat;
 use half::f16;
 
 /// Every op name the cases report under (each must have one tolerance).
-pub const OPS: [&str; 16] = [
+pub const OPS: [&str; 17] = [
     "matvec",
     "embed",
     "rmsnorm",
@@ -30,6 +30,19 @@ pub const OPS: [&str; 16] = [
     "sample_chi2",
     "batch_invariance",
     "fusion",
+    "mask",
+];
+
+/// The case groups `run_all` can be limited to (`kernel-check --only`).
+pub const GROUPS: [&str; 8] = [
+    "matvec",
+    "embed",
+    "norm",
+    "rope",
+    "attention",
+    "pointwise",
+    "sample",
+    "mask",
 ];
 
 /// SplitMix64: small, seeded, the same sequence on every machine.
@@ -130,21 +143,53 @@ fn case(
     }
 }
 
-/// Run every case on `gpu` with inputs from `seed`.
-pub fn run_all(gpu: &Gpu, seed: u64) -> Vec<CheckLine> {
-    let mut rng = Rng::new(seed);
+/// Run every case on `gpu` with inputs from `seed`; `only` (names of [`GROUPS`]) limits
+/// the run to those groups when not empty. Each group draws from its own generator seeded
+/// from `seed` and the group's name, so a limited run gives the same inputs as a full one.
+pub fn run_all(gpu: &Gpu, seed: u64, only: &[String]) -> Vec<CheckLine> {
+    let want = |g: &str| only.is_empty() || only.iter().any(|o| o == g);
+    let rng_for = |g: &str| {
+        let h = g.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        });
+        Rng::new(seed ^ h)
+    };
     let mut lines = Vec::new();
-    for format in select::KERNEL_FORMATS {
-        matvec_cases(gpu, &mut rng, format, &mut lines);
-        embed_cases(gpu, &mut rng, format, &mut lines);
+    for (g, run) in [
+        (
+            "matvec",
+            matvec_cases as fn(&Gpu, &mut Rng, QuantFormat, &mut Vec<CheckLine>),
+        ),
+        ("embed", embed_cases),
+    ] {
+        if want(g) {
+            let mut rng = rng_for(g);
+            for format in select::KERNEL_FORMATS {
+                run(gpu, &mut rng, format, &mut lines);
+            }
+        }
     }
-    super::batch::run_all(gpu, &mut rng, &mut lines);
-    norm_cases(gpu, &mut rng, &mut lines);
-    rope_cases(gpu, &mut rng, &mut lines);
-    attention_cases(gpu, &mut rng, &mut lines);
-    fused_attention_cases(gpu, &mut rng, &mut lines);
-    pointwise_cases(gpu, &mut rng, &mut lines);
-    super::sample::sample_cases(gpu, &mut rng, &mut lines);
+    if want("matvec") {
+        super::batch::run_all(gpu, &mut rng_for("matvec_batch"), &mut lines);
+    }
+    // (group, name of the generator's seed, cases)
+    for (g, seed_name, run) in [
+        (
+            "norm",
+            "norm",
+            norm_cases as fn(&Gpu, &mut Rng, &mut Vec<CheckLine>),
+        ),
+        ("rope", "rope", rope_cases),
+        ("attention", "attention", attention_cases),
+        ("attention", "fused_attention", fused_attention_cases),
+        ("pointwise", "pointwise", pointwise_cases),
+        ("sample", "sample", super::sample::sample_cases),
+        ("mask", "mask", super::mask::mask_cases),
+    ] {
+        if want(g) {
+            run(gpu, &mut rng_for(seed_name), &mut lines);
+        }
+    }
     lines
 }
 

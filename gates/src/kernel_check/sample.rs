@@ -318,7 +318,7 @@ fn make_window(rng: &mut Rng, logits: &[f32], len: usize) -> Vec<u32> {
 }
 
 /// Launch the kernel once per draw and collect its output words.
-fn run_draws(
+pub(super) fn run_draws(
     gpu: &Gpu,
     bufs: &mut SampleBuffers,
     logits: &engine::cuda::cudarc::driver::CudaSlice<f32>,

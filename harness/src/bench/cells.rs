@@ -121,6 +121,10 @@ pub struct Cell {
     pub prompt_file: Option<String>,
     /// Speculative decoding (greedy; the tokens must equal plain decoding's).
     pub spec: Option<SpecCell>,
+    /// Constrained decoding (GPU cells): a JSON schema file (path from the repository
+    /// root) enforced by llguidance token masks applied on the device; the cell generates
+    /// until the grammar completes or `gen_tokens`, and tok/s counts the tokens made.
+    pub json_schema: Option<String>,
 }
 
 /// One board.
@@ -187,6 +191,18 @@ impl Board {
             {
                 bail!(
                     "{}: cell {}: serve cells have the assay arm only, no spec / prompt_file, and gen_tokens >= 2",
+                    file.display(),
+                    c.id
+                );
+            }
+            if c.json_schema.is_some()
+                && (c.device != DeviceKind::Gpu
+                    || c.mode != Mode::Decode
+                    || c.spec.is_some()
+                    || c.arms.iter().any(|a| a != "assay"))
+            {
+                bail!(
+                    "{}: cell {}: json_schema cells are GPU decode cells with the assay arm only",
                     file.display(),
                     c.id
                 );
@@ -270,6 +286,19 @@ mod tests {
         std::fs::write(&p, cell("")).unwrap();
         assert!(load_boards(t.path()).is_err());
         std::fs::write(&p, cell("model = \"m\"\nsurprise = 1")).unwrap();
+        assert!(load_boards(t.path()).is_err());
+        // json_schema: GPU decode cells with the assay arm only (this cell is a CPU one).
+        std::fs::write(&p, cell("model = \"m\"\njson_schema = \"s.json\"")).unwrap();
+        assert!(load_boards(t.path()).is_err());
+        let gpu = cell("model = \"m\"\njson_schema = \"s.json\"").replace("\"cpu\"", "\"gpu\"");
+        std::fs::write(&p, &gpu).unwrap();
+        assert_eq!(
+            load_boards(t.path()).unwrap()[0].cells[0]
+                .json_schema
+                .as_deref(),
+            Some("s.json")
+        );
+        std::fs::write(&p, format!("{gpu}\narms = [\"assay\", \"llama.cpp\"]")).unwrap();
         assert!(load_boards(t.path()).is_err());
         let spec = "model = \"m\"\nprompt_file = \"boards/prompts/short-code.txt\"\n";
         std::fs::write(

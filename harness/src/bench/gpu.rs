@@ -1,18 +1,27 @@
 //! The CUDA engine as a bench arm: greedy decode with the captured one-token graph (the
 //! decode path as shipped), warm-up discarded, and the device bandwidth measured in the
 //! same run by a large device-to-device copy.
+//!
+//! A cell with `json_schema` decodes under the schema's llguidance token masks, as `assay
+//! generate --json-schema` does on CUDA: each step replays the forward graph for the
+//! accepted token, computes the next mask on the host while the GPU runs, uploads it, and
+//! takes the masked device argmax; the receipt's detail splits the time per token into mask
+//! computation, grammar advance, upload and the wait for the pick.
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
+use engine::api::constrain::{GrammarEnv, GrammarSpec};
 use engine::cuda::{CudaConfig, CudaDecoder, Gpu};
 use engine::model_file::GgufModel;
+use engine::tokenizer::Tokenizer;
 
 use super::arms::ArmRun;
 use super::cells::{Cell, Mode};
 use super::runner::{Measured, SameTokens, prompt};
+use gates::receipt::Stats;
 
 /// Open the GPU (kernels compiled or loaded from `cubin_cache`).
 pub fn open_gpu(cubin_cache: Option<std::path::PathBuf>) -> Result<Arc<Gpu>> {
@@ -63,10 +72,21 @@ pub struct GpuArm {
     prompt: Vec<u32>,
     capacity: usize,
     same: SameTokens,
+    grammar: Option<Grammar>,
+}
+
+/// A constrained cell's grammar and what its runs measured.
+struct Grammar {
+    env: GrammarEnv,
+    spec: GrammarSpec,
+    /// Seconds per run: mask computation, grammar advance, upload, wait for the pick.
+    split: Vec<[f64; 4]>,
+    /// Tokens per run and whether the grammar completed.
+    made: Vec<(usize, bool)>,
 }
 
 impl GpuArm {
-    pub fn new(gpu: &Arc<Gpu>, path: &Path, cell: &Cell) -> Result<GpuArm> {
+    pub fn new(gpu: &Arc<Gpu>, path: &Path, cell: &Cell, root: &Path) -> Result<GpuArm> {
         if cell.batch != 1 {
             bail!("cell {}: the CUDA decoder runs batch 1 only", cell.id);
         }
@@ -78,16 +98,103 @@ impl GpuArm {
         let mut dec = CudaDecoder::new(Arc::clone(gpu), &model, program, capacity)
             .context("uploading the weights")?;
         dec.capture_step().context("capturing the step graph")?;
+        let grammar = match &cell.json_schema {
+            None => None,
+            Some(f) => {
+                let file = root.join(f);
+                let text = std::fs::read_to_string(&file)
+                    .with_context(|| format!("cell {}: reading {}", cell.id, file.display()))?;
+                let schema: serde_json::Value = serde_json::from_str(&text)
+                    .with_context(|| format!("cell {}: {} is not JSON", cell.id, file.display()))?;
+                let tok = Tokenizer::from_gguf(model.header())
+                    .with_context(|| format!("cell {}: the model's tokenizer", cell.id))?;
+                let env = GrammarEnv::new(&tok, vocab)?;
+                let spec = GrammarSpec::JsonSchema {
+                    schema,
+                    strict: true,
+                };
+                // Compile once here so a schema llguidance refuses fails the cell early.
+                env.compile(&spec)?;
+                Some(Grammar {
+                    env,
+                    spec,
+                    split: Vec::new(),
+                    made: Vec::new(),
+                })
+            }
+        };
         Ok(GpuArm {
             dec,
             cell: cell.clone(),
             prompt: prompt(cell.prompt_tokens, vocab),
             capacity,
             same: SameTokens::default(),
+            grammar,
         })
     }
 
+    /// One constrained run: prefill, then masked greedy steps until the grammar completes
+    /// or `gen_tokens`; tok/s over the tokens made after the first.
+    fn once_constrained(&mut self) -> Result<f64> {
+        let Some(g) = self.grammar.as_mut() else {
+            bail!("no grammar");
+        };
+        // Compiling the grammar is per request and outside the decode loop.
+        let mut c = g.env.compile(&g.spec)?;
+        let dec = &mut self.dec;
+        let mut split = [0f64; 4];
+        let pick = |dec: &mut CudaDecoder,
+                    c: &mut engine::api::constrain::Constrained,
+                    split: &mut [f64; 4]|
+         -> Result<u32> {
+            let t = Instant::now();
+            let mask = c.mask()?;
+            split[0] += t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            dec.set_mask(mask.words())?;
+            split[2] += t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            let tok = dec.argmax()?;
+            split[3] += t.elapsed().as_secs_f64();
+            Ok(tok)
+        };
+        dec.reset();
+        dec.forward(&self.prompt).context("prefill")?;
+        let mut tok = pick(dec, &mut c, &mut split)?;
+        let mut out = vec![tok];
+        let mut complete = false;
+        let t0 = Instant::now();
+        let mut split = [0f64; 4];
+        while out.len() < self.cell.gen_tokens {
+            let t = Instant::now();
+            c.commit(tok)?;
+            split[1] += t.elapsed().as_secs_f64();
+            if c.is_stopped() {
+                complete = true;
+                break;
+            }
+            dec.forward_graphed(tok).context("graphed forward")?;
+            tok = pick(dec, &mut c, &mut split)?;
+            out.push(tok);
+        }
+        let decode_s = t0.elapsed().as_secs_f64();
+        let steps = out.len().saturating_sub(1);
+        if steps == 0 {
+            bail!(
+                "cell {}: the grammar completed after one token",
+                self.cell.id
+            );
+        }
+        g.split.push(split.map(|v| v / steps as f64));
+        g.made.push((out.len(), complete));
+        self.same.check(&self.cell.id, out)?;
+        Ok(steps as f64 / decode_s.max(1e-9))
+    }
+
     fn once(&mut self) -> Result<f64> {
+        if self.grammar.is_some() {
+            return self.once_constrained();
+        }
         let cell = &self.cell;
         self.dec.reset();
         let t = Instant::now();
@@ -119,24 +226,54 @@ impl GpuArm {
             .collect();
         kernels.sort();
         kernels.dedup();
+        let mut flags = vec![
+            "graph=step".into(),
+            "kv=f16".into(),
+            format!("warmup={}", self.cell.warmup),
+            format!("capacity={}", self.capacity),
+        ];
+        let mut detail = vec![
+            self.same.detail(),
+            format!("matvec kernels: {}", kernels.join(", ")),
+            format!(
+                "weights on device: {:.3} GB",
+                self.dec.weight_bytes() as f64 / 1e9
+            ),
+        ];
+        if let Some(g) = &self.grammar {
+            flags[0] = "graph=forward+mask+argmax".into();
+            flags.push("mask=device".into());
+            // Timed runs only (the warm-up runs come first).
+            let skip = g.split.len().saturating_sub(samples.len());
+            let ms = |i: usize| {
+                let v: Vec<f64> = g.split[skip..].iter().map(|s| s[i] * 1e3).collect();
+                Stats::of(&v).map_or(f64::NAN, |s| s.median)
+            };
+            if let Some((n, complete)) = g.made.last() {
+                detail.push(format!(
+                    "constrained: {n} tokens per run, grammar {}",
+                    if *complete {
+                        "complete"
+                    } else {
+                        "cut at gen_tokens"
+                    }
+                ));
+            }
+            detail.push(format!(
+                "per token, median of the timed runs: mask {:.4} ms (llguidance, CPU, overlapping the GPU step), \
+                 grammar advance {:.4} ms, mask upload queued {:.4} ms, wait for the masked argmax {:.4} ms",
+                ms(0),
+                ms(1),
+                ms(2),
+                ms(3)
+            ));
+        }
         Measured {
             samples,
             version: env!("CARGO_PKG_VERSION").into(),
             engine: "assay-cuda".into(),
-            flags: vec![
-                "graph=step".into(),
-                "kv=f16".into(),
-                format!("warmup={}", self.cell.warmup),
-                format!("capacity={}", self.capacity),
-            ],
-            detail: vec![
-                self.same.detail(),
-                format!("matvec kernels: {}", kernels.join(", ")),
-                format!(
-                    "weights on device: {:.3} GB",
-                    self.dec.weight_bytes() as f64 / 1e9
-                ),
-            ],
+            flags,
+            detail,
             kv_bytes: 2.0,
         }
     }

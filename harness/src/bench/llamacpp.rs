@@ -421,6 +421,7 @@ mod tests {
             arms: vec!["assay".into(), "llama.cpp".into()],
             prompt_file: None,
             spec: None,
+            json_schema: None,
         }
     }
 

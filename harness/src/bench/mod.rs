@@ -307,7 +307,12 @@ fn run_cell(
             let Some(g) = shared.gpu.clone() else {
                 bail!("no GPU handle");
             };
-            Some(Ours::Gpu(Box::new(gpu::GpuArm::new(&g, &path, cell)?)))
+            Some(Ours::Gpu(Box::new(gpu::GpuArm::new(
+                &g,
+                &path,
+                cell,
+                &env.root()?,
+            )?)))
         }
     };
     let mut list: Vec<&mut dyn ArmRun> = Vec::new();
@@ -369,7 +374,10 @@ fn run_cell(
         gen_tokens: Some(cell.gen_tokens as u64),
         batch: Some(cell.batch as u64),
         k: cell.spec.as_ref().map(|s| s.k as u64),
-        sampling: Some("greedy".into()),
+        sampling: Some(match &cell.json_schema {
+            Some(f) => format!("greedy, json_schema {f}"),
+            None => "greedy".into(),
+        }),
         threads: Some(threads as u64),
     };
     if cell.mode == Mode::Decode {

@@ -13,6 +13,16 @@
 //! on the CPU; `cuda` without a usable GPU is an error. The sampler (seed, draws, penalty
 //! history) lives on the host for every backend, so a seed gives the same tokens on both
 //! wherever the logits agree.
+//!
+//! Constrained output (`--json-schema FILE`, `--json-object`): llguidance's mask for the
+//! next token is computed on the host before every pick ([`engine::api::constrain`]); the
+//! CPU backend sets the disallowed logits to `-inf`, the CUDA backend uploads the bitmask
+//! and applies it on the device before its argmax / sampler
+//! ([`CudaDecoder::set_mask`]). On CUDA the step for the accepted token is queued first
+//! (a graph replay without the pick: [`CudaDecoder::forward_graphed`]) so the mask is
+//! computed while the GPU runs. `--json` adds `constrained`: whether the text parses, the
+//! value, and the time spent computing masks, advancing the grammar, applying / uploading
+//! masks and waiting for the pick.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -20,6 +30,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
+use engine::api::constrain::{Constrained, GrammarEnv, GrammarSpec};
 use engine::cuda::{CudaConfig, CudaDecoder, CudaError, Gpu};
 use engine::kv::{KvDtype, SeqKv};
 use engine::model_file::GgufModel;
@@ -100,6 +111,15 @@ pub struct Args {
     /// Print one JSON object instead of streaming text.
     #[arg(long)]
     pub json: bool,
+    /// Constrain the output to this JSON schema (a file; OpenAI's strict mode: objects take
+    /// no extra properties unless the schema says so). llguidance computes a token mask
+    /// before every pick; the CUDA backend applies it on the device. Generation ends when
+    /// the grammar completes (stop `grammar`).
+    #[arg(long, value_name = "FILE", conflicts_with = "json_object")]
+    pub json_schema: Option<PathBuf>,
+    /// Constrain the output to any JSON object.
+    #[arg(long)]
+    pub json_object: bool,
     #[command(flatten)]
     pub spec: crate::spec_cli::SpecArgs,
 }
@@ -225,6 +245,117 @@ impl Exec {
     }
 }
 
+/// Cumulative costs of constrained decoding (seconds), for `--json`.
+#[derive(Default)]
+struct MaskTimes {
+    /// llguidance computing the masks (CPU).
+    mask_s: f64,
+    /// llguidance advancing the grammar by each token (CPU).
+    commit_s: f64,
+    /// Queueing the mask upload (CUDA) or applying it to the logits (CPU).
+    apply_s: f64,
+    /// Waiting for the pick after the mask was applied (the rest of the GPU step).
+    pick_s: f64,
+    masks: usize,
+}
+
+impl Exec {
+    /// Pick the next token with `c`'s mask applied, the logits of the last fed token being
+    /// computed (CUDA: possibly still running on the device while the mask is computed).
+    fn pick_masked(
+        &mut self,
+        fed: Option<&[u32]>,
+        c: &mut Constrained,
+        sampler: &mut Sampler,
+        t: &mut MaskTimes,
+    ) -> anyhow::Result<u32> {
+        match self {
+            Exec::Cpu { exec, kv } => {
+                let mut logits = exec.step(kv, fed.unwrap_or(&[]))?;
+                let t0 = Instant::now();
+                let mask = c.mask()?;
+                t.mask_s += t0.elapsed().as_secs_f64();
+                let t1 = Instant::now();
+                mask.apply(&mut logits);
+                t.apply_s += t1.elapsed().as_secs_f64();
+                t.masks += 1;
+                Ok(sampler.sample(&logits))
+            }
+            Exec::Cuda { dec, argmax, .. } => {
+                let t0 = Instant::now();
+                let mask = c.mask()?;
+                t.mask_s += t0.elapsed().as_secs_f64();
+                let t1 = Instant::now();
+                dec.set_mask(mask.words())?;
+                t.apply_s += t1.elapsed().as_secs_f64();
+                t.masks += 1;
+                let t2 = Instant::now();
+                let tok = if *argmax {
+                    dec.argmax()?
+                } else {
+                    dec.sample(sampler)?
+                };
+                t.pick_s += t2.elapsed().as_secs_f64();
+                Ok(tok)
+            }
+        }
+    }
+
+    /// Constrained: feed the prompt and choose the first token under the grammar's mask.
+    fn first_masked(
+        &mut self,
+        prompt: &[u32],
+        c: &mut Constrained,
+        sampler: &mut Sampler,
+        t: &mut MaskTimes,
+    ) -> anyhow::Result<u32> {
+        match self {
+            Exec::Cpu { .. } => self.pick_masked(Some(prompt), c, sampler, t),
+            Exec::Cuda { dec, .. } => {
+                dec.forward(prompt)?;
+                self.pick_masked(None, c, sampler, t)
+            }
+        }
+    }
+
+    /// Constrained: feed the accepted `token` (on CUDA the step is queued, graphed or
+    /// eager, and the mask computed while it runs) and choose the next under the mask.
+    fn next_masked(
+        &mut self,
+        token: u32,
+        c: &mut Constrained,
+        sampler: &mut Sampler,
+        t: &mut MaskTimes,
+    ) -> anyhow::Result<u32> {
+        match self {
+            Exec::Cpu { .. } => self.pick_masked(Some(&[token]), c, sampler, t),
+            Exec::Cuda { dec, graph, .. } => {
+                if *graph {
+                    dec.forward_graphed(token)?;
+                } else {
+                    dec.forward(&[token])?;
+                }
+                self.pick_masked(None, c, sampler, t)
+            }
+        }
+    }
+}
+
+/// The grammar `--json-schema` / `--json-object` ask for, if any.
+fn grammar_spec(args: &Args) -> anyhow::Result<Option<GrammarSpec>> {
+    if let Some(p) = &args.json_schema {
+        let text = std::fs::read_to_string(p)
+            .with_context(|| format!("cannot read the JSON schema {}", p.display()))?;
+        let schema: serde_json::Value =
+            serde_json::from_str(&text).with_context(|| format!("{} is not JSON", p.display()))?;
+        return Ok(Some(GrammarSpec::JsonSchema {
+            schema,
+            strict: true,
+        }));
+    }
+    Ok(args.json_object.then_some(GrammarSpec::JsonObject))
+}
+
 /// Load the model's program on the resolved backend (`capacity`: KV positions needed).
 fn load_exec(
     backend: &Resolved,
@@ -292,6 +423,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let tok = Tokenizer::from_gguf(model.header())
         .with_context(|| format!("cannot read the tokenizer of {}", path.display()))?;
     let prompt = prompt_tokens(&args, &model, &tok)?;
+    let spec = grammar_spec(&args)?;
+    let mut constrained = match &spec {
+        Some(spec) => {
+            let env = GrammarEnv::new(&tok, program.shape.n_vocab)?;
+            Some(env.compile(spec)?)
+        }
+        None => None,
+    };
     if prompt.is_empty() {
         bail!("the prompt is empty after tokenization");
     }
@@ -318,6 +457,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         sampler.accept(t);
     }
     if args.spec.spec.is_some() {
+        if constrained.is_some() {
+            bail!("--spec does not take --json-schema / --json-object yet");
+        }
         let cpu_exec: Box<Reference>;
         let exec = match (exec, &backend) {
             (Exec::Cpu { exec, .. }, _) => {
@@ -351,8 +493,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut text = String::new();
     let mut stop = "length";
 
+    let mut mt = MaskTimes::default();
     let t_prefill = Instant::now();
-    let mut next = exec.first(&prompt, &mut sampler)?;
+    let mut next = match constrained.as_mut() {
+        Some(c) => exec.first_masked(&prompt, c, &mut sampler, &mut mt)?,
+        None => exec.first(&prompt, &mut sampler)?,
+    };
     let prefill_s = t_prefill.elapsed().as_secs_f64();
     let t_decode = Instant::now();
     while generated.len() < args.max_tokens {
@@ -368,10 +514,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             out.flush()?;
         }
         text.push_str(&piece);
+        if let Some(c) = constrained.as_mut() {
+            let t0 = Instant::now();
+            c.commit(next)?;
+            mt.commit_s += t0.elapsed().as_secs_f64();
+            if c.is_stopped() {
+                stop = "grammar";
+                break;
+            }
+        }
         if generated.len() == args.max_tokens {
             break;
         }
-        next = exec.next(next, &mut sampler)?;
+        next = match constrained.as_mut() {
+            Some(c) => exec.next_masked(next, c, &mut sampler, &mut mt)?,
+            None => exec.next(next, &mut sampler)?,
+        };
     }
     let tail = stream.finish();
     text.push_str(&tail);
@@ -388,6 +546,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             dec.sample_fallbacks(),
         ),
     };
+    let constraint = spec.as_ref().map(|spec| {
+        let parsed = serde_json::from_str::<serde_json::Value>(text.trim()).ok();
+        json!({
+            "grammar": match spec {
+                GrammarSpec::JsonObject => "json_object",
+                GrammarSpec::JsonSchema { .. } => "json_schema",
+                GrammarSpec::Lark(_) => "lark",
+            },
+            "parses": parsed.is_some(),
+            "value": parsed,
+            "masks": mt.masks,
+            "mask_s": mt.mask_s,
+            "commit_s": mt.commit_s,
+            "apply_s": mt.apply_s,
+            "pick_s": mt.pick_s,
+        })
+    });
     if args.json {
         let obj = json!({
             "model": path.display().to_string(),
@@ -398,6 +573,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "text": text,
             "stop": stop,
             "sample_fallbacks": fallbacks,
+            "constrained": constraint,
             "timings": {
                 "load_s": load_s,
                 "prefill_s": prefill_s,

@@ -37,6 +37,12 @@ pub struct StepGraph {
 }
 
 impl StepGraph {
+    /// Launch the graph on the stream it was captured from.
+    pub(super) fn launch(&self) -> Result<(), CudaError> {
+        self.exec.launch()?;
+        Ok(())
+    }
+
     /// Operations recorded in the graph (kernel launches and copies).
     pub fn nodes(&self) -> usize {
         self.nodes
@@ -56,7 +62,7 @@ impl CudaDecoder {
     }
 
     /// Capture what `queue` queues as a graph (nothing runs during capture).
-    fn capture_with(
+    pub(super) fn capture_with(
         &mut self,
         queue: fn(&mut Self) -> Result<(), CudaError>,
     ) -> Result<StepGraph, CudaError> {
@@ -91,9 +97,13 @@ impl CudaDecoder {
     }
 
     /// Append `token` to the sequence by replaying the captured step (capturing it first if
-    /// needed) and return the greedy token after it. The logits stay on the device
+    /// needed) and return the greedy token after it (with the mask armed by
+    /// [`CudaDecoder::set_mask`] applied first, through its own graph). The logits stay on the device
     /// ([`CudaDecoder::logits`]), exactly as after [`CudaDecoder::forward`].
     pub fn step_graphed(&mut self, token: u32) -> Result<u32, CudaError> {
+        if self.mask_armed() {
+            return self.step_graphed_masked(token);
+        }
         if self.len >= self.capacity {
             return Err(model_err(format!(
                 "the KV cache is full ({} positions)",
@@ -161,6 +171,9 @@ impl CudaDecoder {
         token: u32,
         sampler: &mut Sampler,
     ) -> Result<u32, CudaError> {
+        if self.mask_armed() {
+            return self.step_graphed_sampled_masked(token, sampler);
+        }
         if self.len >= self.capacity {
             return Err(model_err(format!(
                 "the KV cache is full ({} positions)",

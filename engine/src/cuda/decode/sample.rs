@@ -28,6 +28,8 @@ const MIN_WINDOW: usize = 64;
 pub(super) struct DeviceSampling {
     pub(super) bufs: SampleBuffers,
     pub(super) graph: Option<StepGraph>,
+    /// The captured sampled step with the token mask applied first (`decode/mask.rs`).
+    pub(super) masked_graph: Option<StepGraph>,
     /// Steps that fell back to the host chain.
     pub(super) fallbacks: usize,
 }
@@ -47,6 +49,7 @@ impl CudaDecoder {
         self.sampling = Some(DeviceSampling {
             bufs,
             graph: None,
+            masked_graph: None,
             fallbacks: 0,
         });
         Ok(())
@@ -98,6 +101,7 @@ impl CudaDecoder {
     /// (one draw taken from `sampler`; the token is not accepted).
     pub fn sample(&mut self, sampler: &mut Sampler) -> Result<u32, CudaError> {
         let u = self.write_sample_state(sampler)?;
+        self.queue_pending_mask()?;
         self.queue_sample()?;
         self.finish_sample(sampler, u)
     }

@@ -9,6 +9,7 @@
 
 mod attention;
 mod linear;
+mod mask;
 mod pointwise;
 mod sample;
 
@@ -16,6 +17,7 @@ pub use attention::{
     AttnScratch, AttnShape, RopeKvShape, attention, attention_two_pass, kv_store, rope_kv,
 };
 pub use linear::{NormIn, embed, matvec, matvec_fused, matvec_glu, matvec_residual};
+pub use mask::{MaskBuffer, apply_mask};
 pub use pointwise::{
     Activation, RopeStyle, RopeTable, add, add_inplace, argmax, gated_act, gated_act_inplace,
     qk_norm, rmsnorm, rmsnorm_inplace, rope, scale_inplace, softcap_inplace,
