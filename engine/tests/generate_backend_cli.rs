@@ -155,6 +155,7 @@ fn serve_backend_cuda_without_a_driver_is_a_clear_error() {
     let (ok, _, err) = assay(&["serve", "--backend", "tpu", "--port", "0"]);
     assert!(!ok);
     assert!(err.contains("tpu"), "{err}");
+}
 
 #[test]
 fn json_schema_constrains_the_cpu_output_and_bad_schemas_are_errors() {
