@@ -12,6 +12,39 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
 }
 
+/// Compile one family for one arch: the failures (none when it compiled with every entry
+/// point present).
+fn check(arch: &str, family: Family) -> Vec<String> {
+    let mut failures = Vec::new();
+    let t0 = std::time::Instant::now();
+    match nvrtc::compile_family(family, arch) {
+        Ok(cubin) => {
+            assert_eq!(
+                &cubin[..4],
+                b"\x7fELF",
+                "{family:?} {arch}: not an ELF cubin"
+            );
+            for name in family.entry_points() {
+                if !contains(&cubin, name.as_bytes()) {
+                    failures.push(format!(
+                        "{arch} {}: entry point {name} missing",
+                        family.file()
+                    ));
+                }
+            }
+            eprintln!(
+                "ok {arch} {:<16} {:<12} {:>7} bytes {:.1}s",
+                family.file(),
+                format!("{family:?}"),
+                cubin.len(),
+                t0.elapsed().as_secs_f64()
+            );
+        }
+        Err(e) => failures.push(format!("{arch} {}: {e}", family.file())),
+    }
+    failures
+}
+
 #[test]
 fn every_kernel_family_compiles_through_nvrtc() {
     let required = std::env::var_os("ASSAY_REQUIRE_NVRTC").is_some();
@@ -30,30 +63,39 @@ fn every_kernel_family_compiles_through_nvrtc() {
         "NVRTC {major}.{minor}, kernel identity {}",
         engine::cuda::kernel_identity()
     );
-    let mut failures = Vec::new();
-    for arch in ["sm_90a", "sm_80", "sm_120"] {
-        for family in Family::ALL {
-            match nvrtc::compile_family(family, arch) {
-                Ok(cubin) => {
-                    assert_eq!(
-                        &cubin[..4],
-                        b"\x7fELF",
-                        "{family:?} {arch}: not an ELF cubin"
-                    );
-                    for name in family.entry_points() {
-                        if !contains(&cubin, name.as_bytes()) {
-                            failures.push(format!(
-                                "{arch} {}: entry point {name} missing",
-                                family.file()
-                            ));
-                        }
+    // Every (arch, family) compiles on one of a few threads (the machine's cores, at most
+    // 4); the failures are reported in the list's order.
+    let jobs: Vec<(&str, Family)> = ["sm_90a", "sm_80", "sm_120"]
+        .into_iter()
+        .flat_map(|arch| Family::ALL.map(|f| (arch, f)))
+        .collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 4);
+    let mut results: Vec<(usize, Vec<String>)> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut out = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(&(arch, family)) = jobs.get(i) else {
+                            break;
+                        };
+                        out.push((i, check(arch, family)));
                     }
-                    eprintln!("ok {arch} {:<16} {:>7} bytes", family.file(), cubin.len());
-                }
-                Err(e) => failures.push(format!("{arch} {}: {e}", family.file())),
-            }
-        }
-    }
+                    out
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap())
+            .collect()
+    });
+    results.sort_by_key(|(i, _)| *i);
+    let failures: Vec<String> = results.into_iter().flat_map(|(_, f)| f).collect();
     assert!(
         failures.is_empty(),
         "kernel compile-check failed:\n{}",
