@@ -13,7 +13,9 @@
 //! every raw sample of both arms, their versions and flags.
 //!
 //! Competitors: `llama.cpp` (llama-server from competitors/llama.cpp/build, its best flags
-//! in [`llama_server::server_args`]). `vllm` and `transformers` are named so that the
+//! in [`llama_server::server_args`]), timed through its native `/completion` stream
+//! ([`Protocol::LlamaNative`]: its OpenAI stream sends no event for a token that ends
+//! inside a UTF-8 sequence, so it cannot be counted token by token). `vllm` and `transformers` are named so that the
 //! command line is the issue's; they fail with a clear error until their arms are wired.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -29,7 +31,7 @@ use serde_json::{Value, json};
 
 use crate::bench::cells::{Board, Cell, DeviceKind};
 use crate::bench::llama_server::{LlamaServer, ServerOptions};
-use crate::bench::serve_load::{self, AssayServer, StreamTiming, Target};
+use crate::bench::serve_load::{self, AssayServer, Protocol, StreamTiming, Target};
 use crate::bench::{llamacpp, model_path};
 use crate::env::{EnvArgs, under};
 
@@ -272,6 +274,7 @@ fn pair_cell(
         addr: SocketAddr::from((Ipv4Addr::LOCALHOST, theirs.port)),
         model: "bench".into(),
         api_key: None,
+        protocol: Protocol::LlamaNative,
     };
     let bin = match &args.assay_bin {
         Some(b) => b.clone(),

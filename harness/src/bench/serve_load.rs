@@ -23,6 +23,21 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
+/// The streaming protocol a target is driven with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Protocol {
+    /// OpenAI `/v1/completions` (ours, vLLM): tokens counted by `token_ids`, else by text
+    /// events, checked against the usage's `completion_tokens`.
+    #[default]
+    OpenAi,
+    /// llama-server's native `/completion` stream. Its OpenAI stream cannot be counted:
+    /// a token whose text ends inside a UTF-8 sequence sends no event at all (the next one
+    /// carries the text), so there are fewer text events than tokens. Each native event
+    /// carries `tokens_predicted`, the tokens generated so far, so every token is counted
+    /// at the first event that knows of it; the event with `stop: true` ends the stream.
+    LlamaNative,
+}
+
 /// An OpenAI-compatible server to load.
 #[derive(Clone, Debug)]
 pub struct Target {
@@ -32,6 +47,8 @@ pub struct Target {
     pub model: String,
     /// A bearer key, if the server wants one.
     pub api_key: Option<String>,
+    /// How requests are sent and tokens counted.
+    pub protocol: Protocol,
 }
 
 /// One request's timing.
@@ -128,24 +145,42 @@ pub fn stream_completion(
     max_tokens: usize,
     timeout: Duration,
 ) -> Result<StreamTiming> {
-    let body = json!({
-        "model": t.model,
-        "prompt": prompt,
-        "max_tokens": max_tokens,
-        "temperature": 0,
-        "stream": true,
-        "stream_options": {"include_usage": true},
-        "ignore_eos": true,
-        "return_token_ids": true,
-    })
-    .to_string();
+    let (path, body) = match t.protocol {
+        Protocol::OpenAi => (
+            "/v1/completions",
+            json!({
+                "model": t.model,
+                "prompt": prompt,
+                "max_tokens": max_tokens,
+                "temperature": 0,
+                "stream": true,
+                "stream_options": {"include_usage": true},
+                "ignore_eos": true,
+                "return_token_ids": true,
+            }),
+        ),
+        // top-k 1: the arg-max whatever the rest of llama.cpp's sampler chain does.
+        Protocol::LlamaNative => (
+            "/completion",
+            json!({
+                "prompt": prompt,
+                "n_predict": max_tokens,
+                "temperature": 0,
+                "top_k": 1,
+                "stream": true,
+                "ignore_eos": true,
+                "cache_prompt": false,
+            }),
+        ),
+    };
+    let body = body.to_string();
     let auth = t
         .api_key
         .as_ref()
         .map(|k| format!("Authorization: Bearer {k}\r\n"))
         .unwrap_or_default();
     let req = format!(
-        "POST /v1/completions HTTP/1.1\r\nHost: {}\r\n{auth}Content-Type: application/json\r\nAccept: text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "POST {path} HTTP/1.1\r\nHost: {}\r\n{auth}Content-Type: application/json\r\nAccept: text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         t.addr,
         body.len()
     );
@@ -212,6 +247,18 @@ pub fn stream_completion(
         if v.get("error").is_some() {
             bail!("stream error: {data}");
         }
+        if t.protocol == Protocol::LlamaNative {
+            if let Some(n) = v["tokens_predicted"].as_u64() {
+                while token_times.len() < n as usize {
+                    token_times.push(now);
+                }
+            }
+            if v["stop"].as_bool() == Some(true) {
+                done = true;
+                break;
+            }
+            continue;
+        }
         for _ in 0..event_tokens(&v, &mut ids_seen) {
             token_times.push(now);
         }
@@ -220,7 +267,10 @@ pub fn stream_completion(
         }
     }
     if !done {
-        bail!("the stream ended without [DONE]");
+        bail!(match t.protocol {
+            Protocol::OpenAi => "the stream ended without [DONE]",
+            Protocol::LlamaNative => "the stream ended without its stop event",
+        });
     }
     if let Some(n) = usage_tokens
         && n != token_times.len()
@@ -473,6 +523,7 @@ impl AssayServer {
             addr: SocketAddr::from((Ipv4Addr::LOCALHOST, self.port)),
             model: "bench".into(),
             api_key: None,
+            protocol: Protocol::OpenAi,
         }
     }
 
@@ -515,6 +566,7 @@ mod tests {
             addr,
             model: "m".into(),
             api_key: None,
+            protocol: Protocol::OpenAi,
         }
     }
 
@@ -543,6 +595,30 @@ mod tests {
         assert_eq!(t.tokens, 3);
         assert_eq!(t.token_times.len(), 3);
         assert!(t.ttft_s >= 0.0 && t.total_s >= t.ttft_s);
+    }
+
+    #[test]
+    fn a_llama_native_stream_counts_tokens_held_back_for_utf8() {
+        // Token 2 ends inside a UTF-8 sequence: no event for it; the event of token 3
+        // says 3 tokens so far. The final event has stop: true (no [DONE]).
+        let body = [
+            "data: {\"content\":\"a\",\"tokens_predicted\":1,\"stop\":false}\n\n",
+            "data: {\"content\":\"\\u00e9\",\"tokens_predicted\":3,\"stop\":false}\n\n",
+            "data: {\"content\":\"b\",\"tokens_predicted\":4,\"stop\":false}\n\n",
+            "data: {\"content\":\"\",\"tokens_predicted\":4,\"stop\":true}\n\n",
+        ]
+        .concat();
+        let resp = format!("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n{body}");
+        let mut tg = target(fake(resp));
+        tg.protocol = Protocol::LlamaNative;
+        let t = stream_completion(&tg, &[1, 2], 4, Duration::from_secs(5)).unwrap();
+        assert_eq!(t.tokens, 4);
+        // Without the stop event the stream is cut.
+        let resp = "HTTP/1.1 200 OK\r\n\r\ndata: {\"content\":\"a\",\"tokens_predicted\":1,\"stop\":false}\n\n".to_string();
+        let mut tg = target(fake(resp));
+        tg.protocol = Protocol::LlamaNative;
+        let e = stream_completion(&tg, &[1], 2, Duration::from_secs(5));
+        assert!(format!("{:#}", e.unwrap_err()).contains("stop event"));
     }
 
     #[test]
