@@ -18,7 +18,7 @@
 //! inside a UTF-8 sequence, so it cannot be counted token by token). `vllm` and `transformers` are named so that the
 //! command line is the issue's; they fail with a clear error until their arms are wired.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -100,22 +100,7 @@ fn post_json(addr: SocketAddr, path: &str, body: &Value, timeout: Duration) -> R
     s.set_read_timeout(Some(timeout))?;
     s.write_all(req.as_bytes()).context("sending the request")?;
     let mut r = BufReader::new(s);
-    let mut status = String::new();
-    r.read_line(&mut status).context("reading the status")?;
-    let code: u16 = status
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .with_context(|| format!("bad status line {status:?}"))?;
-    let mut chunked = false;
-    loop {
-        let mut h = String::new();
-        if r.read_line(&mut h).context("reading the headers")? == 0 || h.trim().is_empty() {
-            break;
-        }
-        let h = h.to_ascii_lowercase();
-        chunked |= h.starts_with("transfer-encoding:") && h.contains("chunked");
-    }
+    let (code, chunked) = serve_load::response_head(&mut r)?;
     let mut raw = Vec::new();
     r.read_to_end(&mut raw).context("reading the body")?;
     let text = if chunked { dechunk(&raw)? } else { raw };
@@ -287,16 +272,7 @@ fn pair_cell(
     } else {
         "cpu"
     };
-    let flags: Vec<String> = vec![
-        "--backend".into(),
-        backend.into(),
-        "--ctx".into(),
-        ctx.to_string(),
-        "--prefix-cache-entries".into(),
-        "0".into(),
-        "--max-queue".into(),
-        (cell.batch * 2).max(16).to_string(),
-    ];
+    let flags = serve_load::serve_flags(backend, cell.prompt_tokens, cell.gen_tokens, cell.batch);
     let log = std::env::temp_dir().join(format!("assay-serve-pair-{}.log", cell.id));
     let mut ours = AssayServer::start(&bin, &path, &flags, &log, timeout)?;
     let our_target = ours.target();

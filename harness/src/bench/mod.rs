@@ -458,17 +458,8 @@ fn serve_cell(
         DeviceKind::Gpu => "cuda",
         DeviceKind::Cpu => "cpu",
     };
-    let ctx = cell.prompt_tokens + cell.gen_tokens + 16;
-    let mut flags: Vec<String> = vec![
-        "--backend".into(),
-        backend.into(),
-        "--ctx".into(),
-        ctx.to_string(),
-        "--prefix-cache-entries".into(),
-        "0".into(),
-        "--max-queue".into(),
-        (cell.batch * 2).max(16).to_string(),
-    ];
+    let mut flags =
+        serve_load::serve_flags(backend, cell.prompt_tokens, cell.gen_tokens, cell.batch);
     if let Some(t) = args.threads {
         flags.extend(["--threads".into(), t.to_string()]);
     }

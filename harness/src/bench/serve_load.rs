@@ -119,6 +119,49 @@ impl<R: BufRead> Read for Chunked<R> {
     }
 }
 
+/// Read an HTTP/1.1 response's status line and headers: the status code and whether the
+/// body is chunked.
+pub fn response_head(r: &mut impl BufRead) -> Result<(u16, bool)> {
+    let mut status = String::new();
+    r.read_line(&mut status).context("reading the status")?;
+    let code: u16 = status
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .with_context(|| format!("bad status line {status:?}"))?;
+    let mut chunked = false;
+    loop {
+        let mut h = String::new();
+        if r.read_line(&mut h).context("reading the headers")? == 0 || h.trim().is_empty() {
+            break;
+        }
+        let h = h.to_ascii_lowercase();
+        chunked |= h.starts_with("transfer-encoding:") && h.contains("chunked");
+    }
+    Ok((code, chunked))
+}
+
+/// The flags of `assay serve` for a load or pairing cell: the cell's backend, a context of
+/// its prompt + generated tokens (+16), no prefix cache (every request is timed cold), a
+/// queue of at least twice the concurrency.
+pub fn serve_flags(
+    backend: &str,
+    prompt_tokens: usize,
+    gen_tokens: usize,
+    concurrency: usize,
+) -> Vec<String> {
+    vec![
+        "--backend".into(),
+        backend.into(),
+        "--ctx".into(),
+        (prompt_tokens + gen_tokens + 16).to_string(),
+        "--prefix-cache-entries".into(),
+        "0".into(),
+        "--max-queue".into(),
+        (concurrency * 2).max(16).to_string(),
+    ]
+}
+
 /// The tokens one SSE event carries: its `token_ids` when present; else, unless the stream
 /// already carried ids (`ids_seen`: then an event without them, such as a final one
 /// flushing held-back text, carries no new token), 1 for non-empty text, else 0.
@@ -191,24 +234,7 @@ pub fn stream_completion(
     let t0 = Instant::now();
     s.write_all(req.as_bytes()).context("sending the request")?;
     let mut r = BufReader::new(s);
-    let mut status = String::new();
-    r.read_line(&mut status).context("reading the status")?;
-    let code: u16 = status
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .with_context(|| format!("bad status line {status:?}"))?;
-    let mut chunked = false;
-    loop {
-        let mut h = String::new();
-        if r.read_line(&mut h).context("reading the headers")? == 0 || h.trim().is_empty() {
-            break;
-        }
-        let h = h.to_ascii_lowercase();
-        if h.starts_with("transfer-encoding:") && h.contains("chunked") {
-            chunked = true;
-        }
-    }
+    let (code, chunked) = response_head(&mut r)?;
     let mut body: Box<dyn BufRead> = if chunked {
         Box::new(BufReader::new(Chunked {
             inner: r,
