@@ -10,8 +10,9 @@
 //! `/v1/completions` streaming protocol (HTTP/1.1, SSE, chunked or not) given a base URL
 //! and a model name, so a pairing (`harness pair`, issue 12) can point it at llama-server
 //! or vLLM unchanged: the request carries `ignore_eos` (llama-server and vLLM read it
-//! too) and `return_token_ids` (ours; without ids each non-empty text event counts as one
-//! token), and the usage's `completion_tokens` is checked when the server sends it.
+//! too) and `return_token_ids` (ours: every token is timed; without ids the usage's
+//! `completion_tokens` counts the tokens and the events that carry text time them, since a
+//! token that decodes to no text sends no event), and the usage is checked against the ids.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
@@ -60,17 +61,19 @@ pub struct StreamTiming {
     pub total_s: f64,
     /// Tokens received.
     pub tokens: usize,
-    /// Arrival time of each token, seconds from sending the request.
+    /// Arrival time of each token, seconds from sending the request; with a server that
+    /// sends no token ids, of each event that carried text (fewer than `tokens` when some
+    /// tokens decode to no text: `tokens` then comes from the usage).
     pub token_times: Vec<f64>,
 }
 
 impl StreamTiming {
-    /// Tokens after the first over the time from the first to the last (None with fewer
-    /// than two tokens or no time between them).
+    /// Tokens after the first over the time from the first arrival to the last (None with
+    /// fewer than two tokens or no time between them).
     pub fn decode_tok_s(&self) -> Option<f64> {
         let (first, last) = (self.token_times.first()?, self.token_times.last()?);
         let dt = last - first;
-        (self.token_times.len() >= 2 && dt > 0.0).then(|| (self.token_times.len() - 1) as f64 / dt)
+        (self.tokens >= 2 && dt > 0.0).then(|| (self.tokens - 1) as f64 / dt)
     }
 }
 
@@ -298,21 +301,28 @@ pub fn stream_completion(
             Protocol::LlamaNative => "the stream ended without its stop event",
         });
     }
-    if let Some(n) = usage_tokens
-        && n != token_times.len()
-    {
-        bail!(
-            "usage says {n} completion tokens, the stream carried {}",
+    let tokens = match usage_tokens {
+        // With ids every token is seen: the usage must agree.
+        Some(n) if ids_seen && n != token_times.len() => bail!(
+            "usage says {n} completion tokens, the stream carried {} token ids",
             token_times.len()
-        );
-    }
+        ),
+        // Without ids (llama-server, vLLM) a token that decodes to no text sends no event:
+        // the usage counts the tokens, the text events time them.
+        Some(n) if n < token_times.len() => bail!(
+            "usage says {n} completion tokens, the stream carried {} text events",
+            token_times.len()
+        ),
+        Some(n) => n,
+        None => token_times.len(),
+    };
     let Some(&ttft_s) = token_times.first() else {
         bail!("the stream carried no token");
     };
     Ok(StreamTiming {
         ttft_s,
         total_s: t0.elapsed().as_secs_f64(),
-        tokens: token_times.len(),
+        tokens,
         token_times,
     })
 }
@@ -649,10 +659,21 @@ mod tests {
 
     #[test]
     fn a_usage_mismatch_an_error_status_and_a_cut_stream_fail() {
-        let body = "data: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: {\"choices\":[],\"usage\":{\"completion_tokens\":2}}\n\ndata: [DONE]\n\n";
+        // Ids that disagree with the usage are an error.
+        let body = "data: {\"choices\":[{\"text\":\"a\",\"token_ids\":[4]}]}\n\ndata: {\"choices\":[],\"usage\":{\"completion_tokens\":2}}\n\ndata: [DONE]\n\n";
         let resp = format!("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n{body}");
         let e = stream_completion(&target(fake(resp)), &[1], 2, Duration::from_secs(5));
         assert!(format!("{:#}", e.unwrap_err()).contains("usage says 2"));
+        // Without ids, fewer text events than the usage's tokens: the usage counts them.
+        let body = "data: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: {\"choices\":[{\"text\":\"b\"}]}\n\ndata: {\"choices\":[],\"usage\":{\"completion_tokens\":3}}\n\ndata: [DONE]\n\n";
+        let resp = format!("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n{body}");
+        let t = stream_completion(&target(fake(resp)), &[1], 3, Duration::from_secs(5)).unwrap();
+        assert_eq!((t.tokens, t.token_times.len()), (3, 2));
+        // ... but never more events than tokens.
+        let body = "data: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: {\"choices\":[{\"text\":\"b\"}]}\n\ndata: {\"choices\":[],\"usage\":{\"completion_tokens\":1}}\n\ndata: [DONE]\n\n";
+        let resp = format!("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n{body}");
+        let e = stream_completion(&target(fake(resp)), &[1], 1, Duration::from_secs(5));
+        assert!(format!("{:#}", e.unwrap_err()).contains("text events"));
         let resp = "HTTP/1.1 429 Too Many Requests\r\ncontent-length: 4\r\n\r\nbusy".to_string();
         let e = stream_completion(&target(fake(resp)), &[1], 2, Duration::from_secs(5));
         assert!(format!("{:#}", e.unwrap_err()).contains("HTTP 429"));
