@@ -15,8 +15,10 @@
 //! Competitors: `llama.cpp` (llama-server from competitors/llama.cpp/build, its best flags
 //! in [`llama_server::server_args`]), timed through its native `/completion` stream
 //! ([`Protocol::LlamaNative`]: its OpenAI stream sends no event for a token that ends
-//! inside a UTF-8 sequence, so it cannot be counted token by token). `vllm` and `transformers` are named so that the
-//! command line is the issue's; they fail with a clear error until their arms are wired.
+//! inside a UTF-8 sequence, so it cannot be counted token by token); `vllm` (its
+//! OpenAI-compatible server from competitors/vllm on the BF16 safetensors copy of the
+//! synthetic checkpoint, [`vllm`]; not yet run on the GPU machine). `transformers` is named
+//! so that the command line is the issue's; it fails with a clear error until wired.
 
 use std::io::{BufReader, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
@@ -33,6 +35,8 @@ use crate::bench::cells::{Board, Cell, DeviceKind};
 use crate::bench::llama_server::{LlamaServer, ServerOptions};
 use crate::bench::serve_load::{self, AssayServer, Protocol, StreamTiming, Target};
 use crate::bench::{llamacpp, model_path};
+
+mod vllm;
 use crate::env::{EnvArgs, under};
 
 /// Greedy tokens both arms must agree on before a cell is timed.
@@ -80,6 +84,12 @@ pub struct PairArgs {
     /// Folder of the llama.cpp builds (default: ~/.cache/assay/llama.cpp).
     #[arg(long, env = "ASSAY_LLAMA_CPP_HOME")]
     pub llama_cpp_home: Option<PathBuf>,
+    /// The folder vLLM is unpacked into (competitors/vllm/install).
+    #[arg(long, env = "ASSAY_VLLM_SITE", default_value = "/tmp/vllm-site")]
+    pub vllm_site: PathBuf,
+    /// The Python that runs vLLM (the GPU image's, which holds torch).
+    #[arg(long, env = "ASSAY_VLLM_PYTHON", default_value = "python3")]
+    pub vllm_python: String,
     /// The `assay` binary (default: `assay` next to this harness).
     #[arg(long, env = "ASSAY_BIN")]
     pub assay_bin: Option<PathBuf>,
@@ -227,7 +237,7 @@ fn pair_cell(
     let ctx = cell.prompt_tokens + cell.gen_tokens + 16;
 
     // The competitor first: a missing build fails before our server loads.
-    let (mut theirs, their_version) = match args.vs {
+    let (mut theirs, their_version, their_engine, protocol) = match args.vs {
         Competitor::LlamaCpp => {
             let home = args
                 .llama_cpp_home
@@ -248,18 +258,37 @@ fn pair_cell(
             };
             let log = std::env::temp_dir().join(format!("llama-server-{}.log", cell.id));
             let version = install.info.version();
-            (LlamaServer::start(&install, &path, &o, &log)?, version)
+            (
+                Competitor_::Llama(LlamaServer::start(&install, &path, &o, &log)?),
+                version,
+                "llama-server",
+                Protocol::LlamaNative,
+            )
         }
-        other => bail!(
-            "the {} arm is not wired yet (competitors/vllm holds its preparation); only llama.cpp pairs today",
-            other.name()
-        ),
+        Competitor::Vllm => {
+            let dir = vllm_model_dir(env, cell, &path)?;
+            let log = std::env::temp_dir().join(format!("vllm-{}.log", cell.id));
+            let v = vllm::VllmServer::start(
+                &args.vllm_python,
+                &args.vllm_site,
+                &dir,
+                ctx,
+                cell.batch,
+                &log,
+                timeout,
+            )?;
+            let version = v.version.clone();
+            (Competitor_::Vllm(v), version, "vllm", Protocol::OpenAi)
+        }
+        Competitor::Transformers => {
+            bail!("the transformers arm is not wired yet; `harness pair` runs llama.cpp and vllm")
+        }
     };
     let their_target = Target {
-        addr: SocketAddr::from((Ipv4Addr::LOCALHOST, theirs.port)),
+        addr: SocketAddr::from((Ipv4Addr::LOCALHOST, theirs.port())),
         model: "bench".into(),
         api_key: None,
-        protocol: Protocol::LlamaNative,
+        protocol,
     };
     let bin = match &args.assay_bin {
         Some(b) => b.clone(),
@@ -281,8 +310,11 @@ fn pair_cell(
     let prompt = serve_load::prompt_ids(0, cell.prompt_tokens);
     let a = first_tokens_ours(&our_target, &prompt, AGREE_TOKENS, timeout)
         .context("assay: the agreement request")?;
-    let b = first_tokens_llama(theirs.port, &prompt, AGREE_TOKENS, timeout)
-        .context("llama.cpp: the agreement request")?;
+    let b = match &theirs {
+        Competitor_::Llama(l) => first_tokens_llama(l.port, &prompt, AGREE_TOKENS, timeout),
+        Competitor_::Vllm(_) => first_tokens_ours(&their_target, &prompt, AGREE_TOKENS, timeout),
+    }
+    .with_context(|| format!("{}: the agreement request", args.vs.name()))?;
     let divergence = first_divergence(&a, &b);
     let mut detail = vec![match divergence {
         None => format!("agreement: the first {AGREE_TOKENS} greedy tokens are identical ({a:?})"),
@@ -332,7 +364,7 @@ fn pair_cell(
         next += cell.batch;
     }
     ours.stop();
-    let _ = theirs.stop();
+    theirs.stop();
 
     let verdict = if divergence.is_none() {
         Verdict::Green
@@ -366,9 +398,9 @@ fn pair_cell(
         ),
         (
             args.vs.name(),
-            "llama-server".to_string(),
+            their_engine.to_string(),
             their_version,
-            theirs.flags.clone(),
+            theirs.flags(),
             sb,
         ),
     ];
@@ -400,12 +432,101 @@ fn pair_cell(
     detail.push(format!(
         "servers ready after {:.1} s (assay) and {:.1} s ({})",
         ours.ready_s,
-        theirs.ready_s,
+        theirs.ready_s(),
+        args.vs.name()
+    ));
+    detail.push(format!(
+        "server logs: {} (assay), {} ({})",
+        ours.log.display(),
+        theirs.log().display(),
         args.vs.name()
     ));
     r.detail.extend(detail);
     r.wall_s = (t0.elapsed().as_secs_f64() * 1000.0).round() / 1000.0;
     Ok(r)
+}
+
+/// The competitor's running server.
+enum Competitor_ {
+    Llama(LlamaServer),
+    Vllm(vllm::VllmServer),
+}
+
+impl Competitor_ {
+    fn port(&self) -> u16 {
+        match self {
+            Competitor_::Llama(l) => l.port,
+            Competitor_::Vllm(v) => v.port,
+        }
+    }
+    fn ready_s(&self) -> f64 {
+        match self {
+            Competitor_::Llama(l) => l.ready_s,
+            Competitor_::Vllm(v) => v.ready_s,
+        }
+    }
+    fn flags(&self) -> Vec<String> {
+        match self {
+            Competitor_::Llama(l) => l.flags.clone(),
+            Competitor_::Vllm(v) => v.flags.clone(),
+        }
+    }
+    fn log(&self) -> &Path {
+        match self {
+            Competitor_::Llama(l) => &l.log,
+            Competitor_::Vllm(v) => &v.log,
+        }
+    }
+    fn stop(&mut self) {
+        match self {
+            Competitor_::Llama(l) => {
+                let _ = l.stop();
+            }
+            Competitor_::Vllm(v) => v.stop(),
+        }
+    }
+}
+
+/// The safetensors folder vLLM loads for a cell: the `<stem>.hf/` copy that `harness
+/// synth` writes next to a BF16 synthetic GGUF (made again, with the same bytes, when only
+/// the GGUF is there), so both engines run the very same weights.
+fn vllm_model_dir(env: &EnvArgs, cell: &Cell, gguf: &Path) -> Result<PathBuf> {
+    let Some(s) = &cell.synth else {
+        bail!(
+            "cell {}: the vllm arm needs a synthetic checkpoint (its safetensors copy)",
+            cell.id
+        );
+    };
+    if !s.quant.eq_ignore_ascii_case("BF16") {
+        bail!(
+            "cell {}: the vllm arm runs the BF16 safetensors copy; this cell is {}",
+            cell.id,
+            s.quant
+        );
+    }
+    let dir = crate::synth::hf_dir_for(gguf);
+    if !dir.join("config.json").exists() {
+        println!(
+            "{:<36} making {} (harness synth with safetensors)",
+            cell.id,
+            dir.display()
+        );
+        crate::synth::run(
+            env,
+            &crate::synth::SynthArgs {
+                arch: <crate::synth::shapes::Arch as clap::ValueEnum>::from_str(&s.arch, true)
+                    .map_err(anyhow::Error::msg)?,
+                shape: s.shape.clone(),
+                quant: s.quant.clone(),
+                seed: s.seed,
+                out: gguf.to_owned(),
+                donor: None,
+                no_safetensors: false,
+            },
+        )
+        .with_context(|| format!("cell {}: making the safetensors copy", cell.id))?;
+    }
+    Ok(dir)
 }
 
 /// Run `harness pair`: true when every selected cell was paired.
@@ -479,10 +600,15 @@ mod tests {
     }
 
     #[test]
-    fn the_cells_file_parses_as_a_board() {
+    fn the_cells_files_parse_as_boards() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        let b = load_cells(&root.join("boards/pairs/h200-llamacpp.toml")).unwrap();
-        assert!(!b.cells.is_empty());
-        assert!(b.cells.iter().all(|c| c.runs >= 5 && c.batch >= 1));
+        for f in [
+            "boards/pairs/h200-llamacpp.toml",
+            "boards/pairs/h200-vllm.toml",
+        ] {
+            let b = load_cells(&root.join(f)).unwrap();
+            assert!(!b.cells.is_empty(), "{f}");
+            assert!(b.cells.iter().all(|c| c.runs >= 5 && c.batch >= 1), "{f}");
+        }
     }
 }

@@ -1,0 +1,168 @@
+//! vLLM's OpenAI-compatible server as a pairing arm (competitors/vllm): started with the
+//! GPU image's Python and the unpacked vLLM folder on `PYTHONPATH`, on a free loopback
+//! port, serving a safetensors folder under the model name `bench` with token-id prompts
+//! (`--skip-tokenizer-init`: the synthetic checkpoints carry no HF tokenizer), stopped on
+//! drop. Not yet run on the GPU machine (no device time left when it was written): its
+//! flags are the documented ones of vLLM's server, to be confirmed by the first pairing.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+
+use crate::bench::llama_server::{free_port, wait_ready};
+
+/// A running vLLM server.
+pub struct VllmServer {
+    child: Option<Child>,
+    pub port: u16,
+    pub log: PathBuf,
+    pub flags: Vec<String>,
+    pub ready_s: f64,
+    pub version: String,
+}
+
+/// The server's flags: loopback, the model name `bench`, bf16, a context of `ctx` tokens,
+/// at most `concurrency` sequences, token ids in and out, half of the GPU's memory (our
+/// server holds the same weights on the same GPU while the arms alternate).
+pub fn vllm_args(model: &Path, port: u16, ctx: usize, concurrency: usize) -> Vec<String> {
+    vec![
+        "--model".into(),
+        model.display().to_string(),
+        "--served-model-name".into(),
+        "bench".into(),
+        "--host".into(),
+        "127.0.0.1".into(),
+        "--port".into(),
+        port.to_string(),
+        "--dtype".into(),
+        "bfloat16".into(),
+        "--max-model-len".into(),
+        ctx.to_string(),
+        "--max-num-seqs".into(),
+        concurrency.max(1).to_string(),
+        "--skip-tokenizer-init".into(),
+        "--gpu-memory-utilization".into(),
+        "0.45".into(),
+    ]
+}
+
+impl VllmServer {
+    /// Start vLLM on `model` (a folder with config.json and safetensors) and wait for its
+    /// `/health`.
+    pub fn start(
+        python: &str,
+        site: &Path,
+        model: &Path,
+        ctx: usize,
+        concurrency: usize,
+        log: &Path,
+        ready_timeout: Duration,
+    ) -> Result<VllmServer> {
+        if !site.join("vllm").is_dir() {
+            bail!(
+                "no vLLM in {} (carry the parts of competitors/vllm/prepare and run competitors/vllm/install there)",
+                site.display()
+            );
+        }
+        let version = Command::new(python)
+            .args(["-c", "import vllm; print(vllm.__version__)"])
+            .env("PYTHONPATH", site)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .unwrap_or_else(|| "unknown".into());
+        let port = free_port()?;
+        let args = vllm_args(model, port, ctx, concurrency);
+        let out = std::fs::File::create(log)
+            .with_context(|| format!("creating the server log {}", log.display()))?;
+        let err = out.try_clone().context("sharing the server log")?;
+        let child = Command::new(python)
+            .args(["-m", "vllm.entrypoints.openai.api_server"])
+            .args(&args)
+            .env("PYTHONPATH", site)
+            .env("VLLM_USE_FLASHINFER_SAMPLER", "0")
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .with_context(|| format!("starting {python} -m vllm.entrypoints.openai.api_server"))?;
+        let mut s = VllmServer {
+            child: Some(child),
+            port,
+            log: log.to_owned(),
+            flags: args,
+            ready_s: 0.0,
+            version,
+        };
+        let waited = {
+            let child = &mut s.child;
+            wait_ready(port, ready_timeout, || match child.as_mut() {
+                Some(c) => Ok(c.try_wait().context("polling the server")?.is_none()),
+                None => Ok(false),
+            })
+        };
+        match waited {
+            Ok(t) => {
+                s.ready_s = t;
+                Ok(s)
+            }
+            Err(e) => {
+                s.stop();
+                let text = std::fs::read_to_string(log).unwrap_or_default();
+                let lines: Vec<&str> = text.lines().collect();
+                let tail = lines[lines.len().saturating_sub(15)..].join("\n");
+                Err(e.context(format!(
+                    "vLLM on port {port}; log {}:\n{tail}",
+                    log.display()
+                )))
+            }
+        }
+    }
+
+    /// Stop it (kill, then reap).
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for VllmServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_serve_token_ids_on_the_loopback_under_the_bench_name() {
+        let a = vllm_args(Path::new("/m/x.hf"), 8000, 656, 4).join(" ");
+        assert!(
+            a.starts_with("--model /m/x.hf --served-model-name bench --host 127.0.0.1 --port 8000")
+        );
+        assert!(a.contains("--max-model-len 656") && a.contains("--max-num-seqs 4"));
+        assert!(a.contains("--skip-tokenizer-init"));
+    }
+
+    #[test]
+    fn a_missing_vllm_folder_is_a_clear_error() {
+        let e = VllmServer::start(
+            "python3",
+            Path::new("/nonexistent-vllm-site"),
+            Path::new("/m"),
+            64,
+            1,
+            Path::new("/tmp/x.log"),
+            Duration::from_secs(1),
+        );
+        let msg = format!("{:#}", e.err().map(|e| e.to_string()).unwrap_or_default());
+        assert!(msg.contains("competitors/vllm"), "{msg}");
+    }
+}
