@@ -197,3 +197,36 @@ fn the_committed_readme_is_a_regeneration_of_the_committed_receipts() {
         );
     }
 }
+
+#[test]
+fn pair_ratios_say_above_one_when_we_are_ahead() {
+    let mut r = bench("pair-cell", "2026-11-30T00:00:00Z", &today(), &[100.0; 5]);
+    r.kind = Kind::Pair;
+    let arm = |name: &str, v: f64| Arm {
+        name: name.into(),
+        engine: "e".into(),
+        version: "v".into(),
+        flags: vec![],
+        unit: None,
+        samples: vec![v; 5],
+        stats: Stats::of(&[v; 5]),
+        roofline_fraction: None,
+    };
+    r.arms = vec![
+        arm("assay decode", 300.0),
+        arm("assay TTFT", 50.0),
+        arm("llama.cpp decode", 250.0),
+        arm("llama.cpp TTFT", 40.0),
+    ];
+    let got = render::ratios(&r);
+    assert_eq!(got.len(), 2);
+    assert_eq!(
+        (got[0].0.as_str(), got[0].1.as_str()),
+        ("decode", "llama.cpp")
+    );
+    assert!((got[0].2 - 1.2).abs() < 1e-12);
+    // TTFT: lower is better, so theirs / ours = 0.8 (a loss, shown plainly).
+    assert!((got[1].2 - 0.8).abs() < 1e-12);
+    assert_eq!(render::ratio_cell(got[0].2), "**1.20x**");
+    assert_eq!(render::ratio_cell(got[1].2), "0.80x");
+}

@@ -52,7 +52,13 @@ pub struct Generated {
 
 /// Regenerate everything from the files at `paths`, judging currentness against `today`.
 pub fn regenerate(paths: &BoardPaths, today: &SourceIdentity) -> Result<Generated> {
-    let boards = load_boards(&paths.boards)?;
+    let mut boards = load_boards(&paths.boards)?;
+    // Pairing boards (`harness pair --cells boards/pairs/<name>.toml`) render the same way,
+    // with a ratio row per metric (render::ratio_rows).
+    let pairs = paths.boards.join("pairs");
+    if pairs.is_dir() {
+        boards.extend(load_boards(&pairs)?);
+    }
     let all = select::load_all(&paths.receipts)?;
     let newest = select::newest_current(&paths.receipts, today)?;
     let shown = select::pick(&all, &newest);

@@ -1,6 +1,8 @@
 //! The Markdown of one board: a row per (cell, arm) with the newest current receipt's
 //! median, min–max, N, roofline limit and fraction, device and receipt; a cell without a
-//! current receipt is one `stale` row with no number.
+//! current receipt is one `stale` row with no number. A pairing receipt (`kind = pair`)
+//! also gets a ratio row per metric: ours over theirs for rates, theirs over ours for TTFT,
+//! so above 1 means we are ahead; bold at 1.1x and above, losses shown as plainly.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -69,7 +71,61 @@ pub fn board_markdown(board: &Board, shown: &BTreeMap<String, &Receipt>, svg: &s
                 &r.build.commit[..r.build.commit.len().min(10)]
             );
         }
+        if r.kind == gates::receipt::Kind::Pair {
+            for (metric, other, x) in ratios(r) {
+                let _ = writeln!(
+                    s,
+                    "| {} | {metric}: assay vs {other} | {} | | | | | | |",
+                    c.label,
+                    ratio_cell(x)
+                );
+            }
+        }
     }
     let _ = writeln!(s, "\n![{}]({svg})", board.name);
     s
+}
+
+/// The ratio rows of a pairing receipt: for each metric `m` with arms `assay m` and
+/// `<other> m`, (metric, other engine, ratio) with the ratio oriented so that > 1 means
+/// assay is ahead (rates: ours / theirs; `TTFT`: theirs / ours).
+pub fn ratios(r: &Receipt) -> Vec<(String, String, f64)> {
+    let mut out = Vec::new();
+    for a in &r.arms {
+        let Some(metric) = a.name.strip_prefix("assay ") else {
+            continue;
+        };
+        let Some(ours) = a.stats.map(|s| s.median) else {
+            continue;
+        };
+        for b in &r.arms {
+            let Some((other, m)) = b.name.split_once(' ') else {
+                continue;
+            };
+            if other == "assay" || m != metric {
+                continue;
+            }
+            let Some(theirs) = b.stats.map(|s| s.median) else {
+                continue;
+            };
+            let ratio = if metric == "TTFT" {
+                theirs / ours
+            } else {
+                ours / theirs
+            };
+            if ratio.is_finite() {
+                out.push((metric.to_owned(), other.to_owned(), ratio));
+            }
+        }
+    }
+    out
+}
+
+/// A ratio as shown: `1.23x`, bold at 1.1x and above.
+pub fn ratio_cell(x: f64) -> String {
+    if x >= 1.1 {
+        format!("**{x:.2}x**")
+    } else {
+        format!("{x:.2}x")
+    }
 }
