@@ -11,6 +11,7 @@
 //! odd ones, and every output buffer filled with NaN before the launch so that an element
 //! the kernel fails to write cannot pass.
 
+mod attention;
 mod batch;
 mod cases;
 mod mask;

@@ -9,12 +9,12 @@
 //! chunks than one batched tile holds, a partial last tile) and leaves the last block of
 //! rows partial, so a chunk order or row guard that depended on the batch would show.
 
-use super::cases::{dot_scales, poison, rand_vec, random_weight};
+use super::cases::{dot_scales, e2s, poison, rand_vec, random_weight};
 use super::{CheckLine, Rng, compare_f32, compare_f32_scaled};
 use engine::cuda::cudarc::driver::{CudaSlice, DevicePtr};
 use engine::cuda::ops::{self, Activation};
 use engine::cuda::sources::consts::MV_MAX_TOK;
-use engine::cuda::{CudaError, DeviceWeight, Gpu, cpu, select};
+use engine::cuda::{DeviceWeight, Gpu, cpu, select};
 use engine::quant::QuantFormat;
 
 /// One launch of every matvec epilogue on the first `n` tokens; outputs token-major.
@@ -48,10 +48,6 @@ struct Inputs {
     bias: CudaSlice<f32>,
     norm_w: CudaSlice<f32>,
     rows: usize,
-}
-
-fn e2s(e: CudaError) -> String {
-    e.to_string()
 }
 
 /// Run the five epilogues on `x` (`n` tokens) with residual inputs `res` (`n * rows`).

@@ -1,0 +1,331 @@
+//! kernel-check's attention cases: decode attention against the CPU reference over GQA,
+//! sliding windows, soft-capping, head dims and context lengths across the split boundary;
+//! and the fused launches (RoPE + KV store, attention with its own split merge) against the
+//! separate kernels, bit for bit.
+
+use super::cases::*;
+use super::{CheckLine, compare_exact, compare_f32};
+use engine::cuda::cudarc::driver::CudaSlice;
+use engine::cuda::ops::{self, AttnScratch, AttnShape, RopeStyle};
+use engine::cuda::{Gpu, cpu};
+use half::f16;
+
+pub(super) fn attention_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
+    // (heads, kv heads, head_dim, capacity, window, softcap, positions of the query tokens)
+    type Shape = (usize, usize, usize, usize, usize, f32, Vec<i32>);
+    let shapes: [Shape; 7] = [
+        (9, 3, 64, 700, 0, 0.0, vec![650]),
+        (14, 2, 64, 300, 0, 0.0, vec![0]),
+        (14, 2, 64, 300, 0, 0.0, vec![257]),
+        (4, 1, 256, 1500, 512, 0.0, vec![1300]),
+        (4, 1, 256, 1500, 512, 0.0, vec![1100, 1101, 1102]),
+        (8, 8, 80, 64, 0, 0.0, vec![10, 11, 12, 13]),
+        (8, 4, 128, 600, 0, 0.3, vec![511, 512]),
+    ];
+    for (nh, nkv, hd, cap, window, softcap, pos) in shapes {
+        let ntok = pos.len();
+        let s = AttnShape {
+            ntok,
+            n_heads: nh,
+            n_kv_heads: nkv,
+            head_dim: hd,
+            capacity: cap,
+            window,
+        };
+        let name = format!(
+            "heads={nh}/{nkv} head_dim={hd} cap={cap} window={window} softcap={softcap} pos={pos:?}"
+        );
+        case(lines, "attention", name, |name| {
+            let q = rand_vec(rng, ntok * nh * hd, 1.0);
+            let cache = |rng: &mut Rng| -> Vec<f16> {
+                (0..nkv * cap * hd)
+                    .map(|_| f16::from_f32(rng.symmetric()))
+                    .collect()
+            };
+            let (kc, vc) = (cache(rng), cache(rng));
+            let scale = 1.0 / (hd as f32).sqrt();
+            let want = cpu::attention(&q, &kc, &vc, &pos, s, scale, softcap);
+            let (dq, dk, dv) = (
+                gpu.upload(&q).map_err(e2s)?,
+                gpu.upload(&kc).map_err(e2s)?,
+                gpu.upload(&vc).map_err(e2s)?,
+            );
+            let dp = gpu.upload(&pos).map_err(e2s)?;
+            let mut scratch = AttnScratch::new(gpu, ntok, nh, hd, cap).map_err(e2s)?;
+            let mut out = poison(gpu, ntok * nh * hd).map_err(e2s)?;
+            let choice = ops::attention(
+                gpu,
+                &dq,
+                &dk,
+                &dv,
+                &dp,
+                s,
+                scale,
+                softcap,
+                &mut scratch,
+                &mut out,
+            )
+            .map_err(e2s)?;
+            let got = gpu.download(&out).map_err(e2s)?;
+            let mut res = vec![compare_f32(
+                "attention",
+                format!("{name} [{choice}]"),
+                &got,
+                &want,
+            )];
+            if ntok > 1 {
+                let mut single = Vec::new();
+                for t in 0..ntok {
+                    let one = AttnShape { ntok: 1, ..s };
+                    let dqt = gpu
+                        .upload(&q[t * nh * hd..(t + 1) * nh * hd])
+                        .map_err(e2s)?;
+                    let dpt = gpu.upload(&pos[t..t + 1]).map_err(e2s)?;
+                    let mut o = poison(gpu, nh * hd).map_err(e2s)?;
+                    ops::attention(
+                        gpu,
+                        &dqt,
+                        &dk,
+                        &dv,
+                        &dpt,
+                        one,
+                        scale,
+                        softcap,
+                        &mut scratch,
+                        &mut o,
+                    )
+                    .map_err(e2s)?;
+                    single.extend(gpu.download(&o).map_err(e2s)?);
+                }
+                res.push(compare_f32(
+                    "batch_invariance",
+                    format!("attention {name}: 1 vs {ntok} per launch"),
+                    &single,
+                    &got,
+                ));
+            }
+            Ok(res)
+        });
+    }
+    for (ntok, nkv, hd, cap) in [(1, 3, 64, 100), (5, 2, 128, 40), (2, 1, 256, 600)] {
+        case(
+            lines,
+            "kv_store",
+            format!("ntok={ntok} kv_heads={nkv} head_dim={hd} cap={cap}"),
+            |name| {
+                let (k, v) = (
+                    rand_vec(rng, ntok * nkv * hd, 4.0),
+                    rand_vec(rng, ntok * nkv * hd, 4.0),
+                );
+                let mut pos: Vec<i32> = (0..ntok).map(|_| rng.below(cap) as i32).collect();
+                pos.sort_unstable();
+                pos.dedup();
+                let ntok = pos.len();
+                let init: Vec<f16> = (0..nkv * cap * hd)
+                    .map(|_| f16::from_f32(rng.symmetric()))
+                    .collect();
+                let (mut kc, mut vc) = (init.clone(), init.clone());
+                cpu::kv_store(&k, &v, &mut kc, &mut vc, &pos, nkv, hd, cap);
+                let (dk, dv, dp) = (
+                    gpu.upload(&k).map_err(e2s)?,
+                    gpu.upload(&v).map_err(e2s)?,
+                    gpu.upload(&pos).map_err(e2s)?,
+                );
+                let (mut dkc, mut dvc) = (
+                    gpu.upload(&init).map_err(e2s)?,
+                    gpu.upload(&init).map_err(e2s)?,
+                );
+                ops::kv_store(gpu, &dk, &dv, &mut dkc, &mut dvc, &dp, ntok, nkv, hd, cap)
+                    .map_err(e2s)?;
+                let bits = |v: Vec<f16>| v.into_iter().map(f16::to_bits).collect::<Vec<u16>>();
+                let (gk, gv) = (
+                    bits(gpu.download(&dkc).map_err(e2s)?),
+                    bits(gpu.download(&dvc).map_err(e2s)?),
+                );
+                Ok(vec![
+                    compare_exact("kv_store", format!("{name} K"), &gk, &bits(kc)),
+                    compare_exact("kv_store", format!("{name} V"), &gv, &bits(vc)),
+                ])
+            },
+        );
+    }
+}
+
+/// The one-launch forms of the attention block against the separate kernels, bit for bit:
+/// `rope_kv` against rope(q), rope(k), kv_store; the attention that merges its own splits
+/// against the split launch followed by the combine launch (twice in a row on one scratch,
+/// so a split counter left non-zero by the first launch would show in the second).
+pub(super) fn fused_attention_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
+    // (tokens, heads, kv heads, head_dim, n_rot, style, base, frequency factors, capacity)
+    type Shape = (
+        usize,
+        usize,
+        usize,
+        usize,
+        usize,
+        RopeStyle,
+        f32,
+        bool,
+        usize,
+    );
+    let shapes: [Shape; 4] = [
+        (1, 32, 8, 128, 128, RopeStyle::Normal, 500_000.0, true, 700),
+        (3, 14, 2, 64, 64, RopeStyle::Neox, 1_000_000.0, false, 300),
+        (2, 4, 1, 256, 128, RopeStyle::Neox, 10000.0, false, 40),
+        (8, 9, 3, 64, 64, RopeStyle::Normal, 10000.0, false, 1000),
+    ];
+    for (ntok, nh, nkv, hd, n_rot, style, base, ff, cap) in shapes {
+        let name = format!(
+            "rope_kv ntok={ntok} heads={nh}/{nkv} head_dim={hd} n_rot={n_rot} {style:?} cap={cap}"
+        );
+        case(lines, "fusion", name, |name| {
+            let q = rand_vec(rng, ntok * nh * hd, 1.0);
+            let k = rand_vec(rng, ntok * nkv * hd, 4.0);
+            let v = rand_vec(rng, ntok * nkv * hd, 4.0);
+            // Distinct positions; the last token of the 40-position cache lies past it (its
+            // rotations still happen, its store does not).
+            let mut pos: Vec<i32> = (0..ntok).map(|t| (t * (cap / ntok)) as i32).collect();
+            if cap == 40 {
+                pos[ntok - 1] = cap as i32;
+            }
+            let factors: Option<Vec<f32>> =
+                ff.then(|| (0..n_rot / 2).map(|_| rng.range(1.0, 8.0)).collect());
+            let fscale = if ff { 0.25 } else { 1.0 };
+            let table =
+                ops::RopeTable::new(gpu, base, n_rot, fscale, factors.as_deref()).map_err(e2s)?;
+            let init: Vec<f16> = (0..nkv * cap * hd)
+                .map(|_| f16::from_f32(rng.symmetric()))
+                .collect();
+            let dp = gpu.upload(&pos).map_err(e2s)?;
+            let dv = gpu.upload(&v).map_err(e2s)?;
+            // Separate kernels.
+            let (mut q1, mut k1) = (gpu.upload(&q).map_err(e2s)?, gpu.upload(&k).map_err(e2s)?);
+            let (mut kc1, mut vc1) = (
+                gpu.upload(&init).map_err(e2s)?,
+                gpu.upload(&init).map_err(e2s)?,
+            );
+            ops::rope(gpu, &mut q1, &dp, &table, ntok, nh, hd, style).map_err(e2s)?;
+            ops::rope(gpu, &mut k1, &dp, &table, ntok, nkv, hd, style).map_err(e2s)?;
+            ops::kv_store(gpu, &k1, &dv, &mut kc1, &mut vc1, &dp, ntok, nkv, hd, cap)
+                .map_err(e2s)?;
+            // One launch.
+            let (mut q2, mut k2) = (gpu.upload(&q).map_err(e2s)?, gpu.upload(&k).map_err(e2s)?);
+            let (mut kc2, mut vc2) = (
+                gpu.upload(&init).map_err(e2s)?,
+                gpu.upload(&init).map_err(e2s)?,
+            );
+            let shape = ops::RopeKvShape {
+                ntok,
+                n_heads: nh,
+                n_kv_heads: nkv,
+                head_dim: hd,
+                capacity: cap,
+            };
+            ops::rope_kv(
+                gpu, &mut q2, &mut k2, &dv, &mut kc2, &mut vc2, &dp, &table, style, shape,
+            )
+            .map_err(e2s)?;
+            let f32_bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<u32>>();
+            let f16_bits = |v: Vec<f16>| v.into_iter().map(f16::to_bits).collect::<Vec<u16>>();
+            let dl = |b: &CudaSlice<f32>| gpu.download(b).map(f32_bits).map_err(e2s);
+            let dl16 = |b: &CudaSlice<f16>| gpu.download(b).map(f16_bits).map_err(e2s);
+            Ok(vec![
+                compare_exact("fusion", format!("{name} q"), &dl(&q2)?, &dl(&q1)?),
+                compare_exact("fusion", format!("{name} k"), &dl(&k2)?, &dl(&k1)?),
+                compare_exact(
+                    "fusion",
+                    format!("{name} K cache"),
+                    &dl16(&kc2)?,
+                    &dl16(&kc1)?,
+                ),
+                compare_exact(
+                    "fusion",
+                    format!("{name} V cache"),
+                    &dl16(&vc2)?,
+                    &dl16(&vc1)?,
+                ),
+            ])
+        });
+    }
+    // (heads, kv heads, head_dim, capacity, window, softcap, positions of the query tokens)
+    type AShape = (usize, usize, usize, usize, usize, f32, Vec<i32>);
+    let shapes: [AShape; 5] = [
+        (32, 8, 128, 700, 0, 0.0, vec![600]),
+        (14, 2, 64, 300, 0, 0.0, vec![0]),
+        (4, 1, 256, 1500, 512, 0.0, vec![1100, 1101, 1499]),
+        (8, 4, 128, 600, 0, 0.3, vec![63, 64, 65, 511]),
+        (32, 8, 128, 4200, 0, 0.0, vec![4159]),
+    ];
+    for (nh, nkv, hd, cap, window, softcap, pos) in shapes {
+        let ntok = pos.len();
+        let s = AttnShape {
+            ntok,
+            n_heads: nh,
+            n_kv_heads: nkv,
+            head_dim: hd,
+            capacity: cap,
+            window,
+        };
+        let name = format!(
+            "attention one launch heads={nh}/{nkv} head_dim={hd} window={window} softcap={softcap} pos={pos:?}"
+        );
+        case(lines, "fusion", name, |name| {
+            let q = rand_vec(rng, ntok * nh * hd, 1.0);
+            let cache = |rng: &mut Rng| -> Vec<f16> {
+                (0..nkv * cap * hd)
+                    .map(|_| f16::from_f32(rng.symmetric()))
+                    .collect()
+            };
+            let (kc, vc) = (cache(rng), cache(rng));
+            let scale = 1.0 / (hd as f32).sqrt();
+            let (dq, dk, dv) = (
+                gpu.upload(&q).map_err(e2s)?,
+                gpu.upload(&kc).map_err(e2s)?,
+                gpu.upload(&vc).map_err(e2s)?,
+            );
+            let dp = gpu.upload(&pos).map_err(e2s)?;
+            let mut scratch = AttnScratch::new(gpu, ntok, nh, hd, cap).map_err(e2s)?;
+            let mut want = poison(gpu, ntok * nh * hd).map_err(e2s)?;
+            ops::attention_two_pass(
+                gpu,
+                &dq,
+                &dk,
+                &dv,
+                &dp,
+                s,
+                scale,
+                softcap,
+                &mut scratch,
+                &mut want,
+            )
+            .map_err(e2s)?;
+            let want = gpu.download(&want).map_err(e2s)?;
+            let mut res = Vec::new();
+            for run in 1..=2 {
+                let mut got = poison(gpu, ntok * nh * hd).map_err(e2s)?;
+                ops::attention(
+                    gpu,
+                    &dq,
+                    &dk,
+                    &dv,
+                    &dp,
+                    s,
+                    scale,
+                    softcap,
+                    &mut scratch,
+                    &mut got,
+                )
+                .map_err(e2s)?;
+                let got = gpu.download(&got).map_err(e2s)?;
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
+                res.push(compare_exact(
+                    "fusion",
+                    format!("{name} run {run}"),
+                    &bits(&got),
+                    &bits(&want),
+                ));
+            }
+            Ok(res)
+        });
+    }
+}
