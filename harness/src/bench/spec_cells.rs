@@ -214,19 +214,7 @@ impl TextArm {
             flags.push(format!("spec={}", sp.proposer));
             flags.push(format!("spec-k={}", sp.k));
             flags.push(format!("spec-adaptive={}", sp.adaptive));
-            detail.push(format!(
-                "acceptance by position {:?}, {:.2} tokens per target forward (timed runs)",
-                self.stats
-                    .acceptance()
-                    .iter()
-                    .map(|a| (a * 1000.0).round() / 1000.0)
-                    .collect::<Vec<_>>(),
-                self.stats.tokens_per_round()
-            ));
-            detail.push(format!(
-                "spec stats {}",
-                serde_json::to_string(&self.stats).unwrap_or_default()
-            ));
+            detail.extend(stats_detail(&self.stats));
         }
         Measured {
             samples,
@@ -243,6 +231,25 @@ impl ArmRun for TextArm {
     fn run(&mut self, n: usize) -> Result<Vec<f64>> {
         (0..n).map(|_| self.once()).collect()
     }
+}
+
+/// The receipt lines of a speculative arm's statistics over its timed runs.
+fn stats_detail(stats: &SpecStats) -> [String; 2] {
+    [
+        format!(
+            "acceptance by position {:?}, {:.2} tokens per target forward (timed runs)",
+            stats
+                .acceptance()
+                .iter()
+                .map(|a| (a * 1000.0).round() / 1000.0)
+                .collect::<Vec<_>>(),
+            stats.tokens_per_round()
+        ),
+        format!(
+            "spec stats {}",
+            serde_json::to_string(stats).unwrap_or_default()
+        ),
+    ]
 }
 
 fn opts_of(cell: &Cell, k: usize) -> SpecOptions {
@@ -433,19 +440,7 @@ impl CudaTextArm {
             if let Some(f) = &self.draft_file {
                 flags.push(format!("draft-file={f}"));
             }
-            detail.push(format!(
-                "acceptance by position {:?}, {:.2} tokens per target forward (timed runs)",
-                self.stats
-                    .acceptance()
-                    .iter()
-                    .map(|a| (a * 1000.0).round() / 1000.0)
-                    .collect::<Vec<_>>(),
-                self.stats.tokens_per_round()
-            ));
-            detail.push(format!(
-                "spec stats {}",
-                serde_json::to_string(&self.stats).unwrap_or_default()
-            ));
+            detail.extend(stats_detail(&self.stats));
         }
         Measured {
             samples,
