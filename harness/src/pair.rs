@@ -259,7 +259,7 @@ fn pair_cell(
             let log = std::env::temp_dir().join(format!("llama-server-{}.log", cell.id));
             let version = install.info.version();
             (
-                Competitor_::Llama(LlamaServer::start(&install, &path, &o, &log)?),
+                TheirServer::Llama(LlamaServer::start(&install, &path, &o, &log)?),
                 version,
                 "llama-server",
                 Protocol::LlamaNative,
@@ -278,7 +278,7 @@ fn pair_cell(
                 timeout,
             )?;
             let version = v.version.clone();
-            (Competitor_::Vllm(v), version, "vllm", Protocol::OpenAi)
+            (TheirServer::Vllm(v), version, "vllm", Protocol::OpenAi)
         }
         Competitor::Transformers => {
             bail!("the transformers arm is not wired yet; `harness pair` runs llama.cpp and vllm")
@@ -311,8 +311,8 @@ fn pair_cell(
     let a = first_tokens_ours(&our_target, &prompt, AGREE_TOKENS, timeout)
         .context("assay: the agreement request")?;
     let b = match &theirs {
-        Competitor_::Llama(l) => first_tokens_llama(l.port, &prompt, AGREE_TOKENS, timeout),
-        Competitor_::Vllm(_) => first_tokens_ours(&their_target, &prompt, AGREE_TOKENS, timeout),
+        TheirServer::Llama(l) => first_tokens_llama(l.port, &prompt, AGREE_TOKENS, timeout),
+        TheirServer::Vllm(_) => first_tokens_ours(&their_target, &prompt, AGREE_TOKENS, timeout),
     }
     .with_context(|| format!("{}: the agreement request", args.vs.name()))?;
     let divergence = first_divergence(&a, &b);
@@ -447,42 +447,42 @@ fn pair_cell(
 }
 
 /// The competitor's running server.
-enum Competitor_ {
+enum TheirServer {
     Llama(LlamaServer),
     Vllm(vllm::VllmServer),
 }
 
-impl Competitor_ {
+impl TheirServer {
     fn port(&self) -> u16 {
         match self {
-            Competitor_::Llama(l) => l.port,
-            Competitor_::Vllm(v) => v.port,
+            TheirServer::Llama(l) => l.port,
+            TheirServer::Vllm(v) => v.port,
         }
     }
     fn ready_s(&self) -> f64 {
         match self {
-            Competitor_::Llama(l) => l.ready_s,
-            Competitor_::Vllm(v) => v.ready_s,
+            TheirServer::Llama(l) => l.ready_s,
+            TheirServer::Vllm(v) => v.ready_s,
         }
     }
     fn flags(&self) -> Vec<String> {
         match self {
-            Competitor_::Llama(l) => l.flags.clone(),
-            Competitor_::Vllm(v) => v.flags.clone(),
+            TheirServer::Llama(l) => l.flags.clone(),
+            TheirServer::Vllm(v) => v.flags.clone(),
         }
     }
     fn log(&self) -> &Path {
         match self {
-            Competitor_::Llama(l) => &l.log,
-            Competitor_::Vllm(v) => &v.log,
+            TheirServer::Llama(l) => &l.log,
+            TheirServer::Vllm(v) => &v.log,
         }
     }
     fn stop(&mut self) {
         match self {
-            Competitor_::Llama(l) => {
+            TheirServer::Llama(l) => {
                 let _ = l.stop();
             }
-            Competitor_::Vllm(v) => v.stop(),
+            TheirServer::Vllm(v) => v.stop(),
         }
     }
 }
