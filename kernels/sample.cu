@@ -15,7 +15,8 @@
 //      memory;
 //   4. top-p over the softmax of the top K (normalizer over all K tokens, also when K > R),
 //      5. min-p (keep e_j = exp(v_j - v_0) >= min_p), 6. softmax of v / T over the
-//      survivors and the first j with draw < cumulative p_j. Probabilities in f64; sums and
+//      survivors and the first j with draw < cumulative p_j (none: the last survivor of
+//      nonzero probability, so a -inf logit is never picked). Probabilities in f64; sums and
 //      prefix sums are block reductions in a fixed order (deterministic, but not the CPU's
 //      sequential order: a draw within ~1e-15 of a boundary may pick a neighbour — the
 //      near-ties kernel-check counts);
@@ -330,15 +331,18 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)
 #pragma unroll
     for (int q = 0; q < PER_THREAD; q++) x[q] = x[q] / s;
     block_scan(x, acc, sw);
-    if (tid == 0) sh[0] = keep - 1;
+    if (tid == 0) { sh[0] = BEYOND; sh[1] = 0; }
     __syncthreads();
 #pragma unroll
     for (int q = 0; q < PER_THREAD; q++) {
         const int j = tid * PER_THREAD + q;
         if (j < keep && u < acc[j]) atomicMin(&sh[0], j);
+        if (j < keep && x[q] > 0.0) atomicMax(&sh[1], j);
     }
     __syncthreads();
-    const int pick = sh[0];
+    // A draw at or past the rounded total (u close to 1) takes the last survivor of nonzero
+    // probability, never a zero-probability one (a -inf logit: a token a grammar masked).
+    const int pick = sh[0] != BEYOND ? sh[0] : sh[1];
 #pragma unroll
     for (int q = 0; q < PER_THREAD; q++)
         if (tid * PER_THREAD + q == pick) { out[0] = id[q]; out[1] = keep; }

@@ -354,7 +354,14 @@ pub fn pick(cfg: &SamplerConfig, window: &[u32], logits: &[f32], u: f64) -> Pick
     };
     let mut margin = d.cut_margin;
     let mut acc = 0.0;
-    let mut chosen = d.tokens.len().saturating_sub(1);
+    // A draw at or past the rounded total (u close to 1) takes the last survivor of nonzero
+    // probability: never a zero-probability one (a -inf logit, e.g. a token a grammar's mask
+    // disallowed). `kernels/sample.cu` does the same.
+    let mut chosen = d
+        .probs
+        .iter()
+        .rposition(|&p| p > 0.0)
+        .unwrap_or(d.tokens.len().saturating_sub(1));
     for (i, pi) in d.probs.iter().enumerate() {
         let before = acc;
         acc += pi;
@@ -377,6 +384,36 @@ pub fn pick(cfg: &SamplerConfig, window: &[u32], logits: &[f32], u: f64) -> Pick
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_draw_past_the_rounded_total_never_picks_a_masked_token() {
+        // Masked logits (-inf) sort last; a draw of the largest f64 below 1 lies at or past
+        // the rounded cumulative sum, and must take the last survivor of nonzero
+        // probability (token 9 here), not a -inf one.
+        let inf = f32::NEG_INFINITY;
+        // Values whose probabilities sum (sequentially, in f64) to 1 - 2^-52: below the draw.
+        let mut logits = vec![inf; 33];
+        logits[0] = 2.077_184_4;
+        logits[2] = 0.031_702_925;
+        logits[7] = 0.534_013_6;
+        logits[9] = -2.792_845;
+        logits[11] = -1.543_560_1;
+        let cfg = SamplerConfig {
+            temperature: 0.7,
+            ..SamplerConfig::default()
+        };
+        for u in [1.0 - f64::EPSILON / 2.0, 0.999_999_999, 0.0, 0.5] {
+            let p = pick(&cfg, &[], &logits, u);
+            assert!(
+                logits[p.token as usize].is_finite(),
+                "u {u}: token {}",
+                p.token
+            );
+            assert_eq!(p.survivors, 33);
+        }
+        let last = pick(&cfg, &[], &logits, 1.0 - f64::EPSILON / 2.0);
+        assert_eq!(last.token, 9, "the last survivor of nonzero probability");
+    }
 
     fn cfg(t: f32) -> SamplerConfig {
         SamplerConfig {

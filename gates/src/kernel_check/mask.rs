@@ -181,6 +181,55 @@ pub fn mask_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
             Err(e) => lines.push(CheckLine::error("mask", name, e)),
         }
     }
+    // Fixed logits whose probabilities (T 0.7) sum below the largest draw under 1: the
+    // draw falls past the total and must take the last allowed survivor, never a masked
+    // token (the sampler's fallback to the last survivor once picked a -inf one).
+    let name = "n=33 draw past the rounded total".to_string();
+    let r = (|| -> Result<Vec<CheckLine>, String> {
+        let n = 33;
+        let mut logits = vec![0.25f32; n];
+        let allowed = [
+            (0usize, 2.077_184_4f32),
+            (2, 0.031_702_925),
+            (7, 0.534_013_6),
+            (9, -2.792_845),
+            (11, -1.543_560_1),
+        ];
+        let mut words = vec![0u32; 2];
+        for &(i, v) in &allowed {
+            logits[i] = v;
+            words[i / 32] |= 1 << (i % 32);
+        }
+        let mask = TokenMask::from_words(words.clone(), n);
+        let mut want = logits.clone();
+        mask.apply(&mut want);
+        let mut dl = gpu.upload(&logits).map_err(e2s)?;
+        let mut mb = MaskBuffer::new(gpu, n).map_err(e2s)?;
+        mb.write(gpu, &words).map_err(e2s)?;
+        ops::apply_mask(gpu, &mut dl, &mb, n).map_err(e2s)?;
+        let cfg = sample_cfg(0.7, 0, 1.0);
+        let draws = [
+            1.0 - f64::EPSILON / 2.0,
+            1.0 - f64::EPSILON,
+            0.999_999_999_999,
+            0.5,
+        ];
+        let want_p: Vec<Pick> = draws
+            .iter()
+            .map(|&u| sampling::pick(&cfg, &[], &want, u))
+            .collect();
+        let mut bufs = SampleBuffers::new(gpu, n, 1).map_err(e2s)?;
+        let got_p = run_draws(gpu, &mut bufs, &dl, &cfg, &[], &draws)?;
+        let picks: Vec<i32> = got_p.iter().map(|o| o[0]).collect();
+        Ok(vec![
+            judge_picks(&name, &got_p, &want_p),
+            judge_allowed(&name, &mask, &picks),
+        ])
+    })();
+    match r {
+        Ok(mut ls) => lines.append(&mut ls),
+        Err(e) => lines.push(CheckLine::error("mask", name, e)),
+    }
 }
 
 #[cfg(test)]
