@@ -4,7 +4,9 @@
 //! binary are the kernels of the tree the receipt names; `argmax` runs
 //! [`crate::decode_check`] and `graph` runs [`crate::graph_check`] on the synthetic
 //! checkpoints of every family plus every catalog model present in the models folder;
-//! `chunking` runs [`crate::chunking`] on the same models.
+//! `chunking` runs [`crate::chunking`] on the same models, and `batch` runs
+//! [`crate::batch`] on them (`ASSAY_BATCH_PLANT_FAULT=1` plants its fault: the gate must go
+//! red).
 
 use std::sync::Arc;
 
@@ -12,6 +14,7 @@ use engine::cuda::{CudaConfig, Gpu};
 use engine::model_file::GgufModel;
 use engine::tokenizer::Tokenizer;
 
+use crate::batch::{self as batch_check, BatchConfig};
 use crate::chunking::{self as chunk_check, ChunkingConfig};
 use crate::decode_check::{self, DecodeCase, DecodeCheckConfig, check_model, synthetic_models};
 use crate::graph_check::{self, GraphCheckConfig};
@@ -49,6 +52,13 @@ pub fn gates() -> Vec<GateDef> {
             needs_gpu: true,
             quick: false,
             run: chunking,
+        },
+        GateDef {
+            name: "batch",
+            about: "a sequence decoded alone or at any row of a batch of 2/7/16/64: identical tokens",
+            needs_gpu: true,
+            quick: false,
+            run: batch,
         },
     ]
 }
@@ -256,6 +266,34 @@ fn chunking(ctx: &GateContext) -> GateOutcome {
                 ..Workload::default()
             },
         },
+    )
+}
+
+fn batch(ctx: &GateContext) -> GateOutcome {
+    let cfg = BatchConfig {
+        seed: ctx.seed,
+        ..BatchConfig::default()
+    };
+    let fault = std::env::var("ASSAY_BATCH_PLANT_FAULT").is_ok_and(|v| v == "1");
+    let n_tokens = cfg.n_tokens;
+    per_model_gate(
+        ctx,
+        |gpu, c| batch_check::check_model(gpu, c, &cfg, fault),
+        |l| l.render(),
+        batch_check::verdict,
+        |n| {
+            format!(
+                "{n} models, {} greedy tokens, batches of {:?}{}",
+                cfg.n_tokens,
+                cfg.sizes,
+                if fault {
+                    " (planted fault: last row's hidden state negated, ASSAY_BATCH_PLANT_FAULT)"
+                } else {
+                    ""
+                }
+            )
+        },
+        |verdict, detail| decode_outcome(verdict, detail, n_tokens),
     )
 }
 

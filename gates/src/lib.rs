@@ -8,6 +8,7 @@
 //! [`cpu_gates`], [`reference_gates`] and [`served_gate`] (run everywhere), [`gpu_gates`] (skip with a reason
 //! without a GPU).
 
+pub mod batch;
 pub mod chunking;
 pub mod clock;
 pub mod cpu_gates;

@@ -45,6 +45,7 @@ use half::f16;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+mod batch;
 mod fuse;
 mod graph;
 mod inspect;

@@ -25,8 +25,8 @@ use crate::cuda::{CudaError, Gpu, ops, shape_err};
 
 /// Device buffers and captured graphs of the verification forwards.
 pub(super) struct VerifyBufs {
-    /// Argmax of each row of a chunk.
-    argmax: CudaSlice<i32>,
+    /// Argmax of each row of a chunk (also used by the batched step, `decode/batch.rs`).
+    pub(super) argmax: CudaSlice<i32>,
     /// The arg-max verification forward of `n` rows captured as a CUDA graph (index
     /// `n - 1`), made on first use. Like the step graph it records the addresses of the
     /// decoder's buffers (allocated once, never replaced) and reads the token ids and
@@ -121,7 +121,7 @@ impl CudaDecoder {
     }
 
     /// Queue the arg-max of the first `n` logits rows into the verification buffer.
-    fn queue_rows_argmax_only(&mut self, n: usize) -> Result<(), CudaError> {
+    pub(super) fn queue_rows_argmax_only(&mut self, n: usize) -> Result<(), CudaError> {
         let l = self.program.logits;
         let n_vocab = self.program.shape.n_vocab;
         let b = self.bufs[l.0 as usize]
@@ -212,7 +212,7 @@ impl CudaDecoder {
     }
 
     /// Queue the head ops on `n` rows of the body's buffers.
-    fn rows_head_pass(&mut self, n: usize) -> Result<(), CudaError> {
+    pub(super) fn rows_head_pass(&mut self, n: usize) -> Result<(), CudaError> {
         let head = std::mem::take(&mut self.program.head);
         let base = self.program.body.len();
         let res = (|| {
