@@ -14,15 +14,15 @@ use std::time::{Duration, Instant};
 use engine::sampling::SamplerConfig;
 use engine::scheduler::{
     self, Event, Executor, Finish, FinishReason, GenRequest, SchedulerConfig, SchedulerHandle,
-    StepInput, SubmitError,
+    StepInput, StepOut, SubmitError, Want, WantKind, pick_on_host,
 };
 use tokio::sync::mpsc;
 
 const VOCAB: usize = 50;
 const EOG: u32 = 49;
 
-/// One step's composition: (tokens fed, wants logits) per input.
-type StepLog = Arc<Mutex<Vec<Vec<(usize, bool)>>>>;
+/// One step's composition: (tokens fed, what the input asked for) per input.
+type StepLog = Arc<Mutex<Vec<Vec<(usize, WantKind)>>>>;
 
 struct Fake {
     log: StepLog,
@@ -68,10 +68,7 @@ impl Executor for Fake {
     fn n_vocab(&self) -> usize {
         VOCAB
     }
-    fn step(
-        &mut self,
-        batch: &mut [StepInput<'_, Vec<u32>>],
-    ) -> Result<Vec<Option<Vec<f32>>>, String> {
+    fn step(&mut self, batch: &mut [StepInput<'_, Vec<u32>>]) -> Result<Vec<StepOut>, String> {
         let _g = self.gate.lock().unwrap();
         std::thread::sleep(self.delay);
         if let Some(bad) = self.fail_when_fed
@@ -82,18 +79,21 @@ impl Executor for Fake {
         self.log.lock().unwrap().push(
             batch
                 .iter()
-                .map(|b| (b.tokens.len(), b.want_logits))
+                .map(|b| (b.tokens.len(), b.want.kind()))
                 .collect(),
         );
         Ok(batch
             .iter_mut()
             .map(|b| {
                 b.kv.extend_from_slice(b.tokens);
-                b.want_logits.then(|| {
-                    let mut l = vec![0f32; VOCAB];
-                    l[next_token(b.kv) as usize] = 1.0;
-                    l
-                })
+                let mut l = vec![0f32; VOCAB];
+                // Far above the rest: sampled requests pick it too.
+                l[next_token(b.kv) as usize] = 1e4;
+                match &mut b.want {
+                    Want::Nothing => StepOut::Nothing,
+                    Want::Logits => StepOut::Logits(l),
+                    Want::Token(pick) => StepOut::Token(pick_on_host(&mut l, pick)),
+                }
             })
             .collect())
     }
@@ -243,9 +243,9 @@ fn long_prompt_is_chunked_while_streams_keep_decoding() {
     assert_eq!(atoks.len(), 149);
     let log = log.lock().unwrap();
     // Steps that prefilled a chunk of B (more than one token, no logits) also decoded A.
-    let chunk_steps: Vec<&Vec<(usize, bool)>> = log
+    let chunk_steps: Vec<&Vec<(usize, WantKind)>> = log
         .iter()
-        .filter(|s| s.iter().any(|&(n, w)| n > 1 && !w))
+        .filter(|s| s.iter().any(|&(n, w)| n > 1 && w == WantKind::Nothing))
         .collect();
     assert!(
         chunk_steps.len() >= 5,
@@ -258,7 +258,7 @@ fn long_prompt_is_chunked_while_streams_keep_decoding() {
             "chunk over the budget: {s:?}"
         );
         assert!(
-            s.contains(&(1, true)),
+            s.contains(&(1, WantKind::Token)),
             "a prefill step without the running decode: {s:?}"
         );
     }
@@ -460,4 +460,110 @@ fn a_cache_that_cannot_be_made_fails_the_request_not_the_engine() {
     wait_until("KV freed", || {
         h.stats().kv_blocks_used.load(Ordering::SeqCst) == 0
     });
+}
+
+/// Every input of `log` that asked for something (warm-up excluded: its first step).
+fn asked(log: &StepLog) -> Vec<WantKind> {
+    log.lock()
+        .unwrap()
+        .iter()
+        .skip(1)
+        .flatten()
+        .map(|&(_, w)| w)
+        .filter(|&w| w != WantKind::Nothing)
+        .collect()
+}
+
+#[test]
+fn requests_ask_for_tokens_unless_they_need_logprobs() {
+    let (f, log, _) = fake();
+    let h = scheduler::start(f, config()).unwrap();
+    wait_until("warm-up", || h.is_ready());
+    // Without logprobs (greedy, then sampled with a seed): the executor picks the token.
+    for sampling in [
+        SamplerConfig::default(),
+        SamplerConfig {
+            temperature: 0.8,
+            seed: 7,
+            ..SamplerConfig::default()
+        },
+    ] {
+        log.lock().unwrap().truncate(1);
+        let p = prompt(11, 40);
+        let (mut req, mut rx) = request("t", p.clone(), 6);
+        req.sampling = sampling;
+        h.submit(req).unwrap();
+        let (toks, _, fin) = collect(&mut rx);
+        assert_eq!(fin.reason, FinishReason::Length);
+        assert_eq!(toks, solo(&p, 6));
+        let kinds = asked(&log);
+        assert_eq!(kinds, vec![WantKind::Token; 6], "{kinds:?}");
+    }
+    // With logprobs: the logits row comes back and is sampled here, with a logprob event
+    // before each token.
+    log.lock().unwrap().truncate(1);
+    let p = prompt(12, 9);
+    let (mut req, mut rx) = request("t", p.clone(), 4);
+    req.logprobs = Some(2);
+    h.submit(req).unwrap();
+    let mut lps = 0;
+    let mut toks = Vec::new();
+    loop {
+        match rx.blocking_recv() {
+            Some(Event::Logprob(_)) => lps += 1,
+            Some(Event::Token(t)) => toks.push(t),
+            Some(Event::Finished(_)) | None => break,
+            Some(Event::Admitted { .. }) => {}
+        }
+    }
+    assert_eq!(toks, solo(&p, 4));
+    assert_eq!(lps, 4);
+    assert_eq!(asked(&log), vec![WantKind::Logits; 4]);
+    // The warm-up asked for logits (nothing picks on it).
+    assert_eq!(log.lock().unwrap()[0], vec![(1, WantKind::Logits)]);
+    wait_until("idle", || idle(&h));
+}
+
+#[test]
+fn a_step_answering_nothing_for_a_token_ends_the_request_with_an_error() {
+    /// An executor that answers `Nothing` to every input (a broken backend).
+    struct Mute;
+    impl Executor for Mute {
+        type Kv = Vec<u32>;
+        fn new_kv(&self, _capacity: usize) -> Result<Vec<u32>, String> {
+            Ok(Vec::new())
+        }
+        fn kv_len(&self, kv: &Vec<u32>) -> usize {
+            kv.len()
+        }
+        fn kv_prefix(&self, kv: &Vec<u32>, len: usize, _c: usize) -> Result<Vec<u32>, String> {
+            Ok(kv[..len].to_vec())
+        }
+        fn kv_trim(&self, kv: &mut Vec<u32>, len: usize) {
+            kv.truncate(len);
+        }
+        fn kv_bytes_per_token(&self) -> usize {
+            1024
+        }
+        fn n_vocab(&self) -> usize {
+            VOCAB
+        }
+        fn step(&mut self, batch: &mut [StepInput<'_, Vec<u32>>]) -> Result<Vec<StepOut>, String> {
+            for b in batch.iter_mut() {
+                b.kv.extend_from_slice(b.tokens);
+            }
+            Ok(vec![StepOut::Nothing; batch.len()])
+        }
+    }
+    let h = scheduler::start(Mute, config()).unwrap();
+    let (req, mut rx) = request("t", prompt(1, 5), 3);
+    h.submit(req).unwrap();
+    let (toks, _, fin) = collect(&mut rx);
+    assert!(toks.is_empty());
+    assert!(
+        matches!(&fin.reason, FinishReason::Error(e) if e.contains("nothing")),
+        "{:?}",
+        fin.reason
+    );
+    wait_until("idle", || idle(&h));
 }

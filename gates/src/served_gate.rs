@@ -10,8 +10,9 @@
 //! `served-cuda` is the same check with the CUDA backend behind the server
 //! ([`engine::scheduler::CudaExecutor`]) against the greedy path of `assay generate
 //! --backend cuda` (one [`CudaDecoder`]: prompt, device argmax, graphed steps). It needs a
-//! GPU. Setting `ASSAY_SERVED_PLANT_FAULT=N` swaps the arg-max of the N-th logits row the
-//! CUDA executor returns (row 1 is the warm-up), so a GPU run can show the gate going red.
+//! GPU. Setting `ASSAY_SERVED_PLANT_FAULT=N` swaps the N-th answer the CUDA executor returns
+//! (answer 1 is the warm-up's logits row; the requests' answers are device-picked tokens), so
+//! a GPU run can show the gate going red.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -22,7 +23,9 @@ use engine::cuda::{CudaConfig, CudaDecoder, Gpu};
 use engine::kv::KvDtype;
 use engine::reference::{Reference, ReferenceOptions};
 use engine::sampling::{Sampler, SamplerConfig};
-use engine::scheduler::{self, CpuExecutor, CudaExecutor, Executor, SchedulerConfig, StepInput};
+use engine::scheduler::{
+    self, CpuExecutor, CudaExecutor, Executor, SchedulerConfig, StepInput, StepOut,
+};
 use engine::server::{AppState, Metrics, ServedModel, ServerConfig};
 use engine::tokenizer::{ChatMessage, ChatTemplate, Tokenizer};
 use serde_json::{Value, json};
@@ -50,8 +53,9 @@ pub fn gates() -> Vec<GateDef> {
     ]
 }
 
-/// An executor with one planted fault: the `at`-th logits row it returns gets a different
-/// arg-max (one swapped token on the served path).
+/// An executor with one planted fault: the `at`-th answer it returns (a logits row or a
+/// token picked by the executor) changes — the row gets a different arg-max, the token is
+/// replaced by the next id — so one token on the served path is swapped.
 pub struct SwapOne<E> {
     pub inner: E,
     pub rows: usize,
@@ -81,18 +85,27 @@ impl<E: Executor> Executor for SwapOne<E> {
     fn n_vocab(&self) -> usize {
         self.inner.n_vocab()
     }
-    fn step(
-        &mut self,
-        batch: &mut [StepInput<'_, Self::Kv>],
-    ) -> Result<Vec<Option<Vec<f32>>>, String> {
+    fn step(&mut self, batch: &mut [StepInput<'_, Self::Kv>]) -> Result<Vec<StepOut>, String> {
+        let n_vocab = self.inner.n_vocab().max(1);
         let mut out = self.inner.step(batch)?;
-        for row in out.iter_mut().flatten() {
-            self.rows += 1;
-            if self.rows == self.at && !row.is_empty() {
-                let a = engine::sampling::greedy(row) as usize;
-                let b = (a + 1) % row.len();
-                if let Some(x) = row.get_mut(b) {
-                    *x = f32::MAX;
+        for o in out.iter_mut() {
+            match o {
+                StepOut::Nothing => {}
+                StepOut::Logits(row) => {
+                    self.rows += 1;
+                    if self.rows == self.at && !row.is_empty() {
+                        let a = engine::sampling::greedy(row) as usize;
+                        let b = (a + 1) % row.len();
+                        if let Some(x) = row.get_mut(b) {
+                            *x = f32::MAX;
+                        }
+                    }
+                }
+                StepOut::Token(t) => {
+                    self.rows += 1;
+                    if self.rows == self.at {
+                        *t = (*t + 1) % n_vocab as u32;
+                    }
                 }
             }
         }
@@ -559,7 +572,7 @@ fn served_cuda(ctx: &GateContext) -> GateOutcome {
     };
     if let Some(at) = fault {
         detail.push(format!(
-            "planted fault: logits row {at} of the CUDA executor swapped (ASSAY_SERVED_PLANT_FAULT)"
+            "planted fault: answer {at} of the CUDA executor (logits row or token) swapped (ASSAY_SERVED_PLANT_FAULT)"
         ));
     }
     GateOutcome {

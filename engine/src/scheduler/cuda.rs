@@ -8,17 +8,34 @@
 //! device-to-device copies into a new decoder of the right size.
 //!
 //! A step runs the sequences of the batch one after another (a one-token decode step
-//! replays the sequence's captured CUDA graph, a prefill chunk runs eagerly) and downloads
-//! the logits of those that ask: the tokens of a sequence are those of `assay generate
-//! --backend cuda`, whatever else runs beside it. A batched device step (one matvec pass for
-//! every sequence) is the batched-decode issue, not this. On a failed step every decoder
-//! is truncated back to where it was, so no cache grows.
+//! replays the sequence's captured CUDA graph, a prefill chunk runs eagerly). What comes
+//! back depends on the input's [`Want`]:
+//!
+//! * [`Want::Token`] (every request that does not ask for logprobs): the token is picked
+//!   on the device and only its id (4 bytes) comes back. Greedy without penalties takes the
+//!   device argmax, anything else the device sampler (`sample.cu`, one draw taken from the
+//!   request's [`crate::sampling::Sampler`], exactly as the host chain would). An
+//!   unconstrained decode step is one graph replay with the pick captured in it. A
+//!   constrained one replays the forward-only graph ([`CudaDecoder::forward_graphed`]),
+//!   then uploads the request's mask ([`CudaDecoder::set_mask`]: one queued host-to-device
+//!   copy of `n_vocab / 8` bytes) and queues the mask kernel and the pick — the calls `assay
+//!   generate --backend cuda --json-schema` makes, so a sequence's tokens are those of
+//!   `generate` with the same seed and schema, whatever else runs beside it. The grammar
+//!   itself (llguidance) runs on the host: the scheduler computes the mask before the step
+//!   and advances the grammar by the token that comes back.
+//! * [`Want::Logits`] (logprobs / `top_logprobs`): the whole logits row (`n_vocab` f32) is
+//!   downloaded and the scheduler masks and samples on the host.
+//!
+//! A batched device step (one matvec pass for every sequence) is the batched-decode issue,
+//! not this. On a failed step every decoder is truncated back to where it was (and its
+//! mask disarmed), so no cache grows.
 
 use std::sync::Arc;
 
-use super::{Executor, StepInput};
+use super::{Executor, StepInput, StepOut, Want};
 use crate::cuda::{CudaDecoder, CudaError, Gpu};
 use crate::model_file::GgufModel;
+use crate::sampling::SamplerConfig;
 
 /// One sequence's device state: a decoder sharing the executor's weights.
 pub struct CudaKv {
@@ -70,20 +87,64 @@ impl CudaExecutor {
             .map_err(|e| e.to_string())
     }
 
-    fn run(&self, input: &mut StepInput<'_, CudaKv>) -> Result<Option<Vec<f32>>, CudaError> {
+    fn run(&self, input: &mut StepInput<'_, CudaKv>) -> Result<StepOut, CudaError> {
         let dec = &mut input.kv.dec;
-        match input.tokens {
-            [t] if self.graph => {
-                dec.step_graphed(*t)?;
+        match &mut input.want {
+            Want::Token(pick) => {
+                let argmax = device_argmax(pick.sampler.config());
+                let tok = match (input.tokens, pick.mask) {
+                    // Unconstrained decode step: one graph replay with the pick captured in
+                    // it (argmax or sampler).
+                    ([t], None) if self.graph => {
+                        if argmax {
+                            dec.step_graphed(*t)?
+                        } else {
+                            dec.step_graphed_sampled(*t, pick.sampler)?
+                        }
+                    }
+                    // Constrained: the forward step (graph replay for one token, else
+                    // eager), then the mask upload, the mask kernel and the pick — the calls
+                    // `assay generate --backend cuda --json-schema` makes.
+                    (toks, mask) => {
+                        match toks {
+                            [t] if self.graph => dec.forward_graphed(*t)?,
+                            toks => dec.forward(toks)?,
+                        }
+                        if let Some(words) = mask {
+                            dec.set_mask(words)?;
+                        }
+                        if argmax {
+                            dec.argmax()?
+                        } else {
+                            dec.sample(pick.sampler)?
+                        }
+                    }
+                };
+                Ok(StepOut::Token(tok))
             }
-            toks => dec.forward(toks)?,
-        }
-        if input.want_logits {
-            Ok(Some(dec.logits()?))
-        } else {
-            Ok(None)
+            want => {
+                match input.tokens {
+                    [t] if self.graph => {
+                        dec.step_graphed(*t)?;
+                    }
+                    toks => dec.forward(toks)?,
+                }
+                match want {
+                    Want::Logits => Ok(StepOut::Logits(dec.logits()?)),
+                    _ => Ok(StepOut::Nothing),
+                }
+            }
         }
     }
+}
+
+/// Whether a pick under `cfg` is the device argmax (greedy without penalties, as `assay
+/// generate --backend cuda` decides); anything else runs the device sampler.
+pub fn device_argmax(cfg: &SamplerConfig) -> bool {
+    cfg.temperature <= 0.0
+        && cfg.repeat_penalty == 1.0
+        && cfg.presence_penalty == 0.0
+        && cfg.frequency_penalty == 0.0
 }
 
 impl Executor for CudaExecutor {
@@ -139,16 +200,13 @@ impl Executor for CudaExecutor {
         self.base.program().shape.n_vocab
     }
 
-    fn step(
-        &mut self,
-        batch: &mut [StepInput<'_, CudaKv>],
-    ) -> Result<Vec<Option<Vec<f32>>>, String> {
+    fn step(&mut self, batch: &mut [StepInput<'_, CudaKv>]) -> Result<Vec<StepOut>, String> {
         let before: Vec<usize> = batch.iter().map(|b| b.kv.dec.len()).collect();
         let mut out = Vec::with_capacity(batch.len());
         let mut failed = None;
         for input in batch.iter_mut() {
             match self.run(input) {
-                Ok(row) => out.push(row),
+                Ok(o) => out.push(o),
                 Err(e) => {
                     failed = Some(e.to_string());
                     break;
@@ -159,6 +217,7 @@ impl Executor for CudaExecutor {
             None => Ok(out),
             Some(e) => {
                 for (b, &len) in batch.iter_mut().zip(&before) {
+                    b.kv.dec.clear_mask();
                     b.kv.dec.truncate(len);
                 }
                 Err(e)

@@ -1,7 +1,13 @@
 //! The engine thread's loop: take commands, reap cancelled requests, admit by KV memory,
 //! plan one step (decodes first, then prefill chunks in admission order within the token
 //! budget), grow block tables (evicting prefix-cache entries, then preempting the newest
-//! sequence when the pool is dry), run the executor, sample, emit events.
+//! sequence when the pool is dry), run the executor, emit events.
+//!
+//! A sequence whose step reaches the end of its tokens asks the executor for the next token
+//! ([`Want::Token`]: its sampler and, when constrained, the grammar's mask computed here
+//! before the step) unless it needs the raw logits ([`wants_logits`]: logprobs), in which
+//! case it asks for the row and masks and samples here. Either way the grammar advances
+//! here by the token picked.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -12,7 +18,9 @@ use std::time::Instant;
 use super::prefix::PrefixCache;
 use super::{
     Command, Event, Executor, Finish, FinishReason, GenRequest, SchedulerConfig, Stats, StepInput,
+    StepOut, TokenPick, Want, WantKind,
 };
+use crate::api::constrain::TokenMask;
 use crate::kv::blocks::{BlockAllocator, BlockTable};
 use crate::sampling::Sampler;
 
@@ -105,7 +113,7 @@ impl<E: Executor> Engine<E> {
             let mut b = [StepInput {
                 kv: &mut kv,
                 tokens: &toks,
-                want_logits: true,
+                want: Want::Logits,
             }];
             if let Err(e) = self.exec.step(&mut b) {
                 tracing::error!("warm-up step failed: {e}");
@@ -357,61 +365,116 @@ impl<E: Executor> Engine<E> {
     fn step(&mut self) {
         let mut plan = self.plan();
         self.grow(&mut plan);
+        let mut done: Vec<(usize, FinishReason)> = Vec::new();
+        // The grammar masks of the sequences that will ask for a token, computed before the
+        // step (the executor applies them to the pick).
+        let mut masks: Vec<Option<TokenMask>> = Vec::with_capacity(self.running.len());
+        for (i, s) in self.running.iter_mut().enumerate() {
+            let n = plan.get(i).copied().unwrap_or(0);
+            let fed = s.kv.as_ref().map_or(0, |kv| self.exec.kv_len(kv));
+            let picks = n > 0 && fed + n == s.tokens.len() && !wants_logits(&s.req);
+            let mask = match s.req.constraint.as_mut() {
+                Some(c) if picks => match c.mask() {
+                    Ok(m) => Some(m),
+                    Err(e) => {
+                        done.push((i, FinishReason::Error(e.to_string())));
+                        None
+                    }
+                },
+                _ => None,
+            };
+            masks.push(mask);
+        }
         let mut which = Vec::new();
         let result = {
             let mut inputs = Vec::new();
             for (i, s) in self.running.iter_mut().enumerate() {
                 let n = plan.get(i).copied().unwrap_or(0);
                 let Some(kv) = s.kv.as_mut() else { continue };
-                if n == 0 {
+                if n == 0 || done.iter().any(|d| d.0 == i) {
                     continue;
                 }
                 let fed = self.exec.kv_len(kv);
                 let Some(tokens) = s.tokens.get(fed..fed + n) else {
                     continue;
                 };
-                inputs.push(StepInput {
-                    kv,
-                    tokens,
-                    want_logits: fed + n == s.tokens.len(),
-                });
-                which.push(i);
+                let want = if fed + n < s.tokens.len() {
+                    Want::Nothing
+                } else if wants_logits(&s.req) {
+                    Want::Logits
+                } else {
+                    Want::Token(TokenPick {
+                        sampler: &mut s.sampler,
+                        mask: masks.get(i).and_then(|m| m.as_ref()).map(|m| m.words()),
+                    })
+                };
+                which.push((i, want.kind()));
+                inputs.push(StepInput { kv, tokens, want });
             }
             if inputs.is_empty() {
-                return;
+                None
+            } else {
+                Some(self.exec.step(&mut inputs))
             }
-            self.exec.step(&mut inputs)
+        };
+        let Some(result) = result else {
+            self.end(done);
+            return;
         };
         self.stats.steps.fetch_add(1, Ordering::Relaxed);
-        let logits = match result {
+        let outs = match result {
             Ok(l) => l,
             Err(e) => {
                 tracing::error!("executor step failed: {e}");
-                let mut running = std::mem::take(&mut self.running);
-                for &i in which.iter().rev() {
-                    if i < running.len() {
-                        let s = running.swap_remove(i);
-                        self.finish(s, FinishReason::Error(e.clone()));
-                    }
+                for &(i, _) in &which {
+                    done.push((i, FinishReason::Error(e.clone())));
                 }
-                self.running = running;
+                self.end(done);
                 return;
             }
         };
-        let mut done: Vec<(usize, FinishReason)> = Vec::new();
-        for (&i, row) in which.iter().zip(logits) {
-            let Some(mut row) = row else { continue };
+        if outs.len() != which.len() {
+            let e = format!(
+                "the executor answered {} of {} inputs",
+                outs.len(),
+                which.len()
+            );
+            done.extend(
+                which
+                    .iter()
+                    .map(|&(i, _)| (i, FinishReason::Error(e.clone()))),
+            );
+            self.end(done);
+            return;
+        }
+        for (&(i, asked), out) in which.iter().zip(outs) {
             let Some(s) = self.running.get_mut(i) else {
                 continue;
             };
-            let raw = s.req.logprobs.map(|n| (n, row.clone()));
-            if let Some(c) = s.req.constraint.as_mut()
-                && let Err(e) = c.constrain(&mut row)
-            {
-                done.push((i, FinishReason::Error(e.to_string())));
-                continue;
-            }
-            let tok = s.sampler.sample(&row);
+            let (tok, raw) = match (asked, out) {
+                (WantKind::Nothing, StepOut::Nothing) => continue,
+                (WantKind::Token, StepOut::Token(t)) => (t, None),
+                (WantKind::Logits, StepOut::Logits(mut row)) => {
+                    let raw = s.req.logprobs.map(|n| (n, row.clone()));
+                    if let Some(c) = s.req.constraint.as_mut()
+                        && let Err(e) = c.constrain(&mut row)
+                    {
+                        done.push((i, FinishReason::Error(e.to_string())));
+                        continue;
+                    }
+                    (s.sampler.sample(&row), raw)
+                }
+                (asked, out) => {
+                    let got = match out {
+                        StepOut::Nothing => "nothing",
+                        StepOut::Logits(_) => "logits",
+                        StepOut::Token(_) => "a token",
+                    };
+                    let e = format!("the executor answered {got} to a {asked:?} request");
+                    done.push((i, FinishReason::Error(e)));
+                    continue;
+                }
+            };
             if let Some((n, raw)) = raw {
                 let lp = crate::api::logprobs::token_logprob(&raw, tok, n);
                 let _ = s.req.events.send(Event::Logprob(lp));
@@ -440,8 +503,14 @@ impl<E: Executor> Engine<E> {
                 done.push((i, FinishReason::Length));
             }
         }
-        // Remove from the back so indices stay valid, keeping admission order.
+        self.end(done);
+    }
+
+    /// Finish the running sequences `done` names (indices into `running`), removing them
+    /// from the back so indices stay valid and the rest keep admission order.
+    fn end(&mut self, mut done: Vec<(usize, FinishReason)>) {
         done.sort_by_key(|d| std::cmp::Reverse(d.0));
+        done.dedup_by_key(|d| d.0);
         for (i, reason) in done {
             if i < self.running.len() {
                 let s = self.running.remove(i);
@@ -491,5 +560,44 @@ impl<E: Executor> Engine<E> {
             .store(self.alloc.free_blocks(), Ordering::Relaxed);
         st.prefix_cache_entries
             .store(self.cache.len(), Ordering::Relaxed);
+    }
+}
+
+/// Whether a request needs its raw logits rows on the host (logprobs / `top_logprobs`);
+/// every other request asks the executor for the token itself ([`Want::Token`]).
+pub(super) fn wants_logits(req: &GenRequest) -> bool {
+    req.logprobs.is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sampling::SamplerConfig;
+
+    fn req(logprobs: Option<usize>, temperature: f32) -> GenRequest {
+        let (events, _rx) = tokio::sync::mpsc::unbounded_channel();
+        GenRequest {
+            tenant: String::new(),
+            prompt: vec![1],
+            max_tokens: 1,
+            sampling: SamplerConfig {
+                temperature,
+                ..SamplerConfig::default()
+            },
+            events,
+            constraint: None,
+            logprobs,
+            ignore_eos: false,
+        }
+    }
+
+    #[test]
+    fn only_logprobs_requests_download_logits() {
+        // Greedy or sampled, the executor picks the token.
+        assert!(!wants_logits(&req(None, 0.0)));
+        assert!(!wants_logits(&req(None, 0.9)));
+        // logprobs (with or without alternatives) need the raw row.
+        assert!(wants_logits(&req(Some(0), 0.0)));
+        assert!(wants_logits(&req(Some(5), 0.9)));
     }
 }

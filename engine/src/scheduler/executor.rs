@@ -1,21 +1,106 @@
 //! The executor the scheduler drives: one step for a batch of sequences, each appending
-//! some tokens to its own KV cache and asking for the logits of its last token or none.
+//! some tokens to its own KV cache and asking for nothing, the logits of its last token,
+//! or the next token itself.
 //!
 //! [`Executor`] is what a backend implements to be served. [`CpuExecutor`] implements it
 //! over the CPU [`Reference`] (thread- and batch-invariant, so a sequence's logits do not
 //! depend on the rest of the batch). [`super::CudaExecutor`] implements it over the CUDA
 //! decoder (one decoder per sequence on one upload of the weights, run one after another
 //! within a step; a batched device step is the batched-decode issue).
+//!
+//! What a sequence asks for is its [`Want`]; the step answers one [`StepOut`] per input, in
+//! order:
+//!
+//! * [`Want::Nothing`] → [`StepOut::Nothing`]: a prefill chunk short of the prompt's end.
+//! * [`Want::Logits`] → [`StepOut::Logits`]: the whole row (`n_vocab` f32); the scheduler
+//!   masks and samples on the host. Only requests that need the raw row ask for it
+//!   (logprobs / `top_logprobs`).
+//! * [`Want::Token`] → [`StepOut::Token`]: the executor picks the next token itself from a
+//!   [`TokenPick`] — the request's [`Sampler`] (configuration, penalty window, seeded
+//!   generator: exactly one [`Sampler::draw`] is taken for a sampled pick, none for a
+//!   greedy one, as [`Sampler::sample`] does) and an optional allow-bitmask in
+//!   llguidance's layout. [`pick_on_host`] is the host definition every executor must
+//!   match: mask the row with `-inf`, then [`Sampler::sample`]. The CUDA executor does it
+//!   on the device (mask kernel, device argmax / sampler, 4 bytes back).
+//!
+//! The pick does not accept the token into the sampler's penalty window; the scheduler does
+//! that for every token it keeps.
 
 use crate::kv::SeqKv;
 use crate::reference::{LogitRows, Reference, SeqInput};
+use crate::sampling::Sampler;
+
+/// A request for the next token, picked by the executor.
+pub struct TokenPick<'a> {
+    /// The request's sampler. The pick takes exactly the draws [`Sampler::sample`] would
+    /// (one when [`Sampler::uses_draw`], else none) and does not accept the token.
+    pub sampler: &'a mut Sampler,
+    /// Allowed tokens (bit `i % 32` of word `i / 32` set = token `i` allowed, the words of
+    /// [`crate::api::constrain::TokenMask::words`]; tokens past the words are disallowed);
+    /// `None` = every token.
+    pub mask: Option<&'a [u32]>,
+}
+
+/// What one sequence asks the step for.
+pub enum Want<'a> {
+    /// Nothing (a prefill chunk that does not reach the end of the prompt).
+    Nothing,
+    /// The logits row of the last token fed.
+    Logits,
+    /// The next token after the last token fed.
+    Token(TokenPick<'a>),
+}
+
+impl Want<'_> {
+    /// The kind of the request, without its data (for logs and tests).
+    pub fn kind(&self) -> WantKind {
+        match self {
+            Want::Nothing => WantKind::Nothing,
+            Want::Logits => WantKind::Logits,
+            Want::Token(_) => WantKind::Token,
+        }
+    }
+}
+
+/// [`Want`] without its data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WantKind {
+    Nothing,
+    Logits,
+    Token,
+}
+
+/// What the step returns for one input.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StepOut {
+    /// The input asked for nothing.
+    Nothing,
+    /// The logits row of the last token fed.
+    Logits(Vec<f32>),
+    /// The token picked.
+    Token(u32),
+}
+
+/// The host pick every executor must equal: set the logits of the tokens `pick.mask`
+/// disallows to `-inf`, then [`Sampler::sample`] (one draw when sampled).
+pub fn pick_on_host(logits: &mut [f32], pick: &mut TokenPick<'_>) -> u32 {
+    if let Some(words) = pick.mask {
+        for (i, l) in logits.iter_mut().enumerate() {
+            let allowed = words.get(i / 32).is_some_and(|w| w >> (i % 32) & 1 == 1);
+            if !allowed {
+                *l = f32::NEG_INFINITY;
+            }
+        }
+    }
+    pick.sampler.sample(logits)
+}
 
 /// One sequence's part of a step.
 pub struct StepInput<'a, K> {
     pub kv: &'a mut K,
     pub tokens: &'a [u32],
-    /// Return the logits of the last token (else none: a prefill chunk).
-    pub want_logits: bool,
+    /// What to return for the last token fed.
+    pub want: Want<'a>,
 }
 
 /// A backend the scheduler can drive.
@@ -43,12 +128,9 @@ pub trait Executor: Send + 'static {
     }
     /// Vocabulary size (logits per row).
     fn n_vocab(&self) -> usize;
-    /// Run one step; returns, for each input in order that asked, its row of logits
-    /// (`None` for inputs that did not ask). On error no cache may have grown.
-    fn step(
-        &mut self,
-        batch: &mut [StepInput<'_, Self::Kv>],
-    ) -> Result<Vec<Option<Vec<f32>>>, String>;
+    /// Run one step; returns one [`StepOut`] per input, in order, answering its
+    /// [`Want`]. On error no cache may have grown.
+    fn step(&mut self, batch: &mut [StepInput<'_, Self::Kv>]) -> Result<Vec<StepOut>, String>;
 }
 
 /// The CPU reference as a served backend.
@@ -94,19 +176,15 @@ impl Executor for CpuExecutor {
         self.reference.program().shape.n_vocab
     }
 
-    fn step(
-        &mut self,
-        batch: &mut [StepInput<'_, SeqKv>],
-    ) -> Result<Vec<Option<Vec<f32>>>, String> {
+    fn step(&mut self, batch: &mut [StepInput<'_, SeqKv>]) -> Result<Vec<StepOut>, String> {
         let mut inputs: Vec<SeqInput<'_>> = batch
             .iter_mut()
             .map(|b| SeqInput {
                 kv: &mut *b.kv,
                 tokens: b.tokens,
-                logits: if b.want_logits {
-                    LogitRows::Last
-                } else {
-                    LogitRows::None
+                logits: match b.want {
+                    Want::Nothing => LogitRows::None,
+                    Want::Logits | Want::Token(_) => LogitRows::Last,
                 },
             })
             .collect();
@@ -114,12 +192,25 @@ impl Executor for CpuExecutor {
             .reference
             .forward(&mut inputs)
             .map_err(|e| e.to_string())?;
-        let mut out: Vec<Option<Vec<f32>>> = vec![None; batch.len()];
+        let mut rows: Vec<Option<Vec<f32>>> = vec![None; batch.len()];
         for (i, &(seq, _pos)) in logits.rows.iter().enumerate() {
-            if let Some(slot) = out.get_mut(seq) {
+            if let Some(slot) = rows.get_mut(seq) {
                 *slot = Some(logits.row(i).to_vec());
             }
         }
-        Ok(out)
+        batch
+            .iter_mut()
+            .zip(rows)
+            .map(|(b, row)| match (&mut b.want, row) {
+                (Want::Nothing, _) => Ok(StepOut::Nothing),
+                (Want::Logits, Some(row)) => Ok(StepOut::Logits(row)),
+                (Want::Token(pick), Some(mut row)) => {
+                    Ok(StepOut::Token(pick_on_host(&mut row, pick)))
+                }
+                (_, None) => {
+                    Err("the reference returned no logits row for an input that asked".into())
+                }
+            })
+            .collect()
     }
 }

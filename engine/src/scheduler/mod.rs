@@ -18,7 +18,9 @@
 //!   finish until a deadline, after which they are cancelled.
 //!
 //! The executor is the [`Executor`] trait ([`CpuExecutor`], [`CudaExecutor`]); with a batch-invariant
-//! executor a sequence's tokens do not depend on what else ran beside it.
+//! executor a sequence's tokens do not depend on what else ran beside it. A sequence asks the
+//! executor for its next token ([`Want::Token`]: sampler and grammar mask go with it, the
+//! CUDA executor picks on the device) unless it needs the logits row (logprobs).
 
 pub mod cuda;
 mod engine;
@@ -35,7 +37,9 @@ use crate::kv::blocks::{BlockAllocator, BlockError};
 use crate::sampling::SamplerConfig;
 
 pub use cuda::{CudaExecutor, CudaKv};
-pub use executor::{CpuExecutor, Executor, StepInput};
+pub use executor::{
+    CpuExecutor, Executor, StepInput, StepOut, TokenPick, Want, WantKind, pick_on_host,
+};
 pub use prefix::PrefixCache;
 
 /// Limits and sizes of one scheduler.
