@@ -125,6 +125,10 @@ pub struct Cell {
     /// root) enforced by llguidance token masks applied on the device; the cell generates
     /// until the grammar completes or `gen_tokens`, and tok/s counts the tokens made.
     pub json_schema: Option<String>,
+    /// Serve cells: extra `assay serve` flags after the harness's own (e.g.
+    /// `["--batched-decode"]`), recorded in the receipt's arm flags.
+    #[serde(default)]
+    pub serve_flags: Vec<String>,
 }
 
 /// One board.
@@ -203,6 +207,15 @@ impl Board {
             {
                 bail!(
                     "{}: cell {}: json_schema cells are GPU decode cells with the assay arm only",
+                    file.display(),
+                    c.id
+                );
+            }
+            if !c.serve_flags.is_empty()
+                && (c.mode != Mode::Serve || c.serve_flags.iter().any(|f| !f.starts_with("--")))
+            {
+                bail!(
+                    "{}: cell {}: serve_flags are `--flag`s of serve cells only",
                     file.display(),
                     c.id
                 );
@@ -299,6 +312,22 @@ mod tests {
             Some("s.json")
         );
         std::fs::write(&p, format!("{gpu}\narms = [\"assay\", \"llama.cpp\"]")).unwrap();
+        assert!(load_boards(t.path()).is_err());
+        // serve_flags: serve cells only, each a `--flag`.
+        std::fs::write(
+            &p,
+            cell("model = \"m\"\nserve_flags = [\"--batched-decode\"]"),
+        )
+        .unwrap();
+        assert!(load_boards(t.path()).is_err());
+        let serve = cell("model = \"m\"\nserve_flags = [\"--batched-decode\"]")
+            .replace("\"decode\"", "\"serve\"");
+        std::fs::write(&p, &serve).unwrap();
+        assert_eq!(
+            load_boards(t.path()).unwrap()[0].cells[0].serve_flags,
+            vec!["--batched-decode".to_owned()]
+        );
+        std::fs::write(&p, serve.replace("--batched-decode", "batched")).unwrap();
         assert!(load_boards(t.path()).is_err());
         let spec = "model = \"m\"\nprompt_file = \"boards/prompts/short-code.txt\"\n";
         std::fs::write(

@@ -422,6 +422,7 @@ mod tests {
             prompt_file: None,
             spec: None,
             json_schema: None,
+            serve_flags: Vec::new(),
         }
     }
 

@@ -460,6 +460,7 @@ fn serve_cell(
     };
     let mut flags =
         serve_load::serve_flags(backend, cell.prompt_tokens, cell.gen_tokens, cell.batch);
+    flags.extend(cell.serve_flags.iter().cloned());
     if let Some(t) = args.threads {
         flags.extend(["--threads".into(), t.to_string()]);
     }
