@@ -10,7 +10,8 @@
 //! logic is tested without a GPU on a toy model, with a planted fault that turns it red.
 //! [`CudaStepper`] is the real one: solo = [`CudaDecoder::generate_greedy`] (the plain
 //! single-sequence reference), batched = every prompt prefilled on its own decoder, then one
-//! [`CudaDecoder::forward_batch_argmax`] per step for all rows. Its planted fault
+//! [`CudaDecoder::forward_batch_argmax`] per step for all rows (and each decoder's own
+//! [`CudaDecoder::argmax`] on the logits the step left in it must agree). Its planted fault
 //! ([`CudaStepper::plant_fault`]; `harness gate` sets it from `ASSAY_BATCH_PLANT_FAULT=1`)
 //! negates the final hidden state of the last row of every batched step.
 
@@ -289,6 +290,16 @@ impl Stepper for CudaStepper {
                 CudaDecoder::forward_batch_argmax(&mut refs, &last)
             }
             .map_err(|e| e.to_string())?;
+            // The logits each decoder was left with (what sampling, masks and logprobs
+            // read) must give the batch's own argmax of that row.
+            for (row, (d, &t)) in decs.iter_mut().zip(&next).enumerate() {
+                let kept = d.argmax().map_err(|e| e.to_string())?;
+                if kept != t {
+                    return Err(format!(
+                        "row {row}: the logits left in its decoder give token {kept}, the batched argmax {t}"
+                    ));
+                }
+            }
             for (o, t) in outs.iter_mut().zip(next) {
                 o.push(t);
             }
