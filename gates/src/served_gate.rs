@@ -12,7 +12,8 @@
 //! --backend cuda` (one [`CudaDecoder`]: prompt, device argmax, graphed steps). It needs a
 //! GPU. Setting `ASSAY_SERVED_PLANT_FAULT=N` swaps the N-th answer the CUDA executor returns
 //! (answer 1 is the warm-up's logits row; the requests' answers are device-picked tokens), so
-//! a GPU run can show the gate going red.
+//! a GPU run can show the gate going red. `ASSAY_SERVED_BATCHED_DECODE=1` serves with the
+//! executor's batched decode on (`assay serve --batched-decode`).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -541,13 +542,16 @@ fn served_cuda(ctx: &GateContext) -> GateOutcome {
     let fault: Option<usize> = std::env::var("ASSAY_SERVED_PLANT_FAULT")
         .ok()
         .and_then(|v| v.parse().ok());
+    let batched = std::env::var("ASSAY_SERVED_BATCHED_DECODE").is_ok_and(|v| v == "1");
     let built = (|| -> Result<(CudaExecutor, CudaDecoder, Tokenizer, ChatTemplate), String> {
         let cuda = CudaConfig {
             ordinal: 0,
             cubin_cache_dir: ctx.cubin_cache.clone(),
         };
         let gpu = Arc::new(Gpu::open(&cuda).map_err(|e| e.to_string())?);
-        let exec = CudaExecutor::new(gpu.clone(), &model, true).map_err(|e| e.to_string())?;
+        let exec = CudaExecutor::new(gpu.clone(), &model, true)
+            .map_err(|e| e.to_string())?
+            .with_batched_decode(batched);
         let program = engine::arch::build_program(model.header()).map_err(|e| e.to_string())?;
         let dec = CudaDecoder::new(gpu, &model, program, 1024).map_err(|e| e.to_string())?;
         let tok = Tokenizer::from_gguf(model.header()).map_err(|e| e.to_string())?;
@@ -570,6 +574,12 @@ fn served_cuda(ctx: &GateContext) -> GateOutcome {
         }
         None => serve_and_check(exec, want, tok, template, n_tokens),
     };
+    if batched {
+        detail.insert(
+            0,
+            "served with batched decode (ASSAY_SERVED_BATCHED_DECODE=1)".into(),
+        );
+    }
     if let Some(at) = fault {
         detail.push(format!(
             "planted fault: answer {at} of the CUDA executor (logits row or token) swapped (ASSAY_SERVED_PLANT_FAULT)"

@@ -26,11 +26,15 @@
 //! * [`Want::Logits`] (logprobs / `top_logprobs`): the whole logits row (`n_vocab` f32) is
 //!   downloaded and the scheduler masks and samples on the host.
 //!
-//! A batched device step (one matvec pass for every sequence) is the batched-decode issue,
-//! not this. On a failed step every decoder is truncated back to where it was (and its
-//! mask disarmed), so no cache grows.
+//! With [`CudaExecutor::with_batched_decode`] (`assay serve --batched-decode`, opt-in) the
+//! decoding sequences of a step run as ONE batched device step instead ([`batch`]: each
+//! weight read once per group of up to 8 sequences), followed by the same picks. On a
+//! failed step every decoder is truncated back to where it was (and its mask disarmed), so
+//! no cache grows.
 
 use std::sync::Arc;
+
+mod batch;
 
 use super::{Executor, StepInput, StepOut, Want};
 use crate::cuda::{CudaDecoder, CudaError, Gpu};
@@ -55,6 +59,8 @@ pub struct CudaExecutor {
     base: CudaDecoder,
     /// Replay the captured one-token step for decode steps (else eager launches).
     graph: bool,
+    /// Run the decoding sequences of a step as one batched device step ([`batch`]).
+    batched_decode: bool,
 }
 
 // SAFETY: as for `CudaKv`: the executor is moved into the engine thread once and used
@@ -67,7 +73,18 @@ impl CudaExecutor {
         let program = crate::arch::build_program(model.header())
             .map_err(|e| crate::cuda::shape_err("decoder", e.to_string()))?;
         let base = CudaDecoder::new(gpu, model, program, 1)?;
-        Ok(Self { base, graph })
+        Ok(Self {
+            base,
+            graph,
+            batched_decode: false,
+        })
+    }
+
+    /// Run the decoding sequences of each step as one batched device step (`assay serve
+    /// --batched-decode`; see [`batch`]) instead of one after another.
+    pub fn with_batched_decode(mut self, on: bool) -> Self {
+        self.batched_decode = on;
+        self
     }
 
     /// Bytes of weights on the device.
@@ -204,12 +221,19 @@ impl Executor for CudaExecutor {
         let before: Vec<usize> = batch.iter().map(|b| b.kv.dec.len()).collect();
         let mut out = Vec::with_capacity(batch.len());
         let mut failed = None;
-        for input in batch.iter_mut() {
-            match self.run(input) {
-                Ok(o) => out.push(o),
-                Err(e) => {
-                    failed = Some(e.to_string());
-                    break;
+        if self.batched_decode {
+            match self.step_batched(batch) {
+                Ok(o) => out = o,
+                Err(e) => failed = Some(e.to_string()),
+            }
+        } else {
+            for input in batch.iter_mut() {
+                match self.run(input) {
+                    Ok(o) => out.push(o),
+                    Err(e) => {
+                        failed = Some(e.to_string());
+                        break;
+                    }
                 }
             }
         }

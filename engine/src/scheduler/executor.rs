@@ -6,7 +6,7 @@
 //! over the CPU [`Reference`] (thread- and batch-invariant, so a sequence's logits do not
 //! depend on the rest of the batch). [`super::CudaExecutor`] implements it over the CUDA
 //! decoder (one decoder per sequence on one upload of the weights, run one after another
-//! within a step; a batched device step is the batched-decode issue).
+//! within a step, or with the decoding ones as one batched device step when asked).
 //!
 //! What a sequence asks for is its [`Want`]; the step answers one [`StepOut`] per input, in
 //! order:

@@ -57,6 +57,12 @@ pub struct Args {
     /// CUDA: run every decode step eagerly instead of replaying a captured CUDA graph.
     #[arg(long)]
     pub no_graph: bool,
+    /// CUDA: decode the sequences of a step in one batched device step (each weight read
+    /// once per group of up to 8 sequences; a sequence's tokens are those it gets alone,
+    /// gate `batch`) instead of one after another. Opt-in for now; the CPU backend always
+    /// runs a step as one batch.
+    #[arg(long)]
+    pub batched_decode: bool,
     /// Positions per KV block.
     #[arg(long, default_value_t = 16)]
     pub kv_block_tokens: usize,
@@ -133,7 +139,8 @@ fn load_exec(
         }
         Resolved::Cuda(gpu) => {
             let exec = CudaExecutor::new(gpu.clone(), model, !args.no_graph)
-                .with_context(|| format!("cannot load {} on the GPU", path.display()))?;
+                .with_context(|| format!("cannot load {} on the GPU", path.display()))?
+                .with_batched_decode(args.batched_decode);
             Ok(Loaded::Cuda(Box::new(exec)))
         }
     }
