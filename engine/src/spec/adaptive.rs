@@ -1,23 +1,51 @@
 //! Depth per request: fixed K, or adaptive from recent acceptance; and the policy that
-//! turns speculation off for a request where it measures slower than plain decoding.
+//! turns speculation off for a request while it measures slower than plain decoding, and
+//! back on (a probe) when it may pay again.
 //!
 //! Adaptive rule: `a` is an exponential moving average (weight 1/4 per round, starting at
 //! 1/2) of the per-token acceptance rate of the last rounds (`accepted / drafted`). With
 //! acceptance `a` per token, a run of accepted drafts has expected length `a / (1 - a)`;
-//! the next depth is that, rounded, plus one, within `1..=k_max`. A fully accepted draft
-//! thus deepens the next one, a draft rejected at its first token makes it shallow.
+//! the next depth is that, rounded, plus one, within `1..=k_max` — and, for adaptive depth,
+//! within the rows the target verifies in one pass ([`AdaptiveDepth::with_rows_per_pass`]:
+//! on the CUDA decoder 8 rows, so at most 7 drafts; a 9th row would cost a second pass over
+//! the weights). A fully accepted draft thus deepens the next one, a draft rejected at its
+//! first token makes it shallow.
+//!
+//! Cost-aware depth on a one-pass target (the CUDA decoder, where a verification of up to
+//! 8 rows costs about the same whatever the row count: one pass over the weights, and the
+//! batched matvec computes all of its token slots): once a speculative round has been
+//! timed, the depth is the one with the least expected seconds per emitted token,
+//! `(k * draft_s + verify_s) / E(k)` with `E(k) = (1 - a^(k+1)) / (1 - a)` the expected
+//! tokens of a round at per-token acceptance `a` ([`cheapest_depth`]; `a` estimated from
+//! accepted drafts and first rejections, decayed). A free proposer (n-gram lookup) thus
+//! drafts as deep as one pass allows; a draft model as deep as its cost per token pays.
 //!
 //! Confidence cut (in the proposer): drafting stops at the first position whose top draft
 //! probability is under `confidence`.
 //!
-//! Off policy (`off_when_slower`), decided per request: the first decode step after the
-//! prefill runs plain and is timed; then speculation runs; after `probe_rounds`
-//! speculative rounds, if their seconds per emitted token (drafting + verification) exceed
-//! the plain step's, speculation is off for the rest of the request (plain steps from then
-//! on). Greedy output never depends on the policy (every depth gives the plain tokens; the
-//! `spec` gate checks it); sampled output does (which uniforms decide which token depends on
-//! the depth), so a seeded sampled run is reproducible with the policy off (fixed or
+//! Speed policy (`off_when_slower`), decided per request from the times the loop measures
+//! (pure decisions over those numbers: [`judge`], [`best_case_s_per_token`]):
+//! - the first [`PLAIN_PROBE_STEPS`] decode steps run plain and are timed; every later
+//!   plain step (no draft, or speculation off) refreshes that plain cost (moving average);
+//! - speculative rounds are costed as (draft + verification seconds) per emitted token over
+//!   a decaying window ([`SpecWindow`]); after `probe_rounds` rounds, a cost above the
+//!   plain step's turns speculation off (after 2 rounds already when it is above twice the
+//!   plain cost);
+//! - it is off for good ("hopeless") when even full acceptance at the largest depth could
+//!   not beat plain: `(k * draft_s_per_token + cheapest_verification) / (k + 1)` above the
+//!   plain step (verification of more rows never costs less than of fewer);
+//! - otherwise, after `probe_every` plain tokens it is turned back on for a probe (a fresh
+//!   window); each probe that fails doubles the wait (up to 8 x `probe_every`), one that
+//!   passes resets it. So a request whose acceptance recovers (a repetitive stretch for
+//!   n-gram lookup, an easy continuation for a draft model) speculates again.
+//!
+//! Greedy output never depends on the policy (every depth gives the plain tokens; the
+//! `spec` gates check it); sampled output does (which uniforms decide which token depends
+//! on the depth), so a seeded sampled run is reproducible with the policy off (fixed or
 //! acceptance-adaptive depth are both deterministic).
+
+/// Plain steps timed at the start of a request before speculation may run.
+pub const PLAIN_PROBE_STEPS: u64 = 2;
 
 /// Depth configuration of one request.
 #[derive(Clone, Debug, PartialEq)]
@@ -29,10 +57,13 @@ pub struct DepthConfig {
     /// Confidence cut: stop drafting when the draft's top probability is under this
     /// (0 = off).
     pub confidence: f64,
-    /// Turn speculation off for the request when it measures slower than plain decode.
+    /// Turn speculation off for the request while it measures slower than plain decode.
     pub off_when_slower: bool,
-    /// Speculative rounds timed before the off decision.
+    /// Speculative rounds measured before the policy compares their cost with plain's.
     pub probe_rounds: u64,
+    /// Plain tokens between the policy turning speculation off and the next probe (doubled
+    /// after each failed probe, up to 8 times this).
+    pub probe_every: u64,
 }
 
 impl DepthConfig {
@@ -43,9 +74,168 @@ impl DepthConfig {
             adaptive: false,
             confidence: 0.0,
             off_when_slower: false,
-            probe_rounds: 8,
+            probe_rounds: 6,
+            probe_every: 32,
         }
     }
+}
+
+/// Expected tokens a round emits at depth `k` when each draft is accepted with probability
+/// `a` (until the first rejection), the target's own token included.
+pub fn expected_emitted(a: f64, k: usize) -> f64 {
+    let a = a.clamp(0.0, 1.0);
+    if a >= 1.0 {
+        return (k + 1) as f64;
+    }
+    (1.0 - a.powi(k as i32 + 1)) / (1.0 - a)
+}
+
+/// The depth in `1..=k_best` with the least expected seconds per emitted token, when a
+/// verification costs `verify_s` whatever its depth and drafting `draft_s` per token (the
+/// largest such depth on ties: with free drafts a deeper round costs nothing more).
+pub fn cheapest_depth(a: f64, draft_s: f64, verify_s: f64, k_best: usize) -> usize {
+    let cost =
+        |k: usize| (k as f64 * draft_s.max(0.0) + verify_s.max(0.0)) / expected_emitted(a, k);
+    let mut best = 1;
+    let mut best_cost = cost(1);
+    for k in 2..=k_best.max(1) {
+        let c = cost(k);
+        if c <= best_cost * (1.0 + 1e-9) {
+            best = k;
+            best_cost = c;
+        }
+    }
+    best
+}
+
+/// One round as the loop measured it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RoundCost {
+    /// Tokens drafted (0 = a plain step).
+    pub drafted: usize,
+    /// Drafts accepted.
+    pub accepted: usize,
+    /// Tokens emitted (accepted drafts plus the target's own token).
+    pub emitted: usize,
+    /// Seconds of drafting.
+    pub draft_s: f64,
+    /// Seconds of the target forward (verification, or the plain step).
+    pub verify_s: f64,
+}
+
+/// Costs of the speculative rounds since speculation was (re)started, decayed so that the
+/// recent rounds weigh most, and the cost facts kept for the whole request.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SpecWindow {
+    /// Rounds since (re)start.
+    pub rounds: u64,
+    /// Decayed sums of seconds (draft + verification) and of emitted tokens.
+    pub secs: f64,
+    pub emitted: f64,
+    /// Whole request: drafting seconds and drafted tokens (the draft's cost per token).
+    pub draft_s: f64,
+    pub drafted: u64,
+    /// Whole request: the cheapest verification forward seen (seconds).
+    pub verify_min: Option<f64>,
+}
+
+/// Weight of the older rounds in [`SpecWindow`] per new round.
+const DECAY: f64 = 0.875;
+
+impl SpecWindow {
+    /// Add a speculative round.
+    pub fn add(&mut self, r: &RoundCost) {
+        self.rounds += 1;
+        self.secs = DECAY * self.secs + r.draft_s + r.verify_s;
+        self.emitted = DECAY * self.emitted + r.emitted as f64;
+        self.draft_s += r.draft_s;
+        self.drafted += r.drafted as u64;
+        self.verify_min = Some(self.verify_min.map_or(r.verify_s, |v| v.min(r.verify_s)));
+    }
+
+    /// Add a round that tried to draft and got nothing (a plain target step plus the
+    /// drafting attempt): it counts in the cost per token, not in the verification costs.
+    pub fn add_attempt(&mut self, r: &RoundCost) {
+        self.secs = DECAY * self.secs + r.draft_s + r.verify_s;
+        self.emitted = DECAY * self.emitted + r.emitted as f64;
+    }
+
+    /// Start a new window (a probe); the request-wide cost facts stay.
+    pub fn restart(&mut self) {
+        self.rounds = 0;
+        self.secs = 0.0;
+        self.emitted = 0.0;
+    }
+
+    /// Seconds per emitted token over the window.
+    pub fn s_per_token(&self) -> Option<f64> {
+        (self.emitted > 0.0).then(|| self.secs / self.emitted)
+    }
+}
+
+/// The least seconds per emitted token speculation could reach at depth `k`: every draft
+/// accepted, drafting at the measured cost per drafted token, verification at the cheapest
+/// cost seen (a verification of more rows never costs less). `None` before any round.
+pub fn best_case_s_per_token(w: &SpecWindow, k: usize) -> Option<f64> {
+    let verify = w.verify_min?;
+    let draft = if w.drafted > 0 {
+        w.draft_s / w.drafted as f64
+    } else {
+        0.0
+    };
+    let k = k.max(1) as f64;
+    Some((k * draft + verify) / (k + 1.0))
+}
+
+/// What the policy makes of the measurements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Keep speculating.
+    Keep,
+    /// Slower than plain now: plain steps until the next probe.
+    Off,
+    /// Slower than plain even if every draft were accepted: plain for the rest of the
+    /// request.
+    Hopeless,
+}
+
+/// The policy's decision after a speculative round: `plain` = seconds per plain step, `w`
+/// = the speculative rounds, `k_best` = the largest depth allowed.
+pub fn judge(plain: f64, w: &SpecWindow, probe_rounds: u64, k_best: usize) -> Verdict {
+    if w.rounds < 2 {
+        return Verdict::Keep;
+    }
+    if best_case_s_per_token(w, k_best).is_some_and(|b| b > plain) {
+        return Verdict::Hopeless;
+    }
+    let Some(cost) = w.s_per_token() else {
+        return Verdict::Keep;
+    };
+    if cost > 2.0 * plain || (w.rounds >= probe_rounds.max(2) && cost > plain) {
+        return Verdict::Off;
+    }
+    Verdict::Keep
+}
+
+/// What a recorded round changed in the policy (for statistics).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PolicyEvent {
+    /// Speculation turned off until the next probe.
+    Off,
+    /// Speculation turned off for the rest of the request.
+    Hopeless,
+    /// Speculation turned back on for a probe.
+    Probe,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// Speculating (after the plain probe steps).
+    On,
+    /// Plain steps; `left` more before the next probe.
+    Off { left: u64 },
+    /// Plain for the rest of the request.
+    Hopeless,
 }
 
 /// The depth state of one request.
@@ -54,11 +244,28 @@ pub struct AdaptiveDepth {
     cfg: DepthConfig,
     acceptance: f64,
     k: usize,
-    plain_s_per_token: Option<f64>,
-    spec_s: f64,
-    spec_tokens: u64,
-    spec_rounds: u64,
-    off: bool,
+    /// Largest depth adaptive rounds use (rows verified in one pass, minus one).
+    k_cap: usize,
+    /// The target verifies up to `k_cap + 1` rows in one pass at about one cost: choose the
+    /// depth by cost ([`cheapest_depth`]).
+    one_pass: bool,
+    /// Decayed sums: accepted drafts, and accepted drafts plus first rejections (the
+    /// per-token acceptance estimate is their ratio); prior 1 of 2.
+    acc_sum: f64,
+    trial_sum: f64,
+    /// Moving averages of a speculative round's verification seconds and of the drafting
+    /// seconds per drafted token.
+    verify_avg: Option<f64>,
+    draft_avg: Option<f64>,
+    /// Moving average of a plain step's seconds, and how many plain steps were timed.
+    plain_s: Option<f64>,
+    plain_steps: u64,
+    window: SpecWindow,
+    mode: Mode,
+    /// Plain tokens to wait after the next failed probe.
+    backoff: u64,
+    /// The current window is a probe after an off period.
+    probing: bool,
 }
 
 impl AdaptiveDepth {
@@ -68,16 +275,36 @@ impl AdaptiveDepth {
         } else {
             cfg.k_max
         };
+        let backoff = cfg.probe_every.max(1);
         Self {
             cfg,
             acceptance: 0.5,
             k,
-            plain_s_per_token: None,
-            spec_s: 0.0,
-            spec_tokens: 0,
-            spec_rounds: 0,
-            off: false,
+            k_cap: usize::MAX,
+            one_pass: false,
+            acc_sum: 1.0,
+            trial_sum: 2.0,
+            verify_avg: None,
+            draft_avg: None,
+            plain_s: None,
+            plain_steps: 0,
+            window: SpecWindow::default(),
+            mode: Mode::On,
+            backoff,
+            probing: false,
         }
+    }
+
+    /// Adaptive depth stays within what the target verifies in one pass (`rows` rows: at
+    /// most `rows - 1` drafts) and, for a finite `rows`, is chosen by cost
+    /// ([`cheapest_depth`]). Fixed depth is not capped.
+    pub fn with_rows_per_pass(mut self, rows: usize) -> Self {
+        self.one_pass = rows != usize::MAX;
+        self.k_cap = rows.saturating_sub(1).max(1);
+        if self.cfg.adaptive {
+            self.k = self.k.min(self.k_cap);
+        }
+        self
     }
 
     /// The configuration.
@@ -85,50 +312,138 @@ impl AdaptiveDepth {
         &self.cfg
     }
 
-    /// Whether the policy has turned speculation off.
+    /// Whether the policy has speculation off now.
     pub fn is_off(&self) -> bool {
-        self.off
+        !matches!(self.mode, Mode::On)
+    }
+
+    /// The largest depth rounds may use.
+    fn k_best(&self) -> usize {
+        if self.cfg.adaptive {
+            self.cfg.k_max.min(self.k_cap).max(1)
+        } else {
+            self.cfg.k_max.max(1)
+        }
+    }
+
+    /// Seconds of a plain step as measured so far.
+    pub fn plain_s_per_token(&self) -> Option<f64> {
+        self.plain_s
+    }
+
+    /// The speculative rounds' costs.
+    pub fn window(&self) -> &SpecWindow {
+        &self.window
     }
 
     /// Depth of the next round (0 = a plain step).
     pub fn next_k(&self) -> usize {
-        if self.off || (self.cfg.off_when_slower && self.plain_s_per_token.is_none()) {
-            0
-        } else {
-            self.k
+        if !self.cfg.off_when_slower {
+            return self.k;
+        }
+        match self.mode {
+            Mode::On if self.plain_steps >= PLAIN_PROBE_STEPS => self.k,
+            _ => 0,
         }
     }
 
-    /// Record a round: `drafted` tokens drafted, `accepted` accepted, `emitted` tokens out,
-    /// `secs` of drafting plus verification. Returns true when this round turned
-    /// speculation off.
-    pub fn record(&mut self, drafted: usize, accepted: usize, emitted: usize, secs: f64) -> bool {
-        if drafted == 0 {
-            if self.plain_s_per_token.is_none() && emitted > 0 {
-                self.plain_s_per_token = Some(secs / emitted as f64);
-            }
-            return false;
+    /// Record a round (what [`AdaptiveDepth::next_k`] asked for, as run). Returns what it
+    /// changed in the policy, if anything.
+    pub fn record(&mut self, r: &RoundCost) -> Option<PolicyEvent> {
+        if r.drafted == 0 {
+            return self.record_plain(r);
         }
         if self.cfg.adaptive {
-            let rate = accepted.min(drafted) as f64 / drafted as f64;
+            let accepted = r.accepted.min(r.drafted);
+            let rate = accepted as f64 / r.drafted as f64;
             self.acceptance = 0.75 * self.acceptance + 0.25 * rate;
-            let a = self.acceptance.min(0.99);
-            let k = (a / (1.0 - a)).round() as usize + 1;
-            self.k = k.clamp(1, self.cfg.k_max.max(1));
-        }
-        if self.cfg.off_when_slower && !self.off {
-            self.spec_s += secs;
-            self.spec_tokens += emitted as u64;
-            self.spec_rounds += 1;
-            if self.spec_rounds >= self.cfg.probe_rounds {
-                let spec = self.spec_s / self.spec_tokens.max(1) as f64;
-                if self.plain_s_per_token.is_some_and(|plain| spec > plain) {
-                    self.off = true;
-                    return true;
+            let rejected = if accepted < r.drafted { 1.0 } else { 0.0 };
+            self.acc_sum = 0.75 * self.acc_sum + accepted as f64;
+            self.trial_sum = 0.75 * self.trial_sum + accepted as f64 + rejected;
+            let avg = |old: Option<f64>, x: f64| Some(old.map_or(x, |o| 0.75 * o + 0.25 * x));
+            self.verify_avg = avg(self.verify_avg, r.verify_s);
+            self.draft_avg = avg(self.draft_avg, r.draft_s / r.drafted as f64);
+            self.k = match (self.one_pass, self.verify_avg, self.draft_avg) {
+                (true, Some(v), Some(d)) => {
+                    let a = self.acc_sum / self.trial_sum.max(1e-9);
+                    cheapest_depth(a, d, v, self.k_best())
                 }
+                _ => {
+                    let a = self.acceptance.min(0.99);
+                    ((a / (1.0 - a)).round() as usize + 1).clamp(1, self.k_best())
+                }
+            };
+        }
+        if !self.cfg.off_when_slower || self.mode != Mode::On {
+            return None;
+        }
+        self.window.add(r);
+        let plain = self.plain_s?;
+        match judge(plain, &self.window, self.cfg.probe_rounds, self.k_best()) {
+            Verdict::Keep => {
+                if self.probing && self.window.rounds >= self.cfg.probe_rounds {
+                    // The probe passed: later off periods start short again.
+                    self.probing = false;
+                    self.backoff = self.cfg.probe_every.max(1);
+                }
+                None
+            }
+            Verdict::Off => {
+                if self.probing {
+                    // A failed probe: wait longer before the next one.
+                    self.backoff = (self.backoff * 2).min(8 * self.cfg.probe_every.max(1));
+                }
+                self.probing = false;
+                self.mode = Mode::Off { left: self.backoff };
+                Some(PolicyEvent::Off)
+            }
+            Verdict::Hopeless => {
+                self.mode = Mode::Hopeless;
+                Some(PolicyEvent::Hopeless)
             }
         }
-        false
+    }
+
+    fn record_plain(&mut self, r: &RoundCost) -> Option<PolicyEvent> {
+        if self.cfg.off_when_slower && self.mode == Mode::On && r.draft_s > 0.0 {
+            // A round that asked for a draft and got none.
+            self.window.add_attempt(r);
+        }
+        if r.emitted > 0 {
+            let s = r.verify_s / r.emitted as f64;
+            self.plain_s = Some(match self.plain_s {
+                None => s,
+                Some(p) => 0.8 * p + 0.2 * s,
+            });
+            self.plain_steps += 1;
+        }
+        if let Mode::Off { left } = self.mode {
+            let left = left.saturating_sub(r.emitted as u64);
+            if left > 0 {
+                self.mode = Mode::Off { left };
+                return None;
+            }
+            self.mode = Mode::On;
+            self.window.restart();
+            self.probing = true;
+            if self.cfg.adaptive {
+                // A fresh estimate: acceptance may have changed while no draft was checked.
+                self.acceptance = 0.5;
+                self.acc_sum = 1.0;
+                self.trial_sum = 2.0;
+                self.k = if self.one_pass {
+                    let (v, d) = (
+                        self.verify_avg.unwrap_or(1.0),
+                        self.draft_avg.unwrap_or(0.0),
+                    );
+                    cheapest_depth(0.5, d, v, self.k_best())
+                } else {
+                    2.min(self.k_best())
+                };
+            }
+            return Some(PolicyEvent::Probe);
+        }
+        None
     }
 }
 
@@ -136,53 +451,254 @@ impl AdaptiveDepth {
 mod tests {
     use super::*;
 
-    #[test]
-    fn fixed_depth_never_moves() {
-        let mut d = AdaptiveDepth::new(DepthConfig::fixed(5));
-        for _ in 0..10 {
-            assert_eq!(d.next_k(), 5);
-            d.record(5, 0, 1, 1.0);
+    fn round(drafted: usize, accepted: usize, draft_s: f64, verify_s: f64) -> RoundCost {
+        RoundCost {
+            drafted,
+            accepted,
+            emitted: accepted + 1,
+            draft_s,
+            verify_s,
+        }
+    }
+
+    fn plain(s: f64) -> RoundCost {
+        round(0, 0, 0.0, s)
+    }
+
+    fn policy(k: usize) -> DepthConfig {
+        DepthConfig {
+            off_when_slower: true,
+            probe_rounds: 4,
+            probe_every: 8,
+            ..DepthConfig::fixed(k)
         }
     }
 
     #[test]
-    fn adaptive_depth_follows_acceptance() {
+    fn fixed_depth_never_moves() {
+        let mut d = AdaptiveDepth::new(DepthConfig::fixed(5)).with_rows_per_pass(8);
+        for _ in 0..10 {
+            assert_eq!(d.next_k(), 5);
+            assert_eq!(d.record(&round(5, 0, 1.0, 1.0)), None);
+        }
+    }
+
+    #[test]
+    fn adaptive_depth_follows_acceptance_within_one_pass() {
         let cfg = DepthConfig {
             adaptive: true,
             ..DepthConfig::fixed(8)
         };
-        let mut d = AdaptiveDepth::new(cfg);
+        let mut d = AdaptiveDepth::new(cfg.clone());
         for _ in 0..20 {
             let k = d.next_k();
-            d.record(k, k, k + 1, 1.0);
+            d.record(&round(k, k, 1.0, 1.0));
         }
         assert_eq!(d.next_k(), 8);
         for _ in 0..20 {
             let k = d.next_k();
-            d.record(k, 0, 1, 1.0);
+            d.record(&round(k, 0, 1.0, 1.0));
+        }
+        assert_eq!(d.next_k(), 1);
+        // On a target verifying 8 rows per pass, 7 drafts at most.
+        let mut d = AdaptiveDepth::new(cfg).with_rows_per_pass(8);
+        for _ in 0..20 {
+            let k = d.next_k();
+            d.record(&round(k, k, 1.0, 1.0));
+        }
+        assert_eq!(d.next_k(), 7);
+    }
+
+    #[test]
+    fn expected_tokens_and_cheapest_depth() {
+        assert_eq!(expected_emitted(0.0, 5), 1.0);
+        assert_eq!(expected_emitted(1.0, 5), 6.0);
+        assert!((expected_emitted(0.5, 2) - 1.75).abs() < 1e-12);
+        // A free proposer: as deep as one pass allows, whatever the acceptance.
+        assert_eq!(cheapest_depth(0.3, 0.0, 1.0, 7), 7);
+        assert_eq!(cheapest_depth(0.9, 0.0, 1.0, 7), 7);
+        // Drafting as dear as verification and poor acceptance: one draft.
+        assert_eq!(cheapest_depth(0.2, 1.0, 1.0, 7), 1);
+        // A cheap draft (a tenth of a verification) at 80% acceptance: deep, not maximal.
+        let k = cheapest_depth(0.8, 0.1, 1.0, 7);
+        assert!((4..=7).contains(&k), "{k}");
+        // At 50%: shallower.
+        assert!(cheapest_depth(0.5, 0.1, 1.0, 7) < k);
+    }
+
+    #[test]
+    fn one_pass_targets_choose_depth_by_cost() {
+        let cfg = DepthConfig {
+            adaptive: true,
+            ..DepthConfig::fixed(8)
+        };
+        // Free drafts (n-gram), poor acceptance: still 7 per round on a one-pass target.
+        let mut d = AdaptiveDepth::new(cfg.clone()).with_rows_per_pass(8);
+        for _ in 0..10 {
+            let k = d.next_k();
+            d.record(&round(k, 0, 0.0, 1.0));
+        }
+        assert_eq!(d.next_k(), 7);
+        // ... and 1 on a target whose verification grows with its rows.
+        let mut d = AdaptiveDepth::new(cfg.clone());
+        for _ in 0..10 {
+            let k = d.next_k();
+            d.record(&round(k, 0, 0.0, 1.0));
+        }
+        assert_eq!(d.next_k(), 1);
+        // Dear drafts, every one rejected: 1.
+        let mut d = AdaptiveDepth::new(cfg).with_rows_per_pass(8);
+        for _ in 0..10 {
+            let k = d.next_k();
+            d.record(&round(k, 0, k as f64, 1.0));
         }
         assert_eq!(d.next_k(), 1);
     }
 
     #[test]
-    fn policy_turns_off_when_slower_and_stays_on_when_faster() {
-        let cfg = DepthConfig {
-            off_when_slower: true,
-            probe_rounds: 2,
-            ..DepthConfig::fixed(4)
-        };
-        let mut d = AdaptiveDepth::new(cfg.clone());
-        assert_eq!(d.next_k(), 0, "the first step is a timed plain step");
-        d.record(0, 0, 1, 1.0);
-        assert_eq!(d.next_k(), 4);
-        assert!(!d.record(4, 0, 1, 1.5));
-        assert!(d.record(4, 0, 1, 1.5), "1.5 s/token > 1 s/token plain");
-        assert_eq!(d.next_k(), 0);
-        let mut d = AdaptiveDepth::new(cfg);
-        d.record(0, 0, 1, 1.0);
-        d.record(4, 4, 5, 2.0);
-        d.record(4, 4, 5, 2.0);
+    fn best_case_bound() {
+        let mut w = SpecWindow::default();
+        assert_eq!(best_case_s_per_token(&w, 4), None);
+        w.add(&round(1, 0, 4.0, 10.0));
+        w.add(&round(2, 0, 8.0, 12.0));
+        // 4 s per drafted token, cheapest verification 10 s: (7 * 4 + 10) / 8.
+        assert_eq!(best_case_s_per_token(&w, 7), Some(38.0 / 8.0));
+        // A free proposer (n-gram): verification spread over k + 1 tokens.
+        let mut w = SpecWindow::default();
+        w.add(&round(3, 0, 0.0, 2.0));
+        assert_eq!(best_case_s_per_token(&w, 7), Some(0.25));
+    }
+
+    #[test]
+    fn judge_decisions() {
+        // Every draft rejected: 1 token per 1 s round; best case 1/8 s per token.
+        let mut w = SpecWindow::default();
+        w.add(&round(3, 0, 0.0, 1.0));
+        assert_eq!(
+            judge(0.1, &w, 4, 7),
+            Verdict::Keep,
+            "one round decides nothing"
+        );
+        w.add(&round(3, 0, 0.0, 1.0));
+        assert_eq!(judge(0.6, &w, 4, 7), Verdict::Keep, "above plain, under 2x");
+        assert_eq!(judge(0.45, &w, 4, 7), Verdict::Off, "above 2x plain");
+        assert_eq!(
+            judge(0.1, &w, 4, 7),
+            Verdict::Hopeless,
+            "best case 0.125 > 0.1"
+        );
+        // Every draft accepted: 4 tokens per 1 s round.
+        let mut w = SpecWindow::default();
+        for _ in 0..3 {
+            w.add(&round(3, 3, 0.0, 1.0));
+        }
+        assert_eq!(judge(0.2, &w, 4, 7), Verdict::Keep, "probe not done");
+        w.add(&round(3, 3, 0.0, 1.0));
+        assert_eq!(
+            judge(0.2, &w, 4, 7),
+            Verdict::Off,
+            "probe rounds done, above plain"
+        );
+        assert_eq!(judge(0.26, &w, 4, 7), Verdict::Keep);
+    }
+
+    #[test]
+    fn policy_times_plain_first_then_speculates_when_faster() {
+        let mut d = AdaptiveDepth::new(policy(4));
+        for _ in 0..PLAIN_PROBE_STEPS {
+            assert_eq!(d.next_k(), 0, "timed plain steps first");
+            assert_eq!(d.record(&plain(1.0)), None);
+        }
+        assert_eq!(d.plain_s_per_token(), Some(1.0));
+        for _ in 0..20 {
+            assert_eq!(d.next_k(), 4);
+            // 5 tokens for 2 s: 0.4 s/token.
+            assert_eq!(d.record(&round(4, 4, 0.5, 1.5)), None);
+        }
         assert!(!d.is_off());
+    }
+
+    #[test]
+    fn policy_turns_off_when_slower_and_probes_again() {
+        let mut d = AdaptiveDepth::new(policy(4));
+        for _ in 0..PLAIN_PROBE_STEPS {
+            d.record(&plain(1.0));
+        }
+        // 1.5 s per token: over plain, under 2x; best case (4 * 0.1 + 1.4) / 5 = 0.36.
+        let slow = round(4, 0, 0.1, 1.4);
+        for _ in 0..3 {
+            assert_eq!(d.record(&slow), None);
+        }
+        assert_eq!(d.record(&slow), Some(PolicyEvent::Off));
+        assert!(d.is_off());
+        // 8 plain tokens, then a probe.
+        for i in 0..8 {
+            assert_eq!(d.next_k(), 0);
+            let ev = d.record(&plain(1.0));
+            assert_eq!(ev, (i == 7).then_some(PolicyEvent::Probe));
+        }
         assert_eq!(d.next_k(), 4);
+        // The probe fails: 16 plain tokens before the next one.
+        for _ in 0..3 {
+            d.record(&slow);
+        }
+        assert_eq!(d.record(&slow), Some(PolicyEvent::Off));
+        let waited = (0..100)
+            .position(|_| d.record(&plain(1.0)) == Some(PolicyEvent::Probe))
+            .unwrap();
+        assert_eq!(waited + 1, 16);
+        // Acceptance recovered: the probe passes and speculation stays on.
+        let fast = round(4, 4, 0.1, 1.4);
+        for _ in 0..20 {
+            assert_eq!(d.record(&fast), None);
+        }
+        assert!(!d.is_off());
+        // ... and a later failure waits probe_every again (the backoff was reset).
+        let mut ev = None;
+        for _ in 0..20 {
+            ev = ev.or(d.record(&slow));
+        }
+        assert_eq!(ev, Some(PolicyEvent::Off));
+        let waited = (0..100)
+            .position(|_| d.record(&plain(1.0)) == Some(PolicyEvent::Probe))
+            .unwrap();
+        assert_eq!(waited + 1, 8);
+    }
+
+    #[test]
+    fn policy_gives_up_when_even_full_acceptance_loses() {
+        // The measured synthetic 8B pair: a Q4_0 draft step ~4 ms, a 2-row verification
+        // ~10 ms, a plain Q8_0 step ~4.3 ms: even 7 accepted drafts would cost
+        // (7 * 4 + 10) / 8 = 4.75 ms per token.
+        let mut d = AdaptiveDepth::new(DepthConfig {
+            adaptive: true,
+            ..policy(8)
+        })
+        .with_rows_per_pass(8);
+        for _ in 0..PLAIN_PROBE_STEPS {
+            d.record(&plain(0.0043));
+        }
+        let k = d.next_k();
+        assert!(k > 0);
+        assert_eq!(d.record(&round(k, 0, 0.004 * k as f64, 0.010)), None);
+        let k = d.next_k();
+        assert_eq!(
+            d.record(&round(k, 0, 0.004 * k as f64, 0.010)),
+            Some(PolicyEvent::Hopeless)
+        );
+        for _ in 0..1000 {
+            assert_eq!(d.next_k(), 0);
+            assert_eq!(d.record(&plain(0.0043)), None, "never probes again");
+        }
+    }
+
+    #[test]
+    fn no_policy_never_turns_off() {
+        let mut d = AdaptiveDepth::new(DepthConfig::fixed(3));
+        for _ in 0..50 {
+            assert_eq!(d.next_k(), 3);
+            assert_eq!(d.record(&round(3, 0, 10.0, 10.0)), None);
+        }
+        assert!(!d.is_off());
     }
 }

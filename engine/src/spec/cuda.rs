@@ -4,13 +4,18 @@
 //! Verification runs the `k + 1` rows in one forward whose head covers every row
 //! ([`CudaDecoder::forward_rows_argmax`]: one id per row comes back for greedy decoding;
 //! [`CudaDecoder::forward_rows_logits`] for sampled decoding), rollback sets the decoder's
-//! length back ([`CudaDecoder::truncate`]). When `graphed`, one-token greedy steps replay
-//! the decoder's captured step graph (as `assay generate` does for plain decoding) and
-//! arg-max verification forwards replay a graph captured per row count
-//! ([`CudaDecoder::forward_rows_argmax_graphed`]); the kernels are those of the eager
-//! forwards.
+//! length back ([`CudaDecoder::truncate`]). When `graphed`, every one-token step replays
+//! the decoder's captured step graph (as `assay generate` does for plain decoding; for a
+//! step whose logits are wanted, e.g. a draft model's confidence cut, they are downloaded
+//! after the replay) and arg-max verification forwards replay a graph captured per row
+//! count ([`CudaDecoder::forward_rows_argmax_graphed`]); the kernels are those of the
+//! eager forwards, so the bits are the same (the `graph` and `spec-cuda` gates).
+//!
+//! A forward of up to [`MAX_ROWS`] rows reads the weights once ([`Target::rows_per_pass`]),
+//! so adaptive depth drafts at most `MAX_ROWS - 1` tokens on this target.
 
 use crate::cuda::CudaDecoder;
+use crate::cuda::decode::MAX_ROWS;
 
 use super::{SpecError, Target};
 
@@ -58,8 +63,17 @@ impl Target for CudaTarget {
     }
 
     fn forward_last(&mut self, tokens: &[u32]) -> Result<Vec<f32>, SpecError> {
-        self.dec.forward(tokens).map_err(cuda)?;
+        if let (true, &[t]) = (self.graphed, tokens) {
+            // The replay leaves the step's logits on the device, as the eager forward does.
+            self.dec.step_graphed(t).map_err(cuda)?;
+        } else {
+            self.dec.forward(tokens).map_err(cuda)?;
+        }
         self.dec.logits().map_err(cuda)
+    }
+
+    fn rows_per_pass(&self) -> usize {
+        MAX_ROWS
     }
 
     fn forward_all(&mut self, tokens: &[u32]) -> Result<Vec<Vec<f32>>, SpecError> {

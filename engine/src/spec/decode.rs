@@ -5,7 +5,8 @@ use std::time::Instant;
 use crate::sampling::Sampler;
 
 use super::{
-    AdaptiveDepth, Draft, DraftMode, Proposer, SpecError, SpecOptions, SpecStats, Target, Verifier,
+    AdaptiveDepth, Draft, DraftMode, PolicyEvent, Proposer, RoundCost, SpecError, SpecOptions,
+    SpecStats, Target, Verifier,
 };
 
 /// Why generation stopped.
@@ -93,11 +94,13 @@ pub fn plain_generate(
     })
 }
 
-/// Speculative decoding: prefill, the first token from the prefill's logits (as plain
-/// decoding), then rounds of draft + one verification forward of `k + 1` rows, emitting
-/// the accepted drafts and the target's own next token. Same contract as
-/// [`plain_generate`]; with a greedy sampler and [`super::ExactVerifier`] the tokens are
-/// those of plain decoding for every proposer and depth.
+/// Speculative decoding: prefill (the target's, then the proposer's prompt pass: both in
+/// `prefill_s`, the proposer's also in the statistics' `draft_prefill_s`), the first token
+/// from the prefill's logits (as plain decoding), then rounds of draft + one verification
+/// forward of `k + 1` rows, emitting the accepted drafts and the target's own next token;
+/// rounds of depth 0 (the speed policy's plain steps) are plain target steps. Same
+/// contract as [`plain_generate`]; with a greedy sampler and [`super::ExactVerifier`] the
+/// tokens are those of plain decoding for every proposer, depth and policy decision.
 #[allow(clippy::too_many_arguments)]
 pub fn generate(
     target: &mut dyn Target,
@@ -113,7 +116,8 @@ pub fn generate(
         return Err(SpecError::EmptyPrompt);
     }
     let mut stats = SpecStats::new(proposer.name(), opts.depth.k_max);
-    let mut depth = AdaptiveDepth::new(opts.depth.clone());
+    let mut depth =
+        AdaptiveDepth::new(opts.depth.clone()).with_rows_per_pass(target.rows_per_pass());
     let mode = DraftMode {
         greedy: sampler.is_greedy(),
         confidence: opts.depth.confidence,
@@ -126,8 +130,15 @@ pub fn generate(
     } else {
         sampler.sample(&target.forward_last(prompt)?)
     };
+    let tp = Instant::now();
+    if max_tokens > 1 {
+        proposer.prefill(prompt)?;
+    }
+    stats.draft_prefill_s = tp.elapsed().as_secs_f64();
     let prefill_s = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
+    // The proposer missed the tokens of plain rounds (policy off) since it last drafted.
+    let mut proposer_behind = false;
     let mut tokens = Vec::new();
     let mut stop = StopReason::Length;
     let mut context = prompt.to_vec();
@@ -144,6 +155,12 @@ pub fn generate(
     'rounds: while stop == StopReason::Length && tokens.len() < max_tokens {
         let remaining = max_tokens - tokens.len();
         let k = depth.next_k().min(remaining - 1);
+        if k > 0 && proposer_behind {
+            let ts = Instant::now();
+            proposer.sync(&context)?;
+            stats.draft_s += ts.elapsed().as_secs_f64();
+            proposer_behind = false;
+        }
         let tr = Instant::now();
         let mut draft = if k > 0 {
             proposer.propose(&context, k, mode)?
@@ -192,11 +209,34 @@ pub fn generate(
         target.truncate(base + 1 + accepted);
         let verify_s = tv.elapsed().as_secs_f64();
         stats.draft_s += drafted_s;
-        stats.verify_s += verify_s;
+        if draft.tokens.is_empty() {
+            stats.plain_s += verify_s;
+        } else {
+            stats.verify_s += verify_s;
+        }
         stats.record(draft.tokens.len(), accepted);
-        let emitted = accepted + 1;
-        if depth.record(draft.tokens.len(), accepted, emitted, drafted_s + verify_s) {
-            stats.off_at = Some(tokens.len() as u64);
+        if k == 0 {
+            proposer_behind = true;
+        }
+        let round = RoundCost {
+            drafted: draft.tokens.len(),
+            accepted,
+            emitted: accepted + 1,
+            draft_s: drafted_s,
+            verify_s,
+        };
+        match depth.record(&round) {
+            Some(PolicyEvent::Off) => {
+                stats.policy_offs += 1;
+                stats.off_at.get_or_insert(tokens.len() as u64);
+            }
+            Some(PolicyEvent::Hopeless) => {
+                stats.policy_offs += 1;
+                stats.off_at.get_or_insert(tokens.len() as u64);
+                stats.hopeless_at = Some(tokens.len() as u64);
+            }
+            Some(PolicyEvent::Probe) => stats.policy_probes += 1,
+            None => {}
         }
         let out = draft.tokens[..accepted].iter().copied().chain([res.next]);
         for t in out {

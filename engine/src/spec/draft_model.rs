@@ -2,7 +2,15 @@
 //! reference executor or on any [`Target`] (the CUDA decoder: [`DraftModel::on_target`]),
 //! drafting autoregressively. Its KV cache is kept in step with the
 //! committed context: before drafting it is cut back to the longest prefix it shares with
-//! the context (rejected drafts drop out) and only the new tokens are fed.
+//! the context (rejected drafts drop out) and only the new tokens are fed. The prompt is fed
+//! during the prefill ([`Proposer::prefill`]), so a round feeds one token (the target's
+//! last) or two (the last accepted draft and the target's token) before it drafts.
+//!
+//! On a [`Target`] backend (the CUDA decoder) a feed of at most [`SEQUENTIAL_FEED`] tokens
+//! runs as one-token steps (graph replays) rather than one multi-row forward: the batched
+//! matvec computes all of its token slots whatever the row count, so a 2-row forward costs
+//! about as much as an 8-row one (2.3-3.4 one-token steps on the H200), more than two
+//! replays. The per-row arithmetic is the same either way (batch invariance).
 
 use std::sync::Arc;
 
@@ -13,6 +21,9 @@ use crate::sampling::{Sampler, SamplerConfig, draw_from, greedy};
 use crate::tokenizer::Tokenizer;
 
 use super::{Draft, DraftMode, Proposer, SpecError, Target};
+
+/// Feeds of up to this many tokens run as one-token steps on a [`Target`] backend.
+pub const SEQUENTIAL_FEED: usize = 2;
 
 /// Where the draft network runs.
 enum Backend {
@@ -155,6 +166,13 @@ impl DraftModel {
     }
 
     fn step(&mut self, tokens: &[u32]) -> Result<Vec<f32>, SpecError> {
+        if let (Backend::Target(_), Some((last, head))) = (&self.backend, tokens.split_last())
+            && !head.is_empty()
+            && tokens.len() <= SEQUENTIAL_FEED
+        {
+            self.feed_steps(head)?;
+            return self.step(&[*last]);
+        }
         self.forwards += 1;
         self.fed.extend_from_slice(tokens);
         match &mut self.backend {
@@ -163,14 +181,72 @@ impl DraftModel {
         }
     }
 
+    /// Feed `tokens` one-token step by step on a target backend (the picks are dropped).
+    fn feed_steps(&mut self, tokens: &[u32]) -> Result<(), SpecError> {
+        if let Backend::Target(t) = &mut self.backend {
+            for &tok in tokens {
+                self.forwards += 1;
+                self.fed.push(tok);
+                t.forward_last_argmax(&[tok])?;
+            }
+        }
+        Ok(())
+    }
+
     /// The greedy token after `tokens` (a device target sends back only the id).
     fn step_pick(&mut self, tokens: &[u32]) -> Result<u32, SpecError> {
         if let Backend::Target(t) = &mut self.backend {
+            if tokens.len() > 1 && tokens.len() <= SEQUENTIAL_FEED {
+                let (last, head) = tokens.split_last().ok_or(SpecError::EmptyPrompt)?;
+                self.feed_steps(head)?;
+                return self.step_pick(&[*last]);
+            }
             self.forwards += 1;
             self.fed.extend_from_slice(tokens);
             return t.forward_last_argmax(tokens);
         }
         Ok(greedy(&self.step(tokens)?))
+    }
+
+    /// Make the cache hold exactly `tokens`: cut it back to the prefix it shares with them,
+    /// then feed the rest (a few as one-token steps, more in one forward).
+    fn feed_prefix(&mut self, tokens: &[u32]) -> Result<(), SpecError> {
+        let shared = self
+            .fed
+            .iter()
+            .zip(tokens)
+            .take_while(|(a, b)| a == b)
+            .count();
+        self.truncate(shared);
+        let todo = &tokens[shared..];
+        if todo.is_empty() {
+            return Ok(());
+        }
+        if todo.len() <= SEQUENTIAL_FEED {
+            return self.feed_steps_any(todo);
+        }
+        self.forwards += 1;
+        self.fed.extend_from_slice(todo);
+        match &mut self.backend {
+            Backend::Reference { exec, kv } => {
+                exec.step(kv, todo)?;
+            }
+            Backend::Target(t) => {
+                t.forward_last_argmax(todo)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Feed a few tokens, one-token steps on a target, one forward on the reference.
+    fn feed_steps_any(&mut self, tokens: &[u32]) -> Result<(), SpecError> {
+        if let Backend::Reference { exec, kv } = &mut self.backend {
+            self.forwards += 1;
+            self.fed.extend_from_slice(tokens);
+            exec.step(kv, tokens)?;
+            return Ok(());
+        }
+        self.feed_steps(tokens)
     }
 }
 
@@ -251,5 +327,18 @@ impl Proposer for DraftModel {
 
     fn forwards(&self) -> u64 {
         self.forwards
+    }
+
+    fn prefill(&mut self, prompt: &[u32]) -> Result<(), SpecError> {
+        // All of the prompt: the first round then feeds only the target's first token.
+        self.feed_prefix(prompt)
+    }
+
+    fn sync(&mut self, context: &[u32]) -> Result<(), SpecError> {
+        // All but the last token, which the next proposal feeds for its logits.
+        match context.split_last() {
+            Some((_, before)) => self.feed_prefix(before),
+            None => Ok(()),
+        }
     }
 }

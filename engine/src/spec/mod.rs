@@ -44,7 +44,10 @@ mod target;
 mod tests;
 mod verify;
 
-pub use adaptive::{AdaptiveDepth, DepthConfig};
+pub use adaptive::{
+    AdaptiveDepth, DepthConfig, PLAIN_PROBE_STEPS, PolicyEvent, RoundCost, SpecWindow, Verdict,
+    best_case_s_per_token, judge,
+};
 pub use cuda::CudaTarget;
 pub use decode::{Generation, StopReason, argmax_only, generate, plain_generate};
 pub use draft_model::DraftModel;
@@ -108,6 +111,17 @@ pub trait Proposer {
     /// Forward passes of a draft network made so far (0 for lookup proposers).
     fn forwards(&self) -> u64 {
         0
+    }
+    /// Process the prompt before decoding starts (a draft model's prompt pass, timed with
+    /// the prefill); the default does nothing.
+    fn prefill(&mut self, _prompt: &[u32]) -> Result<(), SpecError> {
+        Ok(())
+    }
+    /// Catch up with `context` after rounds that did not draft (plain steps while the
+    /// policy had speculation off), so that the next [`Proposer::propose`] feeds only the
+    /// last token; the default does nothing.
+    fn sync(&mut self, _context: &[u32]) -> Result<(), SpecError> {
+        Ok(())
     }
 }
 

@@ -3,6 +3,7 @@
 
 /// Counters of one speculative generation (or of many, [`SpecStats::merge`]d).
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct SpecStats {
     /// `ngram` or `draft:<name>`.
     pub proposer: String,
@@ -20,11 +21,24 @@ pub struct SpecStats {
     pub emitted: u64,
     /// Forward passes of the draft network.
     pub draft_forwards: u64,
-    /// Token index at which the policy turned speculation off, if it did.
+    /// Token index at which the policy first turned speculation off, if it did.
     pub off_at: Option<u64>,
-    /// Seconds spent drafting and verifying.
+    /// Times the policy turned speculation off (until a probe, or for good).
+    pub policy_offs: u64,
+    /// Times it turned speculation back on to measure it again.
+    pub policy_probes: u64,
+    /// Token index at which it found speculation could not beat plain decoding even with
+    /// every draft accepted (off for the rest of the request), if it did.
+    pub hopeless_at: Option<u64>,
+    /// Seconds spent drafting (catching the draft up after plain steps included).
     pub draft_s: f64,
+    /// Seconds of the verification forwards of rounds that drafted something.
     pub verify_s: f64,
+    /// Seconds of the rounds that drafted nothing (plain steps of the target).
+    pub plain_s: f64,
+    /// Seconds the proposer spent on the prompt during the prefill (a draft model's
+    /// prompt pass; counted in the generation's prefill time, not in its decode time).
+    pub draft_prefill_s: f64,
 }
 
 impl SpecStats {
@@ -66,12 +80,54 @@ impl SpecStats {
             self.proposed[i] += p;
             self.accepted[i] += a;
         }
+        self.k_max = self.k_max.max(o.k_max);
         self.rounds += o.rounds;
         self.plain_rounds += o.plain_rounds;
         self.emitted += o.emitted;
         self.draft_forwards += o.draft_forwards;
+        self.off_at = self.off_at.or(o.off_at);
+        self.policy_offs += o.policy_offs;
+        self.policy_probes += o.policy_probes;
+        self.hopeless_at = self.hopeless_at.or(o.hopeless_at);
         self.draft_s += o.draft_s;
         self.verify_s += o.verify_s;
+        self.plain_s += o.plain_s;
+        self.draft_prefill_s += o.draft_prefill_s;
+    }
+
+    /// Tokens drafted in all.
+    pub fn drafted(&self) -> u64 {
+        self.proposed.iter().sum()
+    }
+
+    /// Milliseconds of drafting per drafted token.
+    pub fn draft_ms_per_token(&self) -> f64 {
+        1e3 * self.draft_s / self.drafted().max(1) as f64
+    }
+
+    /// Milliseconds per verification forward (rounds that drafted something).
+    pub fn verify_ms_per_round(&self) -> f64 {
+        1e3 * self.verify_s / (self.rounds - self.plain_rounds).max(1) as f64
+    }
+
+    /// Milliseconds per plain step (rounds that drafted nothing).
+    pub fn plain_ms_per_step(&self) -> f64 {
+        1e3 * self.plain_s / self.plain_rounds.max(1) as f64
+    }
+
+    /// One line of per-round times.
+    pub fn timing_line(&self) -> String {
+        format!(
+            "draft {:.3} ms/drafted token ({} tokens, {} draft forwards), verify {:.3} ms/round ({} rounds), plain {:.3} ms/step ({} steps), draft prefill {:.3} s",
+            self.draft_ms_per_token(),
+            self.drafted(),
+            self.draft_forwards,
+            self.verify_ms_per_round(),
+            self.rounds - self.plain_rounds,
+            self.plain_ms_per_step(),
+            self.plain_rounds,
+            self.draft_prefill_s
+        )
     }
 
     /// Acceptance rate at each draft position (accepted / proposed; positions never
@@ -95,7 +151,7 @@ impl SpecStats {
         let total_p: u64 = self.proposed.iter().sum();
         let total_a: u64 = self.accepted.iter().sum();
         let mut lines = vec![format!(
-            "spec {}: {} rounds ({} plain), {} tokens, {:.2} tokens/round, drafts accepted {}/{} ({:.1}%), draft forwards {}, draft {:.2}s verify {:.2}s{}",
+            "spec {}: {} rounds ({} plain), {} tokens, {:.2} tokens/round, drafts accepted {}/{} ({:.1}%), draft forwards {}, draft {:.2}s verify {:.2}s plain {:.2}s{}",
             self.proposer,
             self.rounds,
             self.plain_rounds,
@@ -107,11 +163,20 @@ impl SpecStats {
             self.draft_forwards,
             self.draft_s,
             self.verify_s,
-            match self.off_at {
-                Some(t) => format!(", policy turned speculation off at token {t}"),
-                None => String::new(),
+            self.plain_s,
+            match (self.off_at, self.hopeless_at) {
+                (_, Some(t)) => format!(
+                    ", policy: speculation off for good at token {t} (slower than plain even if every draft were accepted; {} off, {} probes)",
+                    self.policy_offs, self.policy_probes
+                ),
+                (Some(t), None) => format!(
+                    ", policy: speculation first off at token {t} ({} off, {} probes)",
+                    self.policy_offs, self.policy_probes
+                ),
+                (None, None) => String::new(),
             }
         )];
+        lines.push(format!("  timing: {}", self.timing_line()));
         for (i, (p, a)) in self.proposed.iter().zip(&self.accepted).enumerate() {
             if *p == 0 {
                 continue;
@@ -143,6 +208,8 @@ mod tests {
         let mut m = SpecStats::new("ngram".into(), 1);
         m.merge(&s);
         assert_eq!(m.proposed, vec![2, 2, 1]);
-        assert!(s.report().len() == 4);
+        assert_eq!(s.report().len(), 5);
+        assert_eq!(m.k_max, 3, "merge keeps the largest depth");
+        assert_eq!(s.drafted(), 5);
     }
 }

@@ -29,6 +29,11 @@ pub trait Target {
     fn forward_last_argmax(&mut self, tokens: &[u32]) -> Result<u32, SpecError> {
         Ok(greedy(&self.forward_last(tokens)?))
     }
+    /// Rows one verification forward runs over the weights in one pass (a forward of more
+    /// rows costs another pass); unlimited by default.
+    fn rows_per_pass(&self) -> usize {
+        usize::MAX
+    }
     /// Append `tokens` in one forward and return the greedy token after each of them
     /// (greedy verification of a draft: one id per row instead of a row of logits).
     fn forward_all_argmax(&mut self, tokens: &[u32]) -> Result<Vec<u32>, SpecError> {

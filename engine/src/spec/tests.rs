@@ -71,6 +71,15 @@ fn greedy_speculative_equals_plain_for_every_depth_and_proposer() {
                         confidence: 0.3,
                         ..DepthConfig::fixed(k)
                     },
+                    // The speed policy (decisions from wall-clock times: whatever it
+                    // decides, the greedy tokens are plain's).
+                    DepthConfig {
+                        adaptive: true,
+                        off_when_slower: true,
+                        probe_rounds: 2,
+                        probe_every: 2,
+                        ..DepthConfig::fixed(k)
+                    },
                 ] {
                     let mut ng = NgramProposer::default();
                     let g = spec(&chain, &mut ng, &cfg, &prompt, 48, depth.clone());
@@ -80,7 +89,11 @@ fn greedy_speculative_equals_plain_for_every_depth_and_proposer() {
                         let mut d = MarkovDraft::new(&chain, noise, &cfg);
                         let g = spec(&chain, &mut d, &cfg, &prompt, 48, depth.clone());
                         assert_eq!(g.tokens, want.tokens, "draft {noise} seed {seed} k {k}");
-                        if noise == 0.0 && depth.confidence == 0.0 && g.stop == StopReason::Length {
+                        if noise == 0.0
+                            && depth.confidence == 0.0
+                            && !depth.off_when_slower
+                            && g.stop == StopReason::Length
+                        {
                             // A perfect draft is always accepted.
                             assert_eq!(g.stats.acceptance().iter().sum::<f64>(), k.min(47) as f64);
                         }
@@ -216,6 +229,64 @@ fn a_draft_model_on_a_boxed_target_drafting_for_its_own_weights_is_always_accept
         );
         assert!(g.stats.draft_forwards > 0);
     }
+}
+
+#[test]
+fn a_draft_model_prefilled_and_synced_feeds_one_token_per_proposal() {
+    use crate::arch::synthetic::{SyntheticSpec, gguf_bytes};
+    use crate::model_file::{FileBytes, GgufModel};
+    use crate::reference::{Reference, ReferenceOptions};
+    use std::sync::Arc;
+    let spec = SyntheticSpec::tiny("llama");
+    let bytes = gguf_bytes(&spec).unwrap();
+    let model = Arc::new(GgufModel::from_bytes("t.gguf".into(), FileBytes::Owned(bytes)).unwrap());
+    let opts = ReferenceOptions {
+        threads: Some(1),
+        kv_dtype: crate::kv::KvDtype::F16,
+    };
+    let dexec = Arc::new(Reference::new(model.clone(), opts).unwrap());
+    let n_vocab = dexec.program().shape.n_vocab;
+    let greedy = SamplerConfig::default();
+    let make = || {
+        let boxed = Box::new(OwnedReference {
+            kv: dexec.new_cache(),
+            exec: dexec.clone(),
+        });
+        DraftModel::on_target(boxed, &model, &model, n_vocab, "self".into(), &greedy).unwrap()
+    };
+    let mode = DraftMode {
+        greedy: true,
+        confidence: 0.0,
+    };
+    let prompt = [1u32, 7, 3, 9, 2, 4, 4, 8, 1];
+    let context: Vec<u32> = prompt.iter().copied().chain([5, 6, 2, 3]).collect();
+    // A fresh draft proposing from scratch.
+    let mut fresh = make();
+    let want = fresh.propose(&context, 3, mode).unwrap();
+    // Prefilled with the prompt, then caught up after four plain tokens: the proposal
+    // feeds only the last token, then drafts.
+    let mut d = make();
+    d.prefill(&prompt).unwrap();
+    assert_eq!(d.cached(), prompt.len());
+    d.sync(&context).unwrap();
+    assert_eq!(d.cached(), context.len() - 1);
+    let before = d.forwards();
+    let got = d.propose(&context, 3, mode).unwrap();
+    assert_eq!(got, want);
+    assert_eq!(
+        d.forwards() - before,
+        3,
+        "1 fed token + 2 drafted tokens fed"
+    );
+    // Every draft accepted: a two-token feed (the last draft, never fed, and the target's
+    // token) runs as two one-token steps on a target backend.
+    let mut next = context.clone();
+    next.extend(&got.tokens);
+    next.push(11);
+    let before = d.forwards();
+    d.propose(&next, 1, mode).unwrap();
+    assert_eq!(d.forwards() - before, 2);
+    assert_eq!(d.cached(), next.len());
 }
 
 fn opts_fixed() -> SpecOptions {

@@ -83,8 +83,8 @@ pub struct SpecCell {
     /// Adapt the depth to acceptance (else fixed at `k`).
     #[serde(default)]
     pub adaptive: bool,
-    /// The off policy: speculation turns off for the run when its first rounds measure
-    /// slower per token than a plain step (`engine::spec::DepthConfig::off_when_slower`).
+    /// The speed policy: speculation off for the run while its rounds measure slower per
+    /// token than a plain step, probed again later (`engine::spec::DepthConfig::off_when_slower`).
     #[serde(default)]
     pub policy: bool,
 }

@@ -234,7 +234,7 @@ impl ArmRun for TextArm {
 }
 
 /// The receipt lines of a speculative arm's statistics over its timed runs.
-fn stats_detail(stats: &SpecStats) -> [String; 2] {
+fn stats_detail(stats: &SpecStats) -> [String; 3] {
     [
         format!(
             "acceptance by position {:?}, {:.2} tokens per target forward (timed runs)",
@@ -245,6 +245,7 @@ fn stats_detail(stats: &SpecStats) -> [String; 2] {
                 .collect::<Vec<_>>(),
             stats.tokens_per_round()
         ),
+        format!("per-round times (timed runs): {}", stats.timing_line()),
         format!(
             "spec stats {}",
             serde_json::to_string(stats).unwrap_or_default()

@@ -40,13 +40,18 @@ pub struct SpecArgs {
     /// Largest number of drafted tokens per round.
     #[arg(long, default_value_t = 4)]
     pub spec_k: usize,
-    /// Keep the depth at `--spec-k` instead of adapting it to recent acceptance.
+    /// Keep the depth at `--spec-k` instead of adapting it to recent acceptance, and
+    /// speculate every round (the speed policy stays off unless `--spec-policy on`).
     #[arg(long)]
     pub spec_fixed: bool,
     /// Stop drafting when the draft model's top probability is under this (0 = never).
     #[arg(long, default_value_t = 0.3)]
     pub spec_confidence: f64,
-    /// Turn speculation off for the request when it measures slower than plain decode.
+    /// The speed policy: speculation off for the request while it measures slower per
+    /// token than plain steps (timed at the start and whenever speculation is off), back on
+    /// for a probe every 32-256 plain tokens, off for good when even full acceptance could
+    /// not win. `auto` (the default) = on for greedy runs (whose tokens never depend on
+    /// it) unless `--spec-fixed`; off for sampled runs.
     #[arg(long, value_enum, default_value_t = Policy::Auto)]
     pub spec_policy: Policy,
 }
@@ -155,17 +160,16 @@ pub fn run(args: &crate::generate::Args, mut p: Prepared<'_>) -> anyhow::Result<
     let mut proposer = proposer(args, &p)?;
     let greedy = p.sampler.is_greedy();
     let off_when_slower = match args.spec.spec_policy {
-        Policy::Auto => greedy,
+        Policy::Auto => greedy && !args.spec.spec_fixed,
         Policy::On => true,
         Policy::Off => false,
     };
     let opts = SpecOptions {
         depth: DepthConfig {
-            k_max: args.spec.spec_k,
             adaptive: !args.spec.spec_fixed,
             confidence: args.spec.spec_confidence,
             off_when_slower,
-            probe_rounds: 8,
+            ..DepthConfig::fixed(args.spec.spec_k)
         },
         eog: p.tok.eog_ids(),
         ignore_eos: args.ignore_eos,
