@@ -2,7 +2,10 @@
 //! in-process on a loopback port, the CPU reference behind the scheduler) return the same
 //! tokens as the plain single-sequence greedy reference path that `assay generate` runs —
 //! blocking and streamed, alone and among 16 concurrent requests, cold and from the
-//! prefix cache (which must report cached tokens).
+//! prefix cache (which must report cached tokens). Three more requests ([`picks`]: sampled
+//! with a seed, and a JSON schema enforced greedy and sampled), each blocking and streamed,
+//! must return the tokens of the same backend's single-sequence path with that seed and
+//! grammar ([`reference_pick`], [`cuda_pick`]).
 //!
 //! [`run_served`] takes the executor, so a test plants a fault (an executor that swaps one
 //! token, [`SwapOne`]) and sees the gate go red.
@@ -10,7 +13,8 @@
 //! `served-cuda` is the same check with the CUDA backend behind the server
 //! ([`engine::scheduler::CudaExecutor`]) against the greedy path of `assay generate
 //! --backend cuda` (one [`CudaDecoder`]: prompt, device argmax, graphed steps). It needs a
-//! GPU. Setting `ASSAY_SERVED_PLANT_FAULT=N` swaps the N-th answer the CUDA executor returns
+//! GPU (the server's CUDA executor picks tokens on the device: argmax, sampler, grammar mask;
+//! [`cuda_pick`] makes the calls of `assay generate --backend cuda [--json-schema]`). Setting `ASSAY_SERVED_PLANT_FAULT=N` swaps the N-th answer the CUDA executor returns
 //! (answer 1 is the warm-up's logits row; the requests' answers are device-picked tokens), so
 //! a GPU run can show the gate going red. `ASSAY_SERVED_BATCHED_DECODE=1` serves with the
 //! executor's batched decode on (`assay serve --batched-decode`).
@@ -20,6 +24,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use engine::api::constrain::{Constrained, GrammarEnv, GrammarSpec};
 use engine::cuda::{CudaConfig, CudaDecoder, Gpu};
 use engine::kv::KvDtype;
 use engine::reference::{Reference, ReferenceOptions};
@@ -39,14 +44,14 @@ pub fn gates() -> Vec<GateDef> {
     vec![
         GateDef {
             name: "served",
-            about: "greedy tokens over HTTP (blocking, streamed, 16 concurrent, prefix-cached) == reference greedy",
+            about: "tokens over HTTP (greedy: blocking, streamed, 16 concurrent, prefix-cached; sampled with a seed; json_schema greedy and sampled) == the reference's single-sequence path",
             needs_gpu: false,
             quick: true,
             run: served,
         },
         GateDef {
             name: "served-cuda",
-            about: "greedy tokens over HTTP on the CUDA backend (blocking, streamed, 16 concurrent, prefix-cached) == assay generate --backend cuda",
+            about: "tokens over HTTP on the CUDA backend (greedy: blocking, streamed, 16 concurrent, prefix-cached; sampled with a seed; json_schema greedy and sampled, mask on the device) == assay generate --backend cuda",
             needs_gpu: true,
             quick: true,
             run: served_cuda,
@@ -171,6 +176,115 @@ pub fn chat_ids(tok: &Tokenizer, template: &ChatTemplate, text: &str) -> Result<
     tok.encode(&s, !bos, true).map_err(|e| e.to_string())
 }
 
+/// How a checked request picks its tokens: its sampling fields and grammar as the server
+/// parses them from `body` (merged into the chat request).
+#[derive(Clone, Debug)]
+pub struct PickSpec {
+    pub label: &'static str,
+    pub sampling: SamplerConfig,
+    /// `response_format.json_schema.schema` (strict), if any.
+    pub schema: Option<Value>,
+    /// Request fields.
+    pub body: Value,
+}
+
+impl PickSpec {
+    /// Greedy, unconstrained (the gate's main cases).
+    pub fn greedy() -> PickSpec {
+        PickSpec {
+            label: "greedy",
+            sampling: SamplerConfig::default(),
+            schema: None,
+            body: json!({"temperature": 0}),
+        }
+    }
+
+    /// The grammar the server compiles for this request.
+    fn grammar(&self, tok: &Tokenizer) -> Result<Option<Constrained>, String> {
+        let Some(schema) = &self.schema else {
+            return Ok(None);
+        };
+        // As the server builds it: the tokenizer's vocabulary, strict json_schema.
+        let env = GrammarEnv::new(tok, tok.vocab_size()).map_err(|e| e.to_string())?;
+        env.compile(&GrammarSpec::JsonSchema {
+            schema: schema.clone(),
+            strict: true,
+        })
+        .map(Some)
+        .map_err(|e| e.to_string())
+    }
+}
+
+/// The schema of the constrained cases.
+pub fn pick_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "maxLength": 24},
+            "country": {"type": "string", "maxLength": 24},
+            "population_millions": {"type": "integer"},
+            "capital": {"type": "boolean"}
+        },
+        "required": ["city", "country", "population_millions", "capital"],
+        "additionalProperties": false
+    })
+}
+
+/// The non-greedy cases: sampled with a seed; the schema greedy; the schema sampled.
+pub fn picks() -> Vec<PickSpec> {
+    let format = json!({
+        "type": "json_schema",
+        "json_schema": {"name": "city", "schema": pick_schema(), "strict": true}
+    });
+    let sampled = |seed: u64| SamplerConfig {
+        temperature: 0.8,
+        top_p: 0.95,
+        seed,
+        ..SamplerConfig::default()
+    };
+    vec![
+        PickSpec {
+            label: "sampled seed 42",
+            sampling: sampled(42),
+            schema: None,
+            body: json!({"temperature": 0.8, "top_p": 0.95, "seed": 42}),
+        },
+        PickSpec {
+            label: "json_schema greedy",
+            sampling: SamplerConfig::default(),
+            schema: Some(pick_schema()),
+            body: json!({"temperature": 0, "response_format": format}),
+        },
+        PickSpec {
+            label: "json_schema sampled seed 7",
+            sampling: sampled(7),
+            schema: Some(pick_schema()),
+            body: json!({"temperature": 0.8, "top_p": 0.95, "seed": 7, "response_format": format}),
+        },
+    ]
+}
+
+/// What the scheduler does with a picked token `t`: `Some(true)` = emit it and stop,
+/// `Some(false)` = emit it and go on, `None` = stop without emitting it (end of
+/// generation). Advances the grammar.
+fn after_pick(
+    t: u32,
+    c: &mut Option<Constrained>,
+    tok: &Tokenizer,
+    sampler: &mut Sampler,
+) -> Result<Option<bool>, String> {
+    let mut done = false;
+    if let Some(c) = c.as_mut() {
+        c.commit(t).map_err(|e| e.to_string())?;
+        done = c.is_stopped();
+    }
+    if tok.is_eog(t) {
+        return Ok(None);
+    }
+    sampler.accept(t);
+    Ok(Some(done))
+}
+
 /// The reference greedy path of `assay generate`: one sequence, prefill, then one token
 /// per step, stop at end-of-generation or `n` tokens.
 pub fn reference_greedy(
@@ -179,21 +293,37 @@ pub fn reference_greedy(
     prompt: &[u32],
     n: usize,
 ) -> Result<Vec<u32>, String> {
-    let mut sampler = Sampler::new(SamplerConfig::default());
+    reference_pick(r, tok, prompt, n, &PickSpec::greedy())
+}
+
+/// The CPU reference path of `assay generate` with `pick`'s sampling and grammar: one
+/// sequence, prefill, then one token per step (mask with `-inf`, [`Sampler::sample`]);
+/// stop at end-of-generation, a complete grammar or `n` tokens.
+pub fn reference_pick(
+    r: &Reference,
+    tok: &Tokenizer,
+    prompt: &[u32],
+    n: usize,
+    pick: &PickSpec,
+) -> Result<Vec<u32>, String> {
+    let mut sampler = Sampler::new(pick.sampling.clone());
     for &t in prompt {
         sampler.accept(t);
     }
+    let mut c = pick.grammar(tok)?;
     let mut kv = r.new_cache();
     let mut logits = r.step(&mut kv, prompt).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     while out.len() < n {
-        let t = sampler.sample(&logits);
-        if tok.is_eog(t) {
-            break;
+        if let Some(c) = c.as_mut() {
+            c.constrain(&mut logits).map_err(|e| e.to_string())?;
         }
-        sampler.accept(t);
+        let t = sampler.sample(&logits);
+        let Some(stop) = after_pick(t, &mut c, tok, &mut sampler)? else {
+            break;
+        };
         out.push(t);
-        if out.len() == n {
+        if stop || out.len() == n {
             break;
         }
         logits = r.step(&mut kv, &[t]).map_err(|e| e.to_string())?;
@@ -265,6 +395,18 @@ pub fn served_tokens(
     n: usize,
     stream: bool,
 ) -> Result<(Vec<u32>, u64, u64), String> {
+    served_tokens_with(addr, key, prompt, n, stream, &PickSpec::greedy().body)
+}
+
+/// [`served_tokens`] with the fields of `body` (sampling, `response_format`) in the request.
+pub fn served_tokens_with(
+    addr: SocketAddr,
+    key: &str,
+    prompt: &str,
+    n: usize,
+    stream: bool,
+    body: &Value,
+) -> Result<(Vec<u32>, u64, u64), String> {
     let model = "gate";
     let mut req = json!({
         "model": model,
@@ -273,6 +415,11 @@ pub fn served_tokens(
         "temperature": 0,
         "return_token_ids": true,
     });
+    if let (Some(r), Some(b)) = (req.as_object_mut(), body.as_object()) {
+        for (k, v) in b {
+            r.insert(k.clone(), v.clone());
+        }
+    }
     if stream {
         req["stream"] = json!(true);
         req["stream_options"] = json!({"include_usage": true});
@@ -340,7 +487,9 @@ pub fn run_served<E: Executor>(
     template: ChatTemplate,
     n_tokens: usize,
 ) -> (Verdict, Vec<String>) {
-    let want = |ids: &[u32], tok: &Tokenizer| reference_greedy(reference, tok, ids, n_tokens);
+    let want = |ids: &[u32], tok: &Tokenizer, pick: &PickSpec| {
+        reference_pick(reference, tok, ids, n_tokens, pick)
+    };
     serve_and_check(exec, want, tok, template, n_tokens)
 }
 
@@ -352,36 +501,97 @@ pub fn cuda_greedy(
     prompt: &[u32],
     n: usize,
 ) -> Result<Vec<u32>, String> {
+    cuda_pick(dec, tok, prompt, n, &PickSpec::greedy())
+}
+
+/// The path of `assay generate --backend cuda` with `pick`'s sampling and grammar: prefill,
+/// then per token — unconstrained: the graphed step with the device argmax (greedy without
+/// penalties) or the device sampler; constrained: the forward-only graphed step, the mask
+/// uploaded ([`CudaDecoder::set_mask`]), the device argmax or sampler. Stops at
+/// end-of-generation, a complete grammar or `n` tokens.
+pub fn cuda_pick(
+    dec: &mut CudaDecoder,
+    tok: &Tokenizer,
+    prompt: &[u32],
+    n: usize,
+    pick: &PickSpec,
+) -> Result<Vec<u32>, String> {
+    let e = |e: engine::cuda::CudaError| e.to_string();
+    let mut sampler = Sampler::new(pick.sampling.clone());
+    for &t in prompt {
+        sampler.accept(t);
+    }
+    let mut c = pick.grammar(tok)?;
+    let argmax = engine::scheduler::cuda::device_argmax(&pick.sampling);
+    let choose = |dec: &mut CudaDecoder,
+                  c: &mut Option<Constrained>,
+                  sampler: &mut Sampler|
+     -> Result<u32, String> {
+        if let Some(c) = c.as_mut() {
+            let m = c.mask().map_err(|e| e.to_string())?;
+            dec.set_mask(m.words()).map_err(e)?;
+        }
+        if argmax {
+            dec.argmax().map_err(e)
+        } else {
+            dec.sample(sampler).map_err(e)
+        }
+    };
     dec.reset();
-    dec.forward(prompt).map_err(|e| e.to_string())?;
-    let mut t = dec.argmax().map_err(|e| e.to_string())?;
+    dec.forward(prompt).map_err(e)?;
+    let mut t = choose(dec, &mut c, &mut sampler)?;
     let mut out = Vec::new();
-    while out.len() < n && !tok.is_eog(t) {
+    while out.len() < n {
+        let Some(stop) = after_pick(t, &mut c, tok, &mut sampler)? else {
+            break;
+        };
         out.push(t);
-        if out.len() == n {
+        if stop || out.len() == n {
             break;
         }
-        t = dec.step_graphed(t).map_err(|e| e.to_string())?;
+        t = if c.is_some() {
+            dec.forward_graphed(t).map_err(e)?;
+            choose(dec, &mut c, &mut sampler)?
+        } else if argmax {
+            dec.step_graphed(t).map_err(e)?
+        } else {
+            dec.step_graphed_sampled(t, &mut sampler).map_err(e)?
+        };
     }
     Ok(out)
 }
 
-/// Serve `exec` in-process and check every case against `want` (the expected greedy
-/// tokens of a prompt's ids). Returns the verdict and detail lines.
+/// Serve `exec` in-process and check every case against `want` (the expected tokens of a
+/// prompt's ids under a [`PickSpec`]: greedy for the main cases, then each of [`picks`] on
+/// the first prompt). Returns the verdict and detail lines.
 pub fn serve_and_check<E: Executor>(
     exec: E,
-    mut want: impl FnMut(&[u32], &Tokenizer) -> Result<Vec<u32>, String>,
+    mut want: impl FnMut(&[u32], &Tokenizer, &PickSpec) -> Result<Vec<u32>, String>,
     tok: Tokenizer,
     template: ChatTemplate,
     n_tokens: usize,
 ) -> (Verdict, Vec<String>) {
+    let greedy = PickSpec::greedy();
     let mut wants = Vec::new();
     for p in PROMPTS {
-        match chat_ids(&tok, &template, p).and_then(|ids| want(&ids, &tok)) {
+        match chat_ids(&tok, &template, p).and_then(|ids| want(&ids, &tok, &greedy)) {
             Ok(w) => wants.push(w),
             Err(e) => {
                 return (
                     Verdict::from_failures(vec![format!("reference: {e}")]),
+                    vec![],
+                );
+            }
+        }
+    }
+    let pick_prompt = PROMPTS[0];
+    let mut pick_wants = Vec::new();
+    for pick in picks() {
+        match chat_ids(&tok, &template, pick_prompt).and_then(|ids| want(&ids, &tok, &pick)) {
+            Ok(w) => pick_wants.push((pick, w)),
+            Err(e) => {
+                return (
+                    Verdict::from_failures(vec![format!("reference {}: {e}", pick.label)]),
                     vec![],
                 );
             }
@@ -522,13 +732,34 @@ pub fn serve_and_check<E: Executor>(
             got,
         );
     }
+    // Sampled and constrained, alone: blocking (cold), then streamed (from the prefix cache).
+    for (pick, w) in &pick_wants {
+        for stream in [false, true] {
+            let got = served_tokens_with(
+                addr,
+                &key(PROMPTS.len()),
+                pick_prompt,
+                n_tokens,
+                stream,
+                &pick.body,
+            )
+            .map(|(t, _, _)| t);
+            let how = if stream { "streamed" } else { "blocking" };
+            push(format!("{} {how}", pick.label), w, got);
+        }
+    }
     let _ = stop_tx.send(());
     let _ = rt.block_on(server);
     let n = cases.len();
     let verdict = check(&cases);
     let detail = vec![format!(
-        "{n} requests over HTTP ({} prompts x cold/cached/streamed + 16 concurrent), {n_tokens} greedy tokens each, equal to the single-sequence greedy path",
-        PROMPTS.len()
+        "{n} requests over HTTP ({} prompts x cold/cached/streamed + 16 concurrent, greedy; {} blocking and streamed), {n_tokens} tokens each, equal to the single-sequence path",
+        PROMPTS.len(),
+        pick_wants
+            .iter()
+            .map(|(p, _)| p.label)
+            .collect::<Vec<_>>()
+            .join(", ")
     )];
     (verdict, detail)
 }
@@ -562,7 +793,9 @@ fn served_cuda(ctx: &GateContext) -> GateOutcome {
         Ok(x) => x,
         Err(e) => return GateOutcome::new(Verdict::from_failures(vec![e]), vec![]),
     };
-    let want = |ids: &[u32], tok: &Tokenizer| cuda_greedy(&mut dec, tok, ids, n_tokens);
+    let want = |ids: &[u32], tok: &Tokenizer, pick: &PickSpec| {
+        cuda_pick(&mut dec, tok, ids, n_tokens, pick)
+    };
     let (verdict, mut detail) = match fault {
         Some(at) => {
             let faulty = SwapOne {
@@ -592,7 +825,7 @@ fn served_cuda(ctx: &GateContext) -> GateOutcome {
         workload: Workload {
             mode: Some("gate".into()),
             prompt_id: Some("served-chat-v1".into()),
-            sampling: Some("greedy".into()),
+            sampling: Some("greedy + seeded samples + json_schema".into()),
             batch: Some(16),
             ..Workload::default()
         },
@@ -636,7 +869,7 @@ fn served(ctx: &GateContext) -> GateOutcome {
         workload: Workload {
             mode: Some("gate".into()),
             prompt_id: Some("served-chat-v1".into()),
-            sampling: Some("greedy".into()),
+            sampling: Some("greedy + seeded samples + json_schema".into()),
             threads: Some(ctx.threads as u64),
             batch: Some(16),
             ..Workload::default()
@@ -762,7 +995,8 @@ mod tests {
         let program = engine::arch::build_program(model.header()).unwrap();
         let mut dec = CudaDecoder::new(gpu.clone(), &model, program, 1024).unwrap();
         let exec = CudaExecutor::new(gpu.clone(), &model, true).unwrap();
-        let want = |ids: &[u32], tok: &Tokenizer| cuda_greedy(&mut dec, tok, ids, 3);
+        let want =
+            |ids: &[u32], tok: &Tokenizer, pick: &PickSpec| cuda_pick(&mut dec, tok, ids, 3, pick);
         let (v, detail) = serve_and_check(exec, want, tok, tmpl, 3);
         assert_eq!(v, Verdict::Green, "{detail:?}");
         let Some((_, _, tok, tmpl)) = smollm2() else {
@@ -773,9 +1007,77 @@ mod tests {
             rows: 0,
             at: 6,
         };
-        let want = |ids: &[u32], tok: &Tokenizer| cuda_greedy(&mut dec, tok, ids, 3);
+        let want =
+            |ids: &[u32], tok: &Tokenizer, pick: &PickSpec| cuda_pick(&mut dec, tok, ids, 3, pick);
         let (v, _) = serve_and_check(faulty, want, tok, tmpl, 3);
         assert!(v.is_red(), "a swapped token left the CUDA gate green");
+    }
+
+    /// An executor that tampers with every token request before the real one picks: drops
+    /// its grammar mask and, when sampled, takes one extra draw from its sampler.
+    struct Tamper<E> {
+        inner: E,
+    }
+
+    impl<E: Executor> Executor for Tamper<E> {
+        type Kv = E::Kv;
+        fn new_kv(&self, capacity: usize) -> Result<Self::Kv, String> {
+            self.inner.new_kv(capacity)
+        }
+        fn kv_len(&self, kv: &Self::Kv) -> usize {
+            self.inner.kv_len(kv)
+        }
+        fn kv_prefix(&self, kv: &Self::Kv, len: usize, cap: usize) -> Result<Self::Kv, String> {
+            self.inner.kv_prefix(kv, len, cap)
+        }
+        fn kv_trim(&self, kv: &mut Self::Kv, len: usize) {
+            self.inner.kv_trim(kv, len)
+        }
+        fn kv_bytes_per_token(&self) -> usize {
+            self.inner.kv_bytes_per_token()
+        }
+        fn n_vocab(&self) -> usize {
+            self.inner.n_vocab()
+        }
+        fn step(&mut self, batch: &mut [StepInput<'_, Self::Kv>]) -> Result<Vec<StepOut>, String> {
+            for b in batch.iter_mut() {
+                if let engine::scheduler::Want::Token(p) = &mut b.want {
+                    p.mask = None;
+                    if !p.sampler.is_greedy() {
+                        p.sampler.draw();
+                    }
+                }
+            }
+            self.inner.step(batch)
+        }
+    }
+
+    #[test]
+    fn a_dropped_mask_and_a_skipped_draw_turn_the_served_gate_red() {
+        let Some((reference, served, tok, tmpl)) = smollm2() else {
+            return;
+        };
+        let faulty = Tamper {
+            inner: CpuExecutor::new(served),
+        };
+        let (v, _) = run_served(faulty, &reference, tok, tmpl, 6);
+        let Verdict::Red { failures } = v else {
+            panic!("the faults left the gate green")
+        };
+        // The dropped mask shows in the greedy schema case (no draws), the skipped draw in
+        // the unconstrained sampled case (no mask); greedy unconstrained cases are unharmed.
+        for label in ["json_schema greedy", "sampled seed 42"] {
+            assert!(
+                failures.iter().any(|f| f.starts_with(label)),
+                "{label}: {failures:?}"
+            );
+        }
+        assert!(
+            failures
+                .iter()
+                .all(|f| f.starts_with("json_schema") || f.starts_with("sampled")),
+            "{failures:?}"
+        );
     }
 
     #[test]
