@@ -220,6 +220,19 @@ impl Board {
                     c.id
                 );
             }
+            if c.batch > 1
+                && c.mode == Mode::Decode
+                && (c.device != DeviceKind::Gpu
+                    || c.spec.is_some()
+                    || c.json_schema.is_some()
+                    || c.arms.iter().any(|a| a != "assay"))
+            {
+                bail!(
+                    "{}: cell {}: batch > 1 decode cells are GPU cells with the assay arm only (batched decode)",
+                    file.display(),
+                    c.id
+                );
+            }
             if c.gen_tokens == 0 || c.batch == 0 || c.arms.is_empty() {
                 bail!("{}: cell {}: empty workload", file.display(), c.id);
             }
@@ -312,6 +325,14 @@ mod tests {
             Some("s.json")
         );
         std::fs::write(&p, format!("{gpu}\narms = [\"assay\", \"llama.cpp\"]")).unwrap();
+        assert!(load_boards(t.path()).is_err());
+        // batch > 1 decode: GPU, assay arm only (this cell is a CPU one).
+        std::fs::write(&p, cell("model = \"m\"\nbatch = 4")).unwrap();
+        assert!(load_boards(t.path()).is_err());
+        let batched = cell("model = \"m\"\nbatch = 4").replace("\"cpu\"", "\"gpu\"");
+        std::fs::write(&p, &batched).unwrap();
+        assert_eq!(load_boards(t.path()).unwrap()[0].cells[0].batch, 4);
+        std::fs::write(&p, format!("{batched}\narms = [\"assay\", \"llama.cpp\"]")).unwrap();
         assert!(load_boards(t.path()).is_err());
         // serve_flags: serve cells only, each a `--flag`.
         std::fs::write(

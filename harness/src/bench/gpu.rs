@@ -7,6 +7,12 @@
 //! accepted token, computes the next mask on the host while the GPU runs, uploads it, and
 //! takes the masked device argmax; the receipt's detail splits the time per token into mask
 //! computation, grammar advance, upload and the wait for the pick.
+//!
+//! A decode cell with `batch` B > 1 times batched decode (issue 8): B sequences (distinct
+//! prompts of the cell's length), each on its own decoder sharing one upload of the
+//! weights, prefilled one by one, then `gen_tokens` batched device steps
+//! ([`CudaDecoder::forward_batch_argmax`], eager); the sample is the aggregate rate,
+//! `B * gen_tokens` over the time of the batched steps.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -68,6 +74,8 @@ pub fn d2d_bandwidth(gpu: &Gpu, bytes: usize, reps: usize) -> Result<(f64, Strin
 /// makes `gen_tokens` graphed greedy steps; every run must generate the same tokens.
 pub struct GpuArm {
     dec: CudaDecoder,
+    /// The other sequences of a batched cell (rows 1.. of each step; row 0 is `dec`).
+    rows: Vec<CudaDecoder>,
     cell: Cell,
     prompt: Vec<u32>,
     capacity: usize,
@@ -87,8 +95,11 @@ struct Grammar {
 
 impl GpuArm {
     pub fn new(gpu: &Arc<Gpu>, path: &Path, cell: &Cell, root: &Path) -> Result<GpuArm> {
-        if cell.batch != 1 {
-            bail!("cell {}: the CUDA decoder runs batch 1 only", cell.id);
+        if cell.batch != 1 && (cell.mode != Mode::Decode || cell.json_schema.is_some()) {
+            bail!(
+                "cell {}: batch > 1 is a plain decode cell on the CUDA decoder",
+                cell.id
+            );
         }
         let model = GgufModel::open(path).with_context(|| format!("opening {}", path.display()))?;
         let program =
@@ -98,6 +109,10 @@ impl GpuArm {
         let mut dec = CudaDecoder::new(Arc::clone(gpu), &model, program, capacity)
             .context("uploading the weights")?;
         dec.capture_step().context("capturing the step graph")?;
+        let rows = (1..cell.batch.max(1))
+            .map(|_| dec.share(capacity))
+            .collect::<Result<Vec<_>, _>>()
+            .context("a decoder per batch row")?;
         let grammar = match &cell.json_schema {
             None => None,
             Some(f) => {
@@ -125,6 +140,7 @@ impl GpuArm {
         };
         Ok(GpuArm {
             dec,
+            rows,
             cell: cell.clone(),
             prompt: prompt(cell.prompt_tokens, vocab),
             capacity,
@@ -191,9 +207,50 @@ impl GpuArm {
         Ok(steps as f64 / decode_s.max(1e-9))
     }
 
+    /// Row `i`'s prompt of a batched cell: the cell's prompt with every id shifted by `i`
+    /// (within the vocabulary), so that the rows decode different sequences.
+    fn row_prompt(&self, i: usize) -> Vec<u32> {
+        let vocab = self.dec.program().shape.n_vocab.max(1);
+        self.prompt
+            .iter()
+            .map(|&t| ((t as usize + 131 * i) % vocab) as u32)
+            .collect()
+    }
+
+    /// One batched run: every row prefilled, then `gen_tokens` batched steps; aggregate
+    /// tok/s over the batched steps.
+    fn once_batched(&mut self) -> Result<f64> {
+        let gen_tokens = self.cell.gen_tokens;
+        let prompts: Vec<Vec<u32>> = (0..=self.rows.len()).map(|i| self.row_prompt(i)).collect();
+        let mut last = Vec::with_capacity(prompts.len());
+        {
+            let decs = std::iter::once(&mut self.dec).chain(self.rows.iter_mut());
+            for (d, p) in decs.zip(&prompts) {
+                d.reset();
+                d.forward(p).context("prefill")?;
+                last.push(d.argmax().context("argmax")?);
+            }
+        }
+        let mut out = last.clone();
+        let t = Instant::now();
+        for _ in 0..gen_tokens {
+            let mut decs: Vec<&mut CudaDecoder> = std::iter::once(&mut self.dec)
+                .chain(self.rows.iter_mut())
+                .collect();
+            last = CudaDecoder::forward_batch_argmax(&mut decs, &last).context("batched step")?;
+            out.extend_from_slice(&last);
+        }
+        let decode_s = t.elapsed().as_secs_f64();
+        self.same.check(&self.cell.id, out)?;
+        Ok((prompts.len() * gen_tokens) as f64 / decode_s.max(1e-9))
+    }
+
     fn once(&mut self) -> Result<f64> {
         if self.grammar.is_some() {
             return self.once_constrained();
+        }
+        if !self.rows.is_empty() {
+            return self.once_batched();
         }
         let cell = &self.cell;
         self.dec.reset();
@@ -240,6 +297,17 @@ impl GpuArm {
                 self.dec.weight_bytes() as f64 / 1e9
             ),
         ];
+        if !self.rows.is_empty() {
+            flags[0] = "graph=none (batched decode, eager)".into();
+            flags.push(format!("batch={}", self.rows.len() + 1));
+            detail.push(format!(
+                "batched decode: {} sequences on one upload of the weights, distinct prompts, \
+                 each prefilled alone, then one batched device step per token for all of them \
+                 (weights read once per group of 8 rows, attention per row); tok/s = all \
+                 sequences' tokens over the batched steps",
+                self.rows.len() + 1
+            ));
+        }
         if let Some(g) = &self.grammar {
             flags[0] = "graph=forward+mask+argmax".into();
             flags.push("mask=device".into());

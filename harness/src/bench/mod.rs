@@ -394,7 +394,13 @@ fn run_cell(
         let ctx = cell.prompt_tokens as f64 + cell.gen_tokens as f64 / 2.0;
         // Both engines keep an f16 KV cache here; the first arm's is the one charged.
         let kv_bytes = measured.first().map_or(2.0, |(_, m)| m.kv_bytes);
-        let bpt = roofline::bytes_per_token(&model, ctx, kv_bytes);
+        let mut bpt = roofline::bytes_per_token(&model, ctx, kv_bytes);
+        if cell.batch > 1 {
+            // A batched step reads the weights once for all its sequences and each
+            // sequence's own KV cache.
+            let weights = roofline::bytes_per_token(&model, ctx, 0.0);
+            bpt = weights / cell.batch as f64 + (bpt - weights);
+        }
         r.roofline = Some(roofline::roofline(bpt, bw, method));
     }
     for (arm, m) in measured {
