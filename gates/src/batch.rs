@@ -3,8 +3,9 @@
 //!
 //! A "needle" sequence is decoded alone, then at a random row among `B - 1` random
 //! sequences (random prompts of different lengths, so every row sits at its own position)
-//! for B in {2, 7, 16, 64}: all `n_tokens` greedy tokens must be identical. Every other row
-//! of each batch is held to its own solo decode too, so a fault in any row shows.
+//! for B in {2, 7, 16, 64}: all `n_tokens` greedy tokens must be identical, and so must the
+//! bits of the last logits row (the one that chose the last token). Every other row of each
+//! batch is held to its own solo decode too, so a fault in any row shows.
 //!
 //! The check ([`check`]) runs over a [`Stepper`] (solo decode, batched decode), so the gate
 //! logic is tested without a GPU on a toy model, with a planted fault that turns it red.
@@ -46,14 +47,23 @@ impl Default for BatchConfig {
     }
 }
 
+/// What one sequence's decode gave.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decoded {
+    /// The greedy tokens.
+    pub tokens: Vec<u32>,
+    /// f32 bits of the last logits row (the one that chose the last token).
+    pub last_logits: Vec<u32>,
+}
+
 /// Decoding as the check needs it.
 pub trait Stepper {
     /// Vocabulary size (random prompt tokens are drawn below it).
     fn n_vocab(&self) -> usize;
     /// `n` greedy tokens after `prompt`, decoded alone.
-    fn solo(&mut self, prompt: &[u32], n: usize) -> Result<Vec<u32>, String>;
+    fn solo(&mut self, prompt: &[u32], n: usize) -> Result<Decoded, String>;
     /// `n` greedy tokens after each prompt, decoded together (row `i` is `prompts[i]`).
-    fn batched(&mut self, prompts: &[Vec<u32>], n: usize) -> Result<Vec<Vec<u32>>, String>;
+    fn batched(&mut self, prompts: &[Vec<u32>], n: usize) -> Result<Vec<Decoded>, String>;
 }
 
 /// The result for one model.
@@ -90,7 +100,7 @@ impl BatchLine {
             sizes.join(", "),
             self.rows_checked,
             if self.mismatches.is_empty() {
-                "token-identical".to_owned()
+                "identical (tokens and last logits bits)".to_owned()
             } else {
                 format!("{} DIFFER", self.mismatches.len())
             }
@@ -200,11 +210,22 @@ fn run_check(
                 ),
             };
             line.rows_checked += 1;
-            if let Some(i) = first_difference(out, alone) {
+            if let Some(i) = first_difference(&out.tokens, &alone.tokens) {
                 line.mismatches.push(format!(
                     "B={b} row {row} ({what}): token {i} is {:?} in the batch, {:?} alone",
-                    out.get(i),
-                    alone.get(i)
+                    out.tokens.get(i),
+                    alone.tokens.get(i)
+                ));
+            } else if out.last_logits != alone.last_logits {
+                let n = out
+                    .last_logits
+                    .iter()
+                    .zip(&alone.last_logits)
+                    .filter(|(a, b)| a != b)
+                    .count()
+                    + out.last_logits.len().abs_diff(alone.last_logits.len());
+                line.mismatches.push(format!(
+                    "B={b} row {row} ({what}): same tokens, but {n} values of the last logits row differ in the batch from alone"
                 ));
             }
         }
@@ -263,12 +284,16 @@ impl Stepper for CudaStepper {
         self.base.program().shape.n_vocab
     }
 
-    fn solo(&mut self, prompt: &[u32], n: usize) -> Result<Vec<u32>, String> {
+    fn solo(&mut self, prompt: &[u32], n: usize) -> Result<Decoded, String> {
         let mut d = self.decoder(prompt.len() + n)?;
-        d.generate_greedy(prompt, n).map_err(|e| e.to_string())
+        let tokens = d.generate_greedy(prompt, n).map_err(|e| e.to_string())?;
+        Ok(Decoded {
+            tokens,
+            last_logits: logits_bits(&d)?,
+        })
     }
 
-    fn batched(&mut self, prompts: &[Vec<u32>], n: usize) -> Result<Vec<Vec<u32>>, String> {
+    fn batched(&mut self, prompts: &[Vec<u32>], n: usize) -> Result<Vec<Decoded>, String> {
         let mut decs = Vec::with_capacity(prompts.len());
         let mut outs: Vec<Vec<u32>> = Vec::with_capacity(prompts.len());
         for p in prompts {
@@ -304,8 +329,25 @@ impl Stepper for CudaStepper {
                 o.push(t);
             }
         }
-        Ok(outs)
+        outs.into_iter()
+            .zip(&decs)
+            .map(|(tokens, d)| {
+                Ok(Decoded {
+                    tokens,
+                    last_logits: logits_bits(d)?,
+                })
+            })
+            .collect()
     }
+}
+
+/// The bits of the logits a decoder holds (those of the last token fed).
+fn logits_bits(d: &CudaDecoder) -> Result<Vec<u32>, String> {
+    Ok(d.logits()
+        .map_err(|e| e.to_string())?
+        .iter()
+        .map(|x| x.to_bits())
+        .collect())
 }
 
 /// Run the check on one model on the GPU.
@@ -344,6 +386,13 @@ mod tests {
     struct Toy {
         fault: Option<(usize, usize, usize)>,
         fail_batched: bool,
+        /// (batch size, row) whose last logits row gets one bit flipped.
+        logits_fault: Option<(usize, usize)>,
+    }
+
+    /// The toy's "logits" after `seq`: a few values derived from it.
+    fn logits(seq: &[u32]) -> Vec<u32> {
+        vec![next(seq), seq.len() as u32, next(&seq[1..])]
     }
 
     fn next(seq: &[u32]) -> u32 {
@@ -358,7 +407,7 @@ mod tests {
         fn n_vocab(&self) -> usize {
             97
         }
-        fn solo(&mut self, prompt: &[u32], n: usize) -> Result<Vec<u32>, String> {
+        fn solo(&mut self, prompt: &[u32], n: usize) -> Result<Decoded, String> {
             let mut seq = prompt.to_vec();
             let mut out = Vec::new();
             for _ in 0..n {
@@ -366,9 +415,13 @@ mod tests {
                 seq.push(t);
                 out.push(t);
             }
-            Ok(out)
+            seq.pop();
+            Ok(Decoded {
+                tokens: out,
+                last_logits: logits(&seq),
+            })
         }
-        fn batched(&mut self, prompts: &[Vec<u32>], n: usize) -> Result<Vec<Vec<u32>>, String> {
+        fn batched(&mut self, prompts: &[Vec<u32>], n: usize) -> Result<Vec<Decoded>, String> {
             if self.fail_batched {
                 return Err("device lost".into());
             }
@@ -384,7 +437,22 @@ mod tests {
                     o.push(t);
                 }
             }
-            Ok(outs)
+            Ok(seqs
+                .into_iter()
+                .zip(outs)
+                .enumerate()
+                .map(|(row, (mut s, tokens))| {
+                    s.pop();
+                    let mut last_logits = logits(&s);
+                    if self.logits_fault == Some((prompts.len(), row)) {
+                        last_logits[1] ^= 1;
+                    }
+                    Decoded {
+                        tokens,
+                        last_logits,
+                    }
+                })
+                .collect())
         }
     }
 
@@ -400,6 +468,7 @@ mod tests {
         let mut toy = Toy {
             fault: None,
             fail_batched: false,
+            logits_fault: None,
         };
         let line = check("toy", &mut toy, &[1, 2, 3], &cfg());
         assert!(line.pass, "{}", line.render());
@@ -414,6 +483,7 @@ mod tests {
         let mut toy = Toy {
             fault: Some((16, 9, 11)),
             fail_batched: false,
+            logits_fault: None,
         };
         let line = check("toy", &mut toy, &[1, 2, 3], &cfg());
         assert!(!line.pass);
@@ -432,11 +502,13 @@ mod tests {
         let mut probe = Toy {
             fault: None,
             fail_batched: false,
+            logits_fault: None,
         };
         let at = check("toy", &mut probe, &[5], &cfg()).needle_rows[3].1;
         let mut toy = Toy {
             fault: Some((64, at, 0)),
             fail_batched: false,
+            logits_fault: None,
         };
         let line = check("toy", &mut toy, &[5], &cfg());
         assert!(!line.pass);
@@ -452,6 +524,7 @@ mod tests {
         let mut toy = Toy {
             fault: None,
             fail_batched: true,
+            logits_fault: None,
         };
         let line = check("toy", &mut toy, &[1], &cfg());
         assert!(!line.pass && line.error.is_some());
@@ -459,6 +532,7 @@ mod tests {
         let mut ok = Toy {
             fault: None,
             fail_batched: false,
+            logits_fault: None,
         };
         let empty = BatchConfig {
             sizes: Vec::new(),
@@ -471,6 +545,24 @@ mod tests {
         };
         assert!(!check("toy", &mut ok, &[1], &zero).pass);
         assert!(verdict(&[]).is_red());
+    }
+
+    #[test]
+    fn one_flipped_bit_of_a_last_logits_row_turns_it_red() {
+        let mut toy = Toy {
+            fault: None,
+            fail_batched: false,
+            logits_fault: Some((7, 3)),
+        };
+        let line = check("toy", &mut toy, &[1, 2, 3], &cfg());
+        assert!(!line.pass);
+        assert_eq!(line.mismatches.len(), 1, "{:?}", line.mismatches);
+        assert!(
+            line.mismatches[0].starts_with("B=7 row 3 ")
+                && line.mismatches[0].contains("1 values of the last logits row differ"),
+            "{:?}",
+            line.mismatches
+        );
     }
 
     #[test]

@@ -55,7 +55,7 @@ pub fn gates() -> Vec<GateDef> {
         },
         GateDef {
             name: "batch",
-            about: "a sequence decoded alone or at any row of a batch of 2/7/16/64: identical tokens",
+            about: "a sequence decoded alone or at any row of a batch of 2/7/16/64: identical tokens and logits",
             needs_gpu: true,
             quick: false,
             run: batch,
