@@ -30,6 +30,12 @@
 //! logits left by a step (`kernels/sample.cu`), eagerly or as the last node of a second
 //! captured graph; the host's sampler supplies the draw and the penalty window.
 //!
+//! Batched decode across sequences (`decode/batch.rs`): [`CudaDecoder::forward_batch`] feeds
+//! one token to each of B decoders sharing these weights, up to [`MAX_ROWS`] rows per
+//! launch through the body's matvecs, RoPE + KV store + attention per row into its own
+//! decoder's cache with the one-token kernels, so each row's logits are those of a plain
+//! step (the `batch` gate).
+//!
 //! Constrained decoding (`decode/mask.rs`): [`CudaDecoder::set_mask`] uploads a grammar's
 //! token bitmask, which the next pick (argmax, sample, or a graphed step) applies to the
 //! logits on the device (`kernels/mask.cu`) before choosing.
