@@ -27,6 +27,11 @@
 //! kernel's candidate cap) downloads the masked logits, so it obeys the mask too.
 //! Picks equal the CPU path's (mask applied with `-inf`, then [`crate::sampling`]) wherever
 //! the logits agree; kernel-check compares them bit for bit on the same logits.
+//!
+//! Users: `assay generate --backend cuda --json-schema` and the served CUDA executor
+//! (`scheduler/cuda.rs`: a constrained request's token is picked here, the mask computed by
+//! the scheduler before the step). The upload is a `cuMemcpyHtoDAsync` from pageable host
+//! memory (staged by the driver, no stream synchronization), not a pinned buffer.
 
 use super::graph::StepGraph;
 use super::{CudaDecoder, Feed, model_err};
