@@ -5,8 +5,8 @@ use std::time::Instant;
 use crate::sampling::Sampler;
 
 use super::{
-    AdaptiveDepth, Draft, DraftMode, PolicyEvent, Proposer, RoundCost, SpecError, SpecOptions,
-    SpecStats, Target, Verifier,
+    AdaptiveDepth, Draft, DraftMode, PolicyEvent, Proposer, Replay, RoundCost, SpecError,
+    SpecOptions, SpecStats, Target, Verifier,
 };
 
 /// Why generation stopped.
@@ -28,6 +28,42 @@ pub struct Generation {
     pub stats: SpecStats,
     pub prefill_s: f64,
     pub decode_s: f64,
+}
+
+/// Plain tokens between two replays of a free proposer while speculation is off.
+const REPLAY_EVERY: usize = 8;
+/// Most plain tokens one replay covers (the latest).
+const REPLAY_SPAN: usize = 64;
+
+/// The rounds a free proposer would have made over `context[from..]` (each drafting up to
+/// `k` tokens after the context before it, emitting its matching prefix plus one token).
+pub(super) fn replay(
+    proposer: &mut dyn Proposer,
+    context: &[u32],
+    from: usize,
+    k: usize,
+    mode: DraftMode,
+) -> Result<Replay, SpecError> {
+    let mut r = Replay::default();
+    let mut pos = from.max(1);
+    while pos < context.len() {
+        let d = proposer.propose(&context[..pos], k, mode)?;
+        let matched = d
+            .tokens
+            .iter()
+            .zip(&context[pos..])
+            .take_while(|(a, b)| a == b)
+            .count();
+        if d.tokens.is_empty() {
+            r.empty_rounds += 1;
+        } else {
+            r.drafted_rounds += 1;
+        }
+        let step = (matched + 1).min(context.len() - pos);
+        r.tokens += step as u64;
+        pos += step;
+    }
+    Ok(r)
 }
 
 /// Greedy without penalties: only the arg-max of each row matters, so the loops ask the
@@ -116,8 +152,9 @@ pub fn generate(
         return Err(SpecError::EmptyPrompt);
     }
     let mut stats = SpecStats::new(proposer.name(), opts.depth.k_max);
-    let mut depth =
-        AdaptiveDepth::new(opts.depth.clone()).with_rows_per_pass(target.rows_per_pass());
+    let mut depth = AdaptiveDepth::new(opts.depth.clone())
+        .with_rows_per_pass(target.rows_per_pass())
+        .with_free_drafts(proposer.is_free());
     let mode = DraftMode {
         greedy: sampler.is_greedy(),
         confidence: opts.depth.confidence,
@@ -139,6 +176,8 @@ pub fn generate(
     let t1 = Instant::now();
     // The proposer missed the tokens of plain rounds (policy off) since it last drafted.
     let mut proposer_behind = false;
+    // Context length when the policy last turned speculation off, and at the last replay.
+    let (mut off_from, mut replayed_at) = (0usize, 0usize);
     let mut tokens = Vec::new();
     let mut stop = StopReason::Length;
     let mut context = prompt.to_vec();
@@ -153,6 +192,16 @@ pub fn generate(
         }
     }
     'rounds: while stop == StopReason::Length && tokens.len() < max_tokens {
+        if depth.wants_replay() && context.len() >= replayed_at + REPLAY_EVERY {
+            let from = off_from.max(context.len().saturating_sub(REPLAY_SPAN));
+            let ts = Instant::now();
+            let r = replay(proposer, &context, from, depth.replay_k(), mode)?;
+            stats.draft_s += ts.elapsed().as_secs_f64();
+            replayed_at = context.len();
+            if depth.replay_verdict(&r).is_some() {
+                stats.policy_probes += 1;
+            }
+        }
         let remaining = max_tokens - tokens.len();
         let k = depth.next_k().min(remaining - 1);
         if k > 0 && proposer_behind {
@@ -225,7 +274,13 @@ pub fn generate(
             draft_s: drafted_s,
             verify_s,
         };
-        match depth.record(&round) {
+        let event = depth.record(&round);
+        if matches!(event, Some(PolicyEvent::Off | PolicyEvent::Hopeless)) {
+            // The tokens of this round are emitted below: replays start after them.
+            off_from = context.len() + accepted + 1;
+            replayed_at = off_from;
+        }
+        match event {
             Some(PolicyEvent::Off) => {
                 stats.policy_offs += 1;
                 stats.off_at.get_or_insert(tokens.len() as u64);

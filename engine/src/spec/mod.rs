@@ -45,8 +45,8 @@ mod tests;
 mod verify;
 
 pub use adaptive::{
-    AdaptiveDepth, DepthConfig, PLAIN_PROBE_STEPS, PolicyEvent, RoundCost, SpecWindow, Verdict,
-    best_case_s_per_token, judge,
+    AdaptiveDepth, DepthConfig, PLAIN_PROBE_STEPS, PolicyEvent, Replay, RoundCost, SpecWindow,
+    Verdict, best_case_s_per_token, judge, replay_cost,
 };
 pub use cuda::CudaTarget;
 pub use decode::{Generation, StopReason, argmax_only, generate, plain_generate};
@@ -111,6 +111,12 @@ pub trait Proposer {
     /// Forward passes of a draft network made so far (0 for lookup proposers).
     fn forwards(&self) -> u64 {
         0
+    }
+    /// Drafting costs nothing next to a target step and depends only on the context (a
+    /// lookup): the speed policy may then replay it over plain tokens to see whether
+    /// speculation would pay again, instead of probing blind.
+    fn is_free(&self) -> bool {
+        false
     }
     /// Process the prompt before decoding starts (a draft model's prompt pass, timed with
     /// the prefill); the default does nothing.

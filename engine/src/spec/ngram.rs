@@ -54,6 +54,10 @@ impl Proposer for NgramProposer {
             dists: None,
         })
     }
+
+    fn is_free(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]

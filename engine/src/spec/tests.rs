@@ -296,3 +296,36 @@ fn opts_fixed() -> SpecOptions {
         ignore_eos: true,
     }
 }
+
+#[test]
+fn replay_of_ngram_lookup_over_plain_tokens() {
+    let mode = DraftMode {
+        greedy: true,
+        confidence: 0.0,
+    };
+    let mut ng = NgramProposer::default();
+    // Distinct tokens: nothing to look up, one plain step per token.
+    let fresh: Vec<u32> = (10..40).collect();
+    let r = super::decode::replay(&mut ng, &fresh, 20, 4, mode).unwrap();
+    assert_eq!(
+        r,
+        Replay {
+            drafted_rounds: 0,
+            empty_rounds: 10,
+            tokens: 10
+        }
+    );
+    // A repeated phrase: every round drafts 4 tokens, all of them right (5 tokens a round).
+    let rep: Vec<u32> = [1u32, 2, 3, 4, 5].repeat(8);
+    let r = super::decode::replay(&mut ng, &rep, 20, 4, mode).unwrap();
+    assert_eq!(
+        r,
+        Replay {
+            drafted_rounds: 4,
+            empty_rounds: 0,
+            tokens: 20
+        }
+    );
+    // Costed at a verification of 2 plain steps: 0.4 plain steps per token.
+    assert_eq!(replay_cost(1.0, 2.0, &r), Some(0.4));
+}
