@@ -31,9 +31,9 @@ pub struct Generation {
 }
 
 /// Plain tokens between two replays of a free proposer while speculation is off.
-const REPLAY_EVERY: usize = 8;
+const REPLAY_EVERY: usize = 16;
 /// Most plain tokens one replay covers (the latest).
-const REPLAY_SPAN: usize = 64;
+const REPLAY_SPAN: usize = 32;
 
 /// The rounds a free proposer would have made over `context[from..]` (each drafting up to
 /// `k` tokens after the context before it, emitting its matching prefix plus one token).
