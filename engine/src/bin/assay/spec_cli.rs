@@ -45,8 +45,10 @@ pub struct SpecArgs {
     #[arg(long)]
     pub spec_fixed: bool,
     /// Stop drafting when the draft model's top probability is under this (0 = never).
-    #[arg(long, default_value_t = 0.3)]
-    pub spec_confidence: f64,
+    /// Default: 0.3 on the CPU; 0 on CUDA, where the cut would download each draft step's
+    /// logits (the device sends back only the arg-max otherwise).
+    #[arg(long)]
+    pub spec_confidence: Option<f64>,
     /// The speed policy: speculation off for the request while it measures slower per
     /// token than plain steps (timed at the start and whenever speculation is off), back on
     /// for a probe every 32-256 plain tokens, off for good when even full acceptance could
@@ -164,17 +166,20 @@ pub fn run(args: &crate::generate::Args, mut p: Prepared<'_>) -> anyhow::Result<
         Policy::On => true,
         Policy::Off => false,
     };
+    let backend = p.exec.name();
     let opts = SpecOptions {
         depth: DepthConfig {
             adaptive: !args.spec.spec_fixed,
-            confidence: args.spec.spec_confidence,
+            confidence: args.spec.spec_confidence.unwrap_or(match backend {
+                "cuda" => 0.0,
+                _ => 0.3,
+            }),
             off_when_slower,
             ..DepthConfig::fixed(args.spec.spec_k)
         },
         eog: p.tok.eog_ids(),
         ignore_eos: args.ignore_eos,
     };
-    let backend = p.exec.name();
     let mut target: Box<dyn Target + '_> = match p.exec {
         SpecExec::Cpu(r) => Box::new(ReferenceTarget::new(r)),
         SpecExec::Cuda { mut dec, graph, .. } => {
