@@ -31,9 +31,11 @@
 //!   not beat plain: `(k * draft_s_per_token + cheapest_verification) / (k + 1)` above the
 //!   plain step (verification of more rows never costs less than of fewer);
 //! - otherwise, after `probe_every` plain tokens it is turned back on for a probe (a fresh
-//!   window); each probe that fails doubles the wait (up to 8 x `probe_every`), one that
-//!   passes resets it. So a request whose acceptance recovers (an easy continuation for a
-//!   draft model) speculates again;
+//!   window; the seconds of catching the draft model up on the plain tokens count in its
+//!   first round); each probe that fails doubles the wait (up to 8 x `probe_every`), one
+//!   that passes resets it; after [`MAX_FAILED_PROBES`] failed probes speculation stays off
+//!   for the request (each probe pays the draft's catch-up). So a request whose
+//!   acceptance recovers soon (an easy continuation for a draft model) speculates again;
 //! - a free proposer (n-gram lookup, [`super::Proposer::is_free`]) is never probed blind:
 //!   the loop replays it over the plain tokens since speculation went off (what it would
 //!   have drafted, how much of it plain decoding then produced) and turns speculation back
@@ -47,6 +49,9 @@
 
 /// Plain steps timed at the start of a request before speculation may run.
 pub const PLAIN_PROBE_STEPS: u64 = 2;
+
+/// Failed probes after which a (non-free) proposer stays off for the rest of the request.
+pub const MAX_FAILED_PROBES: u32 = 2;
 
 /// Depth configuration of one request.
 #[derive(Clone, Debug, PartialEq)]
@@ -94,6 +99,9 @@ pub struct RoundCost {
     pub draft_s: f64,
     /// Seconds of the target forward (verification, or the plain step).
     pub verify_s: f64,
+    /// Seconds of catching the draft up on the tokens of plain steps before this round (a
+    /// cost of speculating again, not of drafting: left out of the per-token draft cost).
+    pub sync_s: f64,
 }
 
 /// Costs of the speculative rounds since speculation was (re)started, decayed so that the
@@ -121,7 +129,7 @@ impl SpecWindow {
     /// Add a speculative round.
     pub fn add(&mut self, r: &RoundCost) {
         self.rounds += 1;
-        self.secs = DECAY * self.secs + r.draft_s + r.verify_s;
+        self.secs = DECAY * self.secs + r.draft_s + r.verify_s + r.sync_s;
         self.emitted = DECAY * self.emitted + r.emitted as f64;
         self.draft_s += r.draft_s;
         self.drafted += r.drafted as u64;
@@ -252,6 +260,8 @@ pub struct AdaptiveDepth {
     backoff: u64,
     /// The proposer is free: no blind probes, replays ([`AdaptiveDepth::replay_verdict`]).
     free_drafts: bool,
+    /// Probes that ended with speculation off again.
+    failed_probes: u32,
     /// The current window is a probe after an off period.
     probing: bool,
 }
@@ -276,6 +286,7 @@ impl AdaptiveDepth {
             backoff,
             probing: false,
             free_drafts: false,
+            failed_probes: 0,
         }
     }
 
@@ -403,8 +414,15 @@ impl AdaptiveDepth {
                 if self.probing {
                     // A failed probe: wait longer before the next one.
                     self.backoff = (self.backoff * 2).min(8 * self.cfg.probe_every.max(1));
+                    self.failed_probes += 1;
                 }
                 self.probing = false;
+                if !self.free_drafts && self.failed_probes >= MAX_FAILED_PROBES {
+                    // Each probe of a draft model first feeds it every token it missed:
+                    // stop paying for that.
+                    self.mode = Mode::Hopeless;
+                    return Some(PolicyEvent::Hopeless);
+                }
                 self.mode = Mode::Off { left: self.backoff };
                 Some(PolicyEvent::Off)
             }
@@ -456,6 +474,7 @@ mod tests {
             emitted: accepted + 1,
             draft_s,
             verify_s,
+            sync_s: 0.0,
         }
     }
 
@@ -643,6 +662,44 @@ mod tests {
             assert_eq!(d.next_k(), 0);
             assert_eq!(d.record(&plain(0.0043)), None, "never probes again");
         }
+    }
+
+    #[test]
+    fn a_draft_model_stays_off_after_two_failed_probes() {
+        let mut d = AdaptiveDepth::new(policy(4));
+        for _ in 0..PLAIN_PROBE_STEPS {
+            d.record(&plain(1.0));
+        }
+        let slow = round(4, 0, 0.1, 1.4);
+        let mut events = Vec::new();
+        for _ in 0..200 {
+            let r = if d.next_k() > 0 { slow } else { plain(1.0) };
+            events.extend(d.record(&r));
+        }
+        assert_eq!(
+            events,
+            [
+                PolicyEvent::Off,
+                PolicyEvent::Probe,
+                PolicyEvent::Off,
+                PolicyEvent::Probe,
+                PolicyEvent::Hopeless
+            ]
+        );
+        // The seconds of catching the draft up count in the round that follows them.
+        let mut d = AdaptiveDepth::new(policy(4));
+        for _ in 0..PLAIN_PROBE_STEPS {
+            d.record(&plain(1.0));
+        }
+        let fast = round(4, 4, 0.1, 1.4);
+        for _ in 0..10 {
+            assert_eq!(d.record(&fast), None);
+        }
+        let caught_up = RoundCost {
+            sync_s: 40.0,
+            ..fast
+        };
+        assert_eq!(d.record(&caught_up), Some(PolicyEvent::Off));
     }
 
     #[test]

@@ -204,10 +204,12 @@ pub fn generate(
         }
         let remaining = max_tokens - tokens.len();
         let k = depth.next_k().min(remaining - 1);
+        let mut sync_s = 0.0;
         if k > 0 && proposer_behind {
             let ts = Instant::now();
             proposer.sync(&context)?;
-            stats.draft_s += ts.elapsed().as_secs_f64();
+            sync_s = ts.elapsed().as_secs_f64();
+            stats.draft_s += sync_s;
             proposer_behind = false;
         }
         let tr = Instant::now();
@@ -273,6 +275,7 @@ pub fn generate(
             emitted: accepted + 1,
             draft_s: drafted_s,
             verify_s,
+            sync_s,
         };
         let event = depth.record(&round);
         if matches!(event, Some(PolicyEvent::Off | PolicyEvent::Hopeless)) {

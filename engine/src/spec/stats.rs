@@ -27,8 +27,9 @@ pub struct SpecStats {
     pub policy_offs: u64,
     /// Times it turned speculation back on to measure it again.
     pub policy_probes: u64,
-    /// Token index at which it found speculation could not beat plain decoding even with
-    /// every draft accepted (off for the rest of the request), if it did.
+    /// Token index from which speculation stayed off for the rest of the request, if it
+    /// did: it could not beat plain decoding even with every draft accepted, or a draft
+    /// model failed its probes.
     pub hopeless_at: Option<u64>,
     /// Seconds spent drafting (catching the draft up after plain steps included).
     pub draft_s: f64,
@@ -166,7 +167,7 @@ impl SpecStats {
             self.plain_s,
             match (self.off_at, self.hopeless_at) {
                 (_, Some(t)) => format!(
-                    ", policy: speculation off for good at token {t} (slower than plain even if every draft were accepted; {} off, {} probes)",
+                    ", policy: speculation off for good at token {t} ({} off, {} probes)",
                     self.policy_offs, self.policy_probes
                 ),
                 (Some(t), None) => format!(
