@@ -58,7 +58,9 @@ __device__ __forceinline__ int mv_tile_max() {
 // nw != 0: x is first RMS-normalised with weight nw, exactly as norm.cu's rmsnorm does it
 // with NORM_THREADS == MV_WARPS * 32 threads (the same f64 sum order, the same f32
 // multiplies), so that the fused launch gives the bits of rmsnorm followed by matvec.
-template <class F, int R, bool GLU>
+// U: chunks per lane unrolled in the weight loop (loads in flight; no effect on the
+// arithmetic: each lane adds its chunks in order whatever U is).
+template <class F, int R, bool GLU, int U = 4>
 __device__ __forceinline__ void matvec_body(const u8* __restrict__ w, const u8* __restrict__ w2,
                                             u64 row_bytes, const float* __restrict__ x,
                                             const float* __restrict__ bias, const float* res,
@@ -136,7 +138,7 @@ __device__ __forceinline__ void matvec_body(const u8* __restrict__ w, const u8* 
                 xs_sh[(i + 3) * xst + cc] = a.w;
             }
             __syncthreads();
-#pragma unroll 4
+#pragma unroll(U)
             for (int cc = lane; cc < tc; cc += 32) {
 #pragma unroll
                 for (int r = 0; r < R; r++) {
@@ -307,7 +309,7 @@ __device__ __forceinline__ void matvec_body_tb(const u8* __restrict__ w, const u
 }
 
 // NT == 1: matvec_body (one token per pass); otherwise matvec_body_tb.
-template <class F, int R, int NT, bool GLU>
+template <class F, int R, int NT, bool GLU, int U = 4>
 __device__ __forceinline__ void matvec_run(const u8* __restrict__ w, const u8* __restrict__ w2,
                                            u64 row_bytes, const float* __restrict__ x,
                                            const float* __restrict__ bias, const float* res,
@@ -315,7 +317,7 @@ __device__ __forceinline__ void matvec_run(const u8* __restrict__ w, const u8* _
                                            const float* __restrict__ nw, float eps,
                                            float w_off) {
     if constexpr (NT == 1) {
-        matvec_body<F, R, GLU>(w, w2, row_bytes, x, bias, res, y, rows, k, ntok, act, nw, eps,
+        matvec_body<F, R, GLU, U>(w, w2, row_bytes, x, bias, res, y, rows, k, ntok, act, nw, eps,
                                w_off);
     } else {
         matvec_body_tb<F, R, NT, GLU>(w, w2, row_bytes, x, bias, res, y, rows, k, ntok, act, nw,
@@ -360,6 +362,16 @@ __device__ __forceinline__ void matvec_run(const u8* __restrict__ w, const u8* _
 // halves compile in parallel.
 #if MV_PART != 2
 ASSAY_FOR_EACH_FORMAT(ASSAY_MATVEC_ONE)
+// The Q6_K output head (r4, one token) compiled for 4 resident blocks per SM (64
+// registers, one chunk per lane in flight): the plain entry point holds one or two blocks
+// per SM. Same arithmetic (select.rs: `MatvecKernel::occupancy`).
+extern "C" __global__ void __launch_bounds__(MV_WARPS * 32, 4)
+    matvec_q6_k_r4_o4(const u8* __restrict__ w, u64 row_bytes, const float* __restrict__ x,
+                      const float* __restrict__ bias, const float* res, float* y, int rows,
+                      int k, int ntok, const float* __restrict__ nw, float eps, float w_off) {
+    matvec_run<FmtQ6_K, 4, 1, false, 1>(w, w, row_bytes, x, bias, res, y, rows, k, ntok, 0, nw,
+                                        eps, w_off);
+}
 #endif
 #if MV_PART != 1
 ASSAY_FOR_EACH_FORMAT(ASSAY_MATVEC_TB)

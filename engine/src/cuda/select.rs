@@ -110,10 +110,37 @@ pub const fn mv_shared_bytes(tokens_per_pass: usize, k: usize) -> usize {
     tokens_per_pass * 32 * (tile + 1) * 4
 }
 
+/// Blocks per SM the one-token Q6_K r4 entry point is compiled for (`matvec_q6_k_r4_o4`,
+/// one chunk per lane in flight): the output head of Llama-3 Q4_0 files. On the H200
+/// (ncu, session 4) the head took 316.5 µs with the plain entry point (178 registers, one
+/// block per SM) and 241.4 µs with this bound, measured on roofline3's branch body
+/// (research/notes/decode-roofline.md).
+pub const MV_Q6K_R4_OCC: u32 = 4;
+
 impl MatvecKernel {
+    /// The resident blocks per SM this choice's entry point is compiled for, when it is
+    /// an occupancy variant (`_o<B>`): the one-token Q6_K r4 matvec.
+    pub fn occupancy(&self) -> Option<u32> {
+        match self {
+            MatvecKernel::MultiRow {
+                format: QuantFormat::Q6_K,
+                rows_per_warp: 4,
+                tokens_per_pass: 1,
+            } => Some(MV_Q6K_R4_OCC),
+            _ => None,
+        }
+    }
+
     /// The entry point of this choice.
     pub fn entry(&self) -> String {
         let tb = |t: &u32| if *t > 1 { "_tb" } else { "" };
+        if let Some(b) = self.occupancy() {
+            return format!("{}_o{b}", self.plain_entry(tb));
+        }
+        self.plain_entry(tb)
+    }
+
+    fn plain_entry(&self, tb: impl Fn(&u32) -> &'static str) -> String {
         match self {
             MatvecKernel::MultiRow {
                 format,
@@ -188,9 +215,11 @@ impl std::fmt::Display for MatvecKernel {
                 tokens_per_pass,
             } => write!(
                 f,
-                "matvec_{}/multi-row(r={rows_per_warp},warps={MV_WARPS}{})",
+                "matvec_{}/multi-row(r={rows_per_warp},warps={MV_WARPS}{}{})",
                 format_suffix(*format),
-                tok(tokens_per_pass)
+                tok(tokens_per_pass),
+                self.occupancy()
+                    .map_or(String::new(), |b| format!(",blocks/sm={b}"))
             ),
             MatvecKernel::GluMultiRow {
                 format,
@@ -587,5 +616,43 @@ mod tests {
         assert!(choose_attention(512, 8, 8, 100, &H200).is_err());
         assert!(choose_attention(64, 9, 2, 100, &H200).is_err());
         assert!(choose_attention(64, 8, 2, 0, &H200).is_err());
+    }
+
+    #[test]
+    fn only_the_one_token_q6_k_r4_takes_the_occupancy_variant() {
+        let head = MatvecKernel::MultiRow {
+            format: QuantFormat::Q6_K,
+            rows_per_warp: 4,
+            tokens_per_pass: 1,
+        };
+        assert_eq!(head.occupancy(), Some(4));
+        assert_eq!(head.entry(), "matvec_q6_k_r4_o4");
+        assert!(head.to_string().ends_with(",blocks/sm=4)"));
+        let h200 = DeviceFacts {
+            compute_capability: (9, 0),
+            sm_count: 132,
+        };
+        let c = choose_matvec(QuantFormat::Q6_K, 128_256, 4096, 1, &h200).unwrap();
+        assert_eq!(c.entry(), "matvec_q6_k_r4_o4");
+        for other in [
+            MatvecKernel::MultiRow {
+                format: QuantFormat::Q6_K,
+                rows_per_warp: 2,
+                tokens_per_pass: 1,
+            },
+            MatvecKernel::MultiRow {
+                format: QuantFormat::Q4_0,
+                rows_per_warp: 4,
+                tokens_per_pass: 1,
+            },
+            MatvecKernel::MultiRow {
+                format: QuantFormat::Q6_K,
+                rows_per_warp: 2,
+                tokens_per_pass: 8,
+            },
+        ] {
+            assert_eq!(other.occupancy(), None);
+            assert!(!other.entry().ends_with("_o4"));
+        }
     }
 }

@@ -210,6 +210,9 @@ fn matvec_cases(gpu: &Gpu, rng: &mut Rng, format: QuantFormat, lines: &mut Vec<C
         (67, k_odd, 3, true),
         (129, 4864, 8, false),
         (7, 2 * unit, 5, true),
+        // Rows enough for 4 rows per warp alone (the Q6_K head's occupancy variant), each
+        // token alone against the shared launch.
+        (6400, unit, 2, false),
     ];
     for (si, (rows, k, ntok, with_bias)) in shapes.into_iter().enumerate() {
         let name = format!(
@@ -594,7 +597,7 @@ fn pointwise_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
             &want,
         )])
     });
-    for n in [151_936usize, 49_152, 3] {
+    for n in [151_936usize, 49_152, 4_099, 3] {
         case(
             lines,
             "argmax",
