@@ -264,8 +264,9 @@ __device__ __forceinline__ void matvec_body_tb(const u8* __restrict__ w, const u
                 }
             }
             __syncthreads();
-            // Every token slot is computed (straight-line code); slots past nt read stale
-            // shared memory and are never written out.
+            // Only the nt live token slots are computed (a block-uniform branch per slot):
+            // a pass of 2 rows (a speculative verification, a small batch) costs the dot
+            // products of 2 tokens, not of NT. A slot's arithmetic is unchanged.
 #pragma unroll 1
             for (int cc = lane; cc < tc; cc += 32) {
 #pragma unroll
@@ -274,13 +275,13 @@ __device__ __forceinline__ void matvec_body_tb(const u8* __restrict__ w, const u
                     F::ldc(m, rr[r], c0 + cc, L);
 #pragma unroll
                     for (int t = 0; t < NT; t++)
-                        acc[t][r] += F::dotc(L, xs_sh + t * tst + cc, xst);
+                        if (t < nt) acc[t][r] += F::dotc(L, xs_sh + t * tst + cc, xst);
                     if (GLU) {
                         typename F::Ld L2;
                         F::ldc(m2, rr[r], c0 + cc, L2);
 #pragma unroll
                         for (int t = 0; t < NT; t++)
-                            acc2[t][r] += F::dotc(L2, xs_sh + t * tst + cc, xst);
+                            if (t < nt) acc2[t][r] += F::dotc(L2, xs_sh + t * tst + cc, xst);
                     }
                 }
             }
