@@ -31,11 +31,12 @@ use gates::model_facts::model_facts;
 use gates::receipt::{Arm, Kind, Receipt, Stats, Workload, append};
 use serde_json::{Value, json};
 
-use crate::bench::cells::{Board, Cell, DeviceKind};
+use crate::bench::cells::{Board, Cell, DeviceKind, Mode, SynthRef};
 use crate::bench::llama_server::{LlamaServer, ServerOptions};
 use crate::bench::serve_load::{self, AssayServer, Protocol, StreamTiming, Target};
 use crate::bench::{llamacpp, model_path};
 
+pub mod plan;
 mod vllm;
 use crate::env::{EnvArgs, under};
 
@@ -52,7 +53,7 @@ pub enum Competitor {
 }
 
 impl Competitor {
-    fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Competitor::LlamaCpp => "llama.cpp",
             Competitor::Vllm => "vllm",
@@ -96,6 +97,14 @@ pub struct PairArgs {
     /// Longest wait for a server to become ready, and for one request, in seconds.
     #[arg(long, default_value_t = 600)]
     pub timeout_s: u64,
+    /// Print the cells that apply to the competitor with an estimated device time each
+    /// (`pair::plan`) and the total; run nothing (no GPU needed).
+    #[arg(long)]
+    pub plan: bool,
+    /// Take, in file order, the cells that fit this many seconds of device time (setup
+    /// included); with `--plan`, only show the selection.
+    #[arg(long)]
+    pub budget_s: Option<f64>,
 }
 
 /// A minimal HTTP/1.1 JSON POST (Connection: close; plain or chunked body).
@@ -196,12 +205,17 @@ struct Samples {
     ttft_ms: Vec<f64>,
     stream_tok_s: Vec<f64>,
     e2e_tok_s: Vec<f64>,
+    /// Prompt tokens over the time to first token.
+    prefill_tok_s: Vec<f64>,
 }
 
 impl Samples {
-    fn add(&mut self, timings: &[StreamTiming]) {
+    fn add(&mut self, timings: &[StreamTiming], prompt_tokens: usize) {
         for x in timings {
             self.ttft_ms.push(x.ttft_s * 1000.0);
+            if x.ttft_s > 0.0 {
+                self.prefill_tok_s.push(prompt_tokens as f64 / x.ttft_s);
+            }
             if let Some(r) = x.decode_tok_s() {
                 self.stream_tok_s.push(r);
             }
@@ -215,7 +229,20 @@ impl Samples {
 fn load_cells(path: &Path) -> Result<Board> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+    let b: Board = toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    b.check(path)?;
+    Ok(b)
+}
+
+/// Whether `cell` is paired against `vs` (a cell naming no competitor applies to any).
+pub fn applies(cell: &Cell, vs: Competitor) -> bool {
+    cell.vs.is_empty() || cell.vs.iter().any(|v| v == vs.name())
+}
+
+/// The arms run different weight formats (vLLM quantizing the BF16 copy itself): their
+/// tokens may part without either being wrong, so the agreement is recorded, not required.
+fn formats_differ(cell: &Cell, vs: Competitor) -> bool {
+    vs == Competitor::Vllm && cell.vllm_quantization.is_some()
 }
 
 /// Pair one cell.
@@ -227,6 +254,9 @@ fn pair_cell(
     cell: &Cell,
 ) -> Result<Receipt> {
     let t0 = Instant::now();
+    if let Some(why) = plan::blocked(cell) {
+        bail!("{why}");
+    }
     let timeout = Duration::from_secs(args.timeout_s);
     let runs = args.runs.unwrap_or(cell.runs).max(5);
     let (name, path) = model_path(env, cell)?;
@@ -272,8 +302,11 @@ fn pair_cell(
                 &args.vllm_python,
                 &args.vllm_site,
                 &dir,
-                ctx,
-                cell.batch,
+                &vllm::Options {
+                    ctx,
+                    concurrency: cell.batch,
+                    quantization: cell.vllm_quantization.clone(),
+                },
                 &log,
                 timeout,
             )?;
@@ -316,13 +349,25 @@ fn pair_cell(
     }
     .with_context(|| format!("{}: the agreement request", args.vs.name()))?;
     let divergence = first_divergence(&a, &b);
+    let differ = formats_differ(cell, args.vs);
     let mut detail = vec![match divergence {
         None => format!("agreement: the first {AGREE_TOKENS} greedy tokens are identical ({a:?})"),
         Some(i) => format!(
-            "agreement: the arms part at generated token {i} (assay {a:?}, {} {b:?}); timed anyway",
-            args.vs.name()
+            "agreement: the arms part at generated token {i} (assay {a:?}, {} {b:?}); timed anyway{}",
+            args.vs.name(),
+            if differ {
+                " (different weight formats: recorded, not required)"
+            } else {
+                ""
+            }
         ),
     }];
+    if let (true, Some(q), Some(s)) = (differ, &cell.vllm_quantization, &cell.synth) {
+        detail.push(format!(
+            "formats: assay runs {} (GGUF), vllm runs --quantization {q} on the BF16 safetensors copy of the same weights",
+            s.quant
+        ));
+    }
 
     // Warm-up, then A B A B.
     let mut next = 1;
@@ -350,7 +395,7 @@ fn pair_cell(
             timeout,
         )
         .with_context(|| format!("assay: rep {rep}"))?;
-        sa.add(&ta);
+        sa.add(&ta, cell.prompt_tokens);
         let (tb, _) = serve_load::wave(
             &their_target,
             cell.batch,
@@ -360,13 +405,13 @@ fn pair_cell(
             timeout,
         )
         .with_context(|| format!("{}: rep {rep}", args.vs.name()))?;
-        sb.add(&tb);
+        sb.add(&tb, cell.prompt_tokens);
         next += cell.batch;
     }
     ours.stop();
     theirs.stop();
 
-    let verdict = if divergence.is_none() {
+    let verdict = if divergence.is_none() || differ {
         Verdict::Green
     } else {
         Verdict::Red {
@@ -377,7 +422,7 @@ fn pair_cell(
     r.model = Some(facts);
     r.workload = Workload {
         board: Some(board.to_owned()),
-        mode: Some("serve".into()),
+        mode: Some(cell.mode.name().into()),
         prompt_id: Some("serve-ids-v1".into()),
         prompt_tokens: Some(cell.prompt_tokens as u64),
         gen_tokens: Some(cell.gen_tokens as u64),
@@ -405,11 +450,17 @@ fn pair_cell(
         ),
     ];
     for (label, engine, version, flags, s) in arms {
-        for (what, unit, samples) in [
+        let mut metrics = vec![
             ("decode", "tok/s/stream", s.stream_tok_s),
             ("TTFT", "ms", s.ttft_ms),
             ("end-to-end", "tok/s", s.e2e_tok_s),
-        ] {
+        ];
+        // Prefill cells: prompt tok/s from the time to first token (the same samples as
+        // TTFT, as a rate).
+        if cell.mode == Mode::Prefill {
+            metrics.push(("prefill", "tok/s", s.prefill_tok_s));
+        }
+        for (what, unit, samples) in metrics {
             r.arms.push(Arm {
                 name: format!("{label} {what}"),
                 engine: engine.clone(),
@@ -489,7 +540,9 @@ impl TheirServer {
 
 /// The safetensors folder vLLM loads for a cell: the `<stem>.hf/` copy that `harness
 /// synth` writes next to a BF16 synthetic GGUF (made again, with the same bytes, when only
-/// the GGUF is there), so both engines run the very same weights.
+/// the GGUF is there), so both engines run the very same weights. A cell with
+/// `vllm_quantization` (our arm in another format) uses the BF16 checkpoint of the same
+/// shape and seed, made when missing.
 fn vllm_model_dir(env: &EnvArgs, cell: &Cell, gguf: &Path) -> Result<PathBuf> {
     let Some(s) = &cell.synth else {
         bail!(
@@ -497,14 +550,24 @@ fn vllm_model_dir(env: &EnvArgs, cell: &Cell, gguf: &Path) -> Result<PathBuf> {
             cell.id
         );
     };
-    if !s.quant.eq_ignore_ascii_case("BF16") {
+    let bf16 = s.quant.eq_ignore_ascii_case("BF16");
+    if !bf16 && cell.vllm_quantization.is_none() {
         bail!(
-            "cell {}: the vllm arm runs the BF16 safetensors copy; this cell is {}",
+            "cell {}: the vllm arm runs the BF16 safetensors copy; this cell is {} (set vllm_quantization to pair it against vLLM's own quantization)",
             cell.id,
             s.quant
         );
     }
-    let dir = crate::synth::hf_dir_for(gguf);
+    let bf = SynthRef {
+        quant: "BF16".into(),
+        ..s.clone()
+    };
+    let gguf = if bf16 {
+        gguf.to_owned()
+    } else {
+        gguf.with_file_name(bf.file_name())
+    };
+    let dir = crate::synth::hf_dir_for(&gguf);
     if !dir.join("config.json").exists() {
         println!(
             "{:<36} making {} (harness synth with safetensors)",
@@ -514,12 +577,12 @@ fn vllm_model_dir(env: &EnvArgs, cell: &Cell, gguf: &Path) -> Result<PathBuf> {
         crate::synth::run(
             env,
             &crate::synth::SynthArgs {
-                arch: <crate::synth::shapes::Arch as clap::ValueEnum>::from_str(&s.arch, true)
+                arch: <crate::synth::shapes::Arch as clap::ValueEnum>::from_str(&bf.arch, true)
                     .map_err(anyhow::Error::msg)?,
-                shape: s.shape.clone(),
-                quant: s.quant.clone(),
-                seed: s.seed,
-                out: gguf.to_owned(),
+                shape: bf.shape.clone(),
+                quant: bf.quant.clone(),
+                seed: bf.seed,
+                out: gguf.clone(),
                 donor: None,
                 no_safetensors: false,
             },
@@ -533,11 +596,44 @@ fn vllm_model_dir(env: &EnvArgs, cell: &Cell, gguf: &Path) -> Result<PathBuf> {
 pub fn run(env: &EnvArgs, args: &PairArgs) -> Result<bool> {
     let root = env.root()?;
     let board = load_cells(&under(&root, &args.cells))?;
+    let cells: Vec<&Cell> = board
+        .cells
+        .iter()
+        .filter(|c| applies(c, args.vs))
+        .filter(|c| args.only.is_empty() || args.only.contains(&c.id))
+        .collect();
+    if cells.is_empty() {
+        bail!(
+            "{}: no cell applies to {} (see the cells' `vs`{})",
+            args.cells.display(),
+            args.vs.name(),
+            if args.only.is_empty() {
+                ""
+            } else {
+                " and --only"
+            }
+        );
+    }
+    if args.plan || args.budget_s.is_some() {
+        let p = plan::plan(&cells, args.vs, args.budget_s)?;
+        print!("{}", plan::render(&p, args.vs, args.budget_s));
+        if args.plan {
+            return Ok(true);
+        }
+    }
+    let chosen: Option<Vec<String>> = match args.budget_s {
+        Some(b) => Some(plan::plan(&cells, args.vs, Some(b))?.selected_ids()),
+        None => None,
+    };
     let stamp = env.measurement_stamp(&root)?;
     let receipts = under(&root, &args.receipts);
     let (mut ran, mut failed) = (0, 0);
-    for cell in &board.cells {
-        if !args.only.is_empty() && !args.only.contains(&cell.id) {
+    for cell in cells {
+        if chosen.as_ref().is_some_and(|ids| !ids.contains(&cell.id)) {
+            continue;
+        }
+        if let Some(why) = plan::blocked(cell) {
+            println!("{:<36} skipped: {why}", cell.id);
             continue;
         }
         if cell.device == DeviceKind::Gpu && stamp.device.gpu().is_none() {
@@ -597,6 +693,96 @@ mod tests {
         assert_eq!(ids(&json!([1, 2, 3]), "x").unwrap(), vec![1, 2, 3]);
         assert!(ids(&json!([1, "a"]), "x").is_err());
         assert!(ids(&json!(null), "x").is_err());
+    }
+
+    #[test]
+    fn the_published_board_covers_issue_12() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let b = load_cells(&root.join("boards/h200.toml")).unwrap();
+        let of =
+            |vs: Competitor| -> Vec<&Cell> { b.cells.iter().filter(|c| applies(c, vs)).collect() };
+        let (llama, vllm) = (of(Competitor::LlamaCpp), of(Competitor::Vllm));
+        // Every cell names exactly one competitor.
+        assert_eq!(llama.len() + vllm.len(), b.cells.len());
+        let quant = |c: &Cell| c.synth.as_ref().unwrap().quant.clone();
+        let shape = |c: &Cell| c.synth.as_ref().unwrap().shape.clone();
+        for shp in ["llama-3.1-8b", "qwen2.5-7b", "qwen3-8b", "gemma-3-12b"] {
+            for q in ["Q4_0", "Q4_K_M", "Q8_0"] {
+                let mine: Vec<_> = llama
+                    .iter()
+                    .filter(|c| shape(c) == shp && quant(c) == q && c.spec.is_none())
+                    .collect();
+                // d512, d4k, p2k, e2e, c4, c16, c64.
+                let mut w: Vec<_> = mine
+                    .iter()
+                    .map(|c| (c.prompt_tokens, c.gen_tokens, c.batch))
+                    .collect();
+                w.sort();
+                assert_eq!(
+                    w,
+                    vec![
+                        (512, 128, 1),
+                        (512, 128, 4),
+                        (512, 128, 16),
+                        (512, 128, 64),
+                        (2048, 16, 1),
+                        (2100, 512, 1),
+                        (4096, 128, 1)
+                    ],
+                    "{shp} {q}"
+                );
+                assert!(mine.iter().any(|c| c.mode == Mode::Prefill));
+            }
+            for fp8 in [false, true] {
+                let n = vllm
+                    .iter()
+                    .filter(|c| {
+                        shape(c) == shp && c.spec.is_none() && c.vllm_quantization.is_some() == fp8
+                    })
+                    .count();
+                assert_eq!(n, 7, "{shp} fp8={fp8}");
+            }
+            assert!(
+                b.cells.iter().any(|c| shape(c) == shp && c.spec.is_some()),
+                "{shp}: speculative cells"
+            );
+        }
+        // vLLM runs BF16 or its own FP8 of the BF16 copy; llama.cpp never gets those.
+        for c in &vllm {
+            assert!(
+                quant(c) == "BF16" || c.vllm_quantization.as_deref() == Some("fp8"),
+                "{}",
+                c.id
+            );
+        }
+        assert!(llama.iter().all(|c| c.vllm_quantization.is_none()));
+        // The plans: spec cells blocked, the rest estimated.
+        for (vs, cells) in [(Competitor::LlamaCpp, &llama), (Competitor::Vllm, &vllm)] {
+            let p = plan::plan(cells, vs, None).unwrap();
+            let blocked = p.cells.iter().filter(|c| c.blocked.is_some()).count();
+            assert_eq!(blocked, cells.iter().filter(|c| c.spec.is_some()).count());
+            assert!(p.total_s() > p.setup_s);
+            let slice = plan::plan(cells, vs, Some(1800.0)).unwrap();
+            assert!(!slice.selected.is_empty() && slice.selected_s() <= 1800.0);
+        }
+    }
+
+    #[test]
+    fn formats_differ_only_for_vllm_quantization() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let b = load_cells(&root.join("boards/h200.toml")).unwrap();
+        let fp8 = b
+            .cells
+            .iter()
+            .find(|c| c.vllm_quantization.is_some())
+            .unwrap();
+        assert!(formats_differ(fp8, Competitor::Vllm));
+        let bf16 = b
+            .cells
+            .iter()
+            .find(|c| applies(c, Competitor::Vllm) && c.vllm_quantization.is_none())
+            .unwrap();
+        assert!(!formats_differ(bf16, Competitor::Vllm));
     }
 
     #[test]

@@ -129,7 +129,18 @@ pub struct Cell {
     /// `["--batched-decode"]`), recorded in the receipt's arm flags.
     #[serde(default)]
     pub serve_flags: Vec<String>,
+    /// A pairing cell (`harness pair`, never `harness bench`): the competitors it applies
+    /// to (`llama.cpp`, `vllm`). Empty: not restricted (the cells files of boards/pairs/).
+    #[serde(default)]
+    pub vs: Vec<String>,
+    /// Pairing cells against vLLM: its `--quantization` (e.g. `fp8`). vLLM then loads the
+    /// BF16 safetensors copy of the cell's checkpoint (same shape and seed) and quantizes
+    /// it itself; our arm runs the cell's `synth` format. Recorded in the receipt's flags.
+    pub vllm_quantization: Option<String>,
 }
+
+/// Competitors a pairing cell may name in `vs`.
+pub const PAIR_COMPETITORS: &[&str] = &["llama.cpp", "vllm"];
 
 /// One board.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -145,7 +156,8 @@ pub struct Board {
 }
 
 impl Board {
-    fn check(&self, file: &Path) -> Result<()> {
+    /// The rules every board file's cells follow (also run on `harness pair --cells`).
+    pub fn check(&self, file: &Path) -> Result<()> {
         if !self
             .name
             .chars()
@@ -158,6 +170,11 @@ impl Board {
             );
         }
         for c in &self.cells {
+            if !c.vs.is_empty() || c.vllm_quantization.is_some() {
+                check_pair_cell(c)
+                    .map_err(|e| anyhow::anyhow!("{}: cell {}: {e}", file.display(), c.id))?;
+                continue;
+            }
             if c.model.is_some() == c.synth.is_some() {
                 bail!(
                     "{}: cell {}: give exactly one of model / synth",
@@ -239,6 +256,66 @@ impl Board {
         }
         Ok(())
     }
+}
+
+/// The rules of a pairing cell (one with `vs`): it runs through both servers, so the
+/// bench-only rules (assay-only serve cells) do not apply; see `harness/src/pair.rs`.
+fn check_pair_cell(c: &Cell) -> std::result::Result<(), String> {
+    if c.model.is_some() == c.synth.is_some() {
+        return Err("give exactly one of model / synth".into());
+    }
+    if c.vs.is_empty() {
+        return Err("vllm_quantization needs `vs = [\"vllm\"]`".into());
+    }
+    if let Some(v) =
+        c.vs.iter()
+            .find(|v| !PAIR_COMPETITORS.contains(&v.as_str()))
+    {
+        return Err(format!("vs {v:?}: one of {PAIR_COMPETITORS:?}"));
+    }
+    if c.arms != default_arms() || c.json_schema.is_some() || c.prompt_file.is_some() {
+        return Err(
+            "a pairing cell has no arms / json_schema / prompt_file (the pair runs both servers on prompt ids)"
+                .into(),
+        );
+    }
+    if c.device != DeviceKind::Gpu || c.runs < 5 || c.batch == 0 || c.gen_tokens < 2 {
+        return Err(
+            "a pairing cell is a GPU cell with runs >= 5, batch >= 1, gen_tokens >= 2".into(),
+        );
+    }
+    if let Some(sp) = &c.spec
+        && (sp.k == 0
+            || sp.k > 16
+            || (sp.proposer != "ngram" && !sp.proposer.starts_with("draft:")))
+    {
+        return Err("spec needs proposer `ngram` or `draft:<model>` and k in 1..=16".into());
+    }
+    if c.vs.iter().any(|v| v == "vllm") {
+        let Some(s) = &c.synth else {
+            return Err(
+                "a vllm pairing needs a synthetic checkpoint (its safetensors copy)".into(),
+            );
+        };
+        let bf16 = s.quant.eq_ignore_ascii_case("BF16");
+        match &c.vllm_quantization {
+            None if !bf16 => {
+                return Err(format!(
+                    "vLLM runs the BF16 safetensors copy: a {} cell needs vllm_quantization, or BF16",
+                    s.quant
+                ));
+            }
+            Some(q)
+                if q.is_empty() || !q.chars().all(|x| x.is_ascii_alphanumeric() || x == '_') =>
+            {
+                return Err(format!("vllm_quantization {q:?} is not a vLLM method name"));
+            }
+            _ => {}
+        }
+    } else if c.vllm_quantization.is_some() {
+        return Err("vllm_quantization needs `vs = [\"vllm\"]`".into());
+    }
+    Ok(())
 }
 
 /// Every board file of `dir` (all `*.toml` but `defaults.toml`), sorted by file name.
@@ -349,6 +426,54 @@ mod tests {
             vec!["--batched-decode".to_owned()]
         );
         std::fs::write(&p, serve.replace("--batched-decode", "batched")).unwrap();
+        assert!(load_boards(t.path()).is_err());
+        // Pairing cells: GPU, a known competitor, vLLM on BF16 or with its quantization.
+        let pair = |extra: &str| {
+            format!(
+                "name = \"b\"\ntitle = \"t\"\n[[cell]]\nid = \"c\"\nlabel = \"l\"\ndevice = \"gpu\"\n\
+                 mode = \"serve\"\nprompt_tokens = 4\ngen_tokens = 4\nbatch = 4\n{extra}"
+            )
+        };
+        let synth = |q: &str| {
+            format!("synth = {{ arch = \"llama\", shape = \"tiny\", quant = \"{q}\" }}\n")
+        };
+        for good in [
+            format!("vs = [\"llama.cpp\"]\n{}", synth("Q4_0")),
+            format!("vs = [\"vllm\"]\n{}", synth("BF16")),
+            format!(
+                "vs = [\"vllm\"]\nvllm_quantization = \"fp8\"\n{}",
+                synth("Q8_0")
+            ),
+            format!(
+                "vs = [\"llama.cpp\"]\nspec = {{ proposer = \"ngram\", k = 8 }}\n{}",
+                synth("Q4_0")
+            ),
+        ] {
+            std::fs::write(&p, pair(&good)).unwrap();
+            assert!(load_boards(t.path()).is_ok(), "{good}");
+        }
+        for bad in [
+            format!("vs = [\"sglang\"]\n{}", synth("Q4_0")),
+            format!("vs = [\"vllm\"]\n{}", synth("Q8_0")),
+            format!("vs = [\"llama.cpp\"]\nvllm_quantization = \"fp8\"\n{}", synth("Q8_0")),
+            format!("vllm_quantization = \"fp8\"\n{}", synth("Q8_0")),
+            format!("vs = [\"vllm\"]\nvllm_quantization = \"fp8 --x\"\n{}", synth("Q8_0")),
+            "vs = [\"llama.cpp\"]\nmodel = \"m\"\nsynth = { arch = \"llama\", shape = \"tiny\", quant = \"Q4_0\" }\n".to_owned(),
+            format!("vs = [\"llama.cpp\"]\narms = [\"assay\", \"llama.cpp\"]\n{}", synth("Q4_0")),
+            format!("vs = [\"llama.cpp\"]\nruns = 2\n{}", synth("Q4_0")),
+            format!(
+                "vs = [\"llama.cpp\"]\nspec = {{ proposer = \"medusa\", k = 8 }}\n{}",
+                synth("Q4_0")
+            ),
+        ] {
+            std::fs::write(&p, pair(&bad)).unwrap();
+            assert!(load_boards(t.path()).is_err(), "{bad}");
+        }
+        std::fs::write(
+            &p,
+            pair(&format!("vs = [\"llama.cpp\"]\n{}", synth("Q4_0"))).replace("\"gpu\"", "\"cpu\""),
+        )
+        .unwrap();
         assert!(load_boards(t.path()).is_err());
         let spec = "model = \"m\"\nprompt_file = \"boards/prompts/short-code.txt\"\n";
         std::fs::write(

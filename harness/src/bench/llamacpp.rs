@@ -423,6 +423,8 @@ mod tests {
             spec: None,
             json_schema: None,
             serve_flags: Vec::new(),
+            vs: Vec::new(),
+            vllm_quantization: None,
         }
     }
 

@@ -209,6 +209,12 @@ fn missing_model(env: &EnvArgs, cell: &Cell) -> Option<String> {
 
 /// Why a cell cannot run here, if it cannot.
 fn skip_reason(cell: &Cell, gpu: bool) -> Option<String> {
+    if !cell.vs.is_empty() {
+        return Some(format!(
+            "a pairing cell (harness pair --vs {} --cells <its board>)",
+            cell.vs.join("|")
+        ));
+    }
     (cell.device == DeviceKind::Gpu && !gpu).then(|| "no GPU (nvidia-smi reports no device)".into())
 }
 

@@ -29,11 +29,16 @@ pub fn board_markdown(board: &Board, shown: &BTreeMap<String, &Receipt>, svg: &s
     s.push_str("|---|---|---:|---:|---:|---:|---:|---|---|\n");
     for c in &board.cells {
         let Some(r) = shown.get(&c.id) else {
+            // A pairing cell names its competitors.
+            let arms = if c.vs.is_empty() {
+                c.arms.join(", ")
+            } else {
+                format!("assay vs {}", c.vs.join(", "))
+            };
             let _ = writeln!(
                 s,
-                "| {} | {} | stale: no current receipt | | | | | | |",
-                c.label,
-                c.arms.join(", ")
+                "| {} | {arms} | stale: no current receipt | | | | | | |",
+                c.label
             );
             continue;
         };

@@ -23,11 +23,24 @@ pub struct VllmServer {
     pub version: String,
 }
 
+/// What a cell asks of the vLLM server.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Options {
+    /// Context (`--max-model-len`).
+    pub ctx: usize,
+    /// Most sequences at once (`--max-num-seqs`).
+    pub concurrency: usize,
+    /// `--quantization` (e.g. `fp8`: vLLM quantizes the BF16 weights itself at load).
+    pub quantization: Option<String>,
+}
+
 /// The server's flags: loopback, the model name `bench`, bf16, a context of `ctx` tokens,
 /// at most `concurrency` sequences, token ids in and out, half of the GPU's memory (our
-/// server holds the same weights on the same GPU while the arms alternate).
-pub fn vllm_args(model: &Path, port: u16, ctx: usize, concurrency: usize) -> Vec<String> {
-    vec![
+/// server holds the same weights on the same GPU while the arms alternate), and the
+/// cell's `--quantization` when it has one (so the receipt's flags record it).
+pub fn vllm_args(model: &Path, port: u16, o: &Options) -> Vec<String> {
+    let (ctx, concurrency) = (o.ctx, o.concurrency);
+    let mut a: Vec<String> = vec![
         "--model".into(),
         model.display().to_string(),
         "--served-model-name".into(),
@@ -45,7 +58,11 @@ pub fn vllm_args(model: &Path, port: u16, ctx: usize, concurrency: usize) -> Vec
         "--skip-tokenizer-init".into(),
         "--gpu-memory-utilization".into(),
         "0.45".into(),
-    ]
+    ];
+    if let Some(q) = &o.quantization {
+        a.extend(["--quantization".into(), q.clone()]);
+    }
+    a
 }
 
 impl VllmServer {
@@ -55,8 +72,7 @@ impl VllmServer {
         python: &str,
         site: &Path,
         model: &Path,
-        ctx: usize,
-        concurrency: usize,
+        o: &Options,
         log: &Path,
         ready_timeout: Duration,
     ) -> Result<VllmServer> {
@@ -75,7 +91,7 @@ impl VllmServer {
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
             .unwrap_or_else(|| "unknown".into());
         let port = free_port()?;
-        let args = vllm_args(model, port, ctx, concurrency);
+        let args = vllm_args(model, port, o);
         let out = std::fs::File::create(log)
             .with_context(|| format!("creating the server log {}", log.display()))?;
         let err = out.try_clone().context("sharing the server log")?;
@@ -143,12 +159,21 @@ mod tests {
 
     #[test]
     fn flags_serve_token_ids_on_the_loopback_under_the_bench_name() {
-        let a = vllm_args(Path::new("/m/x.hf"), 8000, 656, 4).join(" ");
+        let mut o = Options {
+            ctx: 656,
+            concurrency: 4,
+            quantization: None,
+        };
+        let a = vllm_args(Path::new("/m/x.hf"), 8000, &o).join(" ");
         assert!(
             a.starts_with("--model /m/x.hf --served-model-name bench --host 127.0.0.1 --port 8000")
         );
         assert!(a.contains("--max-model-len 656") && a.contains("--max-num-seqs 4"));
         assert!(a.contains("--skip-tokenizer-init"));
+        assert!(!a.contains("--quantization"));
+        o.quantization = Some("fp8".into());
+        let a = vllm_args(Path::new("/m/x.hf"), 8000, &o).join(" ");
+        assert!(a.ends_with("--quantization fp8"), "{a}");
     }
 
     #[test]
@@ -157,8 +182,7 @@ mod tests {
             "python3",
             Path::new("/nonexistent-vllm-site"),
             Path::new("/m"),
-            64,
-            1,
+            &Options::default(),
             Path::new("/tmp/x.log"),
             Duration::from_secs(1),
         );
