@@ -234,6 +234,17 @@ fn load_cells(path: &Path) -> Result<Board> {
     Ok(b)
 }
 
+/// The cells without a current receipt (`done`: cell id -> its receipt's time).
+fn pending<'a>(
+    cells: Vec<&'a Cell>,
+    done: &std::collections::BTreeMap<String, String>,
+) -> Vec<&'a Cell> {
+    cells
+        .into_iter()
+        .filter(|c| !done.contains_key(&c.id))
+        .collect()
+}
+
 /// Whether `cell` is paired against `vs` (a cell naming no competitor applies to any).
 pub fn applies(cell: &Cell, vs: Competitor) -> bool {
     cell.vs.is_empty() || cell.vs.iter().any(|v| v == vs.name())
@@ -259,6 +270,16 @@ fn pair_cell(
     }
     let timeout = Duration::from_secs(args.timeout_s);
     let runs = args.runs.unwrap_or(cell.runs).max(5);
+    // vLLM's safetensors first: a BF16 checkpoint is then made once, with its copy, and
+    // our arm finds the GGUF already there.
+    let vllm_dir = match (args.vs, &cell.synth) {
+        (Competitor::Vllm, Some(s)) => Some(vllm_model_dir(
+            env,
+            cell,
+            &env.models_dir()?.join("synth").join(s.file_name()),
+        )?),
+        _ => None,
+    };
     let (name, path) = model_path(env, cell)?;
     let model = engine::model_file::GgufModel::open(&path)
         .with_context(|| format!("opening {}", path.display()))?;
@@ -296,7 +317,10 @@ fn pair_cell(
             )
         }
         Competitor::Vllm => {
-            let dir = vllm_model_dir(env, cell, &path)?;
+            let dir = match vllm_dir.clone() {
+                Some(d) => d,
+                None => vllm_model_dir(env, cell, &path)?,
+            };
             let log = std::env::temp_dir().join(format!("vllm-{}.log", cell.id));
             let v = vllm::VllmServer::start(
                 &args.vllm_python,
@@ -596,7 +620,7 @@ fn vllm_model_dir(env: &EnvArgs, cell: &Cell, gguf: &Path) -> Result<PathBuf> {
 pub fn run(env: &EnvArgs, args: &PairArgs) -> Result<bool> {
     let root = env.root()?;
     let board = load_cells(&under(&root, &args.cells))?;
-    let cells: Vec<&Cell> = board
+    let mut cells: Vec<&Cell> = board
         .cells
         .iter()
         .filter(|c| applies(c, args.vs))
@@ -615,6 +639,20 @@ pub fn run(env: &EnvArgs, args: &PairArgs) -> Result<bool> {
         );
     }
     if args.plan || args.budget_s.is_some() {
+        // A cell that already has a current green receipt (what `harness board` would
+        // show) is done: the plan and the budget leave it out, so the next window's
+        // `--budget-s` takes the next slice.
+        let today = gates::identity::SourceIdentity::of_tree(&root)
+            .context("computing today's source identities")?;
+        let done = crate::board::select::newest_current(&root.join("research"), &today)?;
+        let before = cells.len();
+        cells = pending(cells, &done);
+        if cells.len() < before {
+            println!(
+                "{} cell(s) already have a current receipt: left out",
+                before - cells.len()
+            );
+        }
         let p = plan::plan(&cells, args.vs, args.budget_s)?;
         print!("{}", plan::render(&p, args.vs, args.budget_s));
         if args.plan {
@@ -765,6 +803,29 @@ mod tests {
             let slice = plan::plan(cells, vs, Some(1800.0)).unwrap();
             assert!(!slice.selected.is_empty() && slice.selected_s() <= 1800.0);
         }
+    }
+
+    #[test]
+    fn cells_with_a_current_receipt_leave_the_plan() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let b = load_cells(&root.join("boards/h200.toml")).unwrap();
+        let cells: Vec<&Cell> = b
+            .cells
+            .iter()
+            .filter(|c| applies(c, Competitor::LlamaCpp))
+            .collect();
+        let first = plan::plan(&cells, Competitor::LlamaCpp, Some(1800.0)).unwrap();
+        let done: std::collections::BTreeMap<String, String> = first
+            .selected_ids()
+            .into_iter()
+            .map(|id| (id, "2026-11-30T10:00:00Z".to_owned()))
+            .collect();
+        let left = pending(cells.clone(), &done);
+        assert_eq!(left.len(), cells.len() - done.len());
+        // The next window's slice is new cells only.
+        let next = plan::plan(&left, Competitor::LlamaCpp, Some(1800.0)).unwrap();
+        assert!(!next.selected.is_empty());
+        assert!(next.selected_ids().iter().all(|id| !done.contains_key(id)));
     }
 
     #[test]
