@@ -1,0 +1,150 @@
+#![allow(clippy::unwrap_used)]
+use super::*;
+
+#[test]
+fn divergence_is_the_first_differing_position() {
+    assert_eq!(first_divergence(&[1, 2, 3], &[1, 2, 3]), None);
+    assert_eq!(first_divergence(&[1, 2, 3], &[1, 9, 3]), Some(1));
+    assert_eq!(first_divergence(&[1, 2], &[1, 2, 3]), Some(2));
+    assert_eq!(first_divergence(&[], &[]), None);
+}
+
+#[test]
+fn chunked_bodies_are_joined_and_bad_ones_refused() {
+    let raw = b"4\r\n{\"a\"\r\n3\r\n:1}\r\n0\r\n\r\n";
+    assert_eq!(dechunk(raw).unwrap(), b"{\"a\":1}");
+    assert!(dechunk(b"zz\r\nabc").is_err());
+    assert!(dechunk(b"10\r\nabc").is_err());
+}
+
+#[test]
+fn token_id_arrays_parse_and_bad_ones_fail() {
+    assert_eq!(ids(&json!([1, 2, 3]), "x").unwrap(), vec![1, 2, 3]);
+    assert!(ids(&json!([1, "a"]), "x").is_err());
+    assert!(ids(&json!(null), "x").is_err());
+}
+
+#[test]
+fn the_published_board_covers_issue_12() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let b = load_cells(&root.join("boards/h200.toml")).unwrap();
+    let of = |vs: Competitor| -> Vec<&Cell> { b.cells.iter().filter(|c| applies(c, vs)).collect() };
+    let (llama, vllm) = (of(Competitor::LlamaCpp), of(Competitor::Vllm));
+    // Every cell names exactly one competitor.
+    assert_eq!(llama.len() + vllm.len(), b.cells.len());
+    let quant = |c: &Cell| c.synth.as_ref().unwrap().quant.clone();
+    let shape = |c: &Cell| c.synth.as_ref().unwrap().shape.clone();
+    for shp in ["llama-3.1-8b", "qwen2.5-7b", "qwen3-8b", "gemma-3-12b"] {
+        for q in ["Q4_0", "Q4_K_M", "Q8_0"] {
+            let mine: Vec<_> = llama
+                .iter()
+                .filter(|c| shape(c) == shp && quant(c) == q && c.spec.is_none())
+                .collect();
+            // d512, d4k, p2k, e2e, c4, c16, c64.
+            let mut w: Vec<_> = mine
+                .iter()
+                .map(|c| (c.prompt_tokens, c.gen_tokens, c.batch))
+                .collect();
+            w.sort();
+            assert_eq!(
+                w,
+                vec![
+                    (512, 128, 1),
+                    (512, 128, 4),
+                    (512, 128, 16),
+                    (512, 128, 64),
+                    (2048, 16, 1),
+                    (2100, 512, 1),
+                    (4096, 128, 1)
+                ],
+                "{shp} {q}"
+            );
+            assert!(mine.iter().any(|c| c.mode == Mode::Prefill));
+        }
+        for fp8 in [false, true] {
+            let n = vllm
+                .iter()
+                .filter(|c| {
+                    shape(c) == shp && c.spec.is_none() && c.vllm_quantization.is_some() == fp8
+                })
+                .count();
+            assert_eq!(n, 7, "{shp} fp8={fp8}");
+        }
+        assert!(
+            b.cells.iter().any(|c| shape(c) == shp && c.spec.is_some()),
+            "{shp}: speculative cells"
+        );
+    }
+    // vLLM runs BF16 or its own FP8 of the BF16 copy; llama.cpp never gets those.
+    for c in &vllm {
+        assert!(
+            quant(c) == "BF16" || c.vllm_quantization.as_deref() == Some("fp8"),
+            "{}",
+            c.id
+        );
+    }
+    assert!(llama.iter().all(|c| c.vllm_quantization.is_none()));
+    // The plans: spec cells blocked, the rest estimated.
+    for (vs, cells) in [(Competitor::LlamaCpp, &llama), (Competitor::Vllm, &vllm)] {
+        let p = plan::plan(cells, vs, None).unwrap();
+        let blocked = p.cells.iter().filter(|c| c.blocked.is_some()).count();
+        assert_eq!(blocked, cells.iter().filter(|c| c.spec.is_some()).count());
+        assert!(p.total_s() > p.setup_s);
+        let slice = plan::plan(cells, vs, Some(1800.0)).unwrap();
+        assert!(!slice.selected.is_empty() && slice.selected_s() <= 1800.0);
+    }
+}
+
+#[test]
+fn cells_with_a_current_receipt_leave_the_plan() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let b = load_cells(&root.join("boards/h200.toml")).unwrap();
+    let cells: Vec<&Cell> = b
+        .cells
+        .iter()
+        .filter(|c| applies(c, Competitor::LlamaCpp))
+        .collect();
+    let first = plan::plan(&cells, Competitor::LlamaCpp, Some(1800.0)).unwrap();
+    let done: std::collections::BTreeMap<String, String> = first
+        .selected_ids()
+        .into_iter()
+        .map(|id| (id, "2026-11-30T10:00:00Z".to_owned()))
+        .collect();
+    let left = pending(cells.clone(), &done);
+    assert_eq!(left.len(), cells.len() - done.len());
+    // The next window's slice is new cells only.
+    let next = plan::plan(&left, Competitor::LlamaCpp, Some(1800.0)).unwrap();
+    assert!(!next.selected.is_empty());
+    assert!(next.selected_ids().iter().all(|id| !done.contains_key(id)));
+}
+
+#[test]
+fn formats_differ_only_for_vllm_quantization() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let b = load_cells(&root.join("boards/h200.toml")).unwrap();
+    let fp8 = b
+        .cells
+        .iter()
+        .find(|c| c.vllm_quantization.is_some())
+        .unwrap();
+    assert!(formats_differ(fp8, Competitor::Vllm));
+    let bf16 = b
+        .cells
+        .iter()
+        .find(|c| applies(c, Competitor::Vllm) && c.vllm_quantization.is_none())
+        .unwrap();
+    assert!(!formats_differ(bf16, Competitor::Vllm));
+}
+
+#[test]
+fn the_cells_files_parse_as_boards() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for f in [
+        "boards/pairs/h200-llamacpp.toml",
+        "boards/pairs/h200-vllm.toml",
+    ] {
+        let b = load_cells(&root.join(f)).unwrap();
+        assert!(!b.cells.is_empty(), "{f}");
+        assert!(b.cells.iter().all(|c| c.runs >= 5 && c.batch >= 1), "{f}");
+    }
+}
