@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use gates::Verdict;
 use gates::model_facts::model_facts;
-use gates::receipt::{Arm, Kind, Receipt, Stats, Workload, append};
+use gates::receipt::{Arm, Kind, Receipt, Stats, append};
 use serde_json::{Value, json};
 
 use crate::bench::cells::{Board, Cell, DeviceKind, Mode, SynthRef};
@@ -329,12 +329,7 @@ fn pair_cell(
         api_key: None,
         protocol,
     };
-    let bin = match &args.assay_bin {
-        Some(b) => b.clone(),
-        None => std::env::current_exe()
-            .context("locating the harness binary")?
-            .with_file_name("assay"),
-    };
+    let bin = crate::bench::assay_bin(args.assay_bin.as_ref())?;
     let backend = if cell.device == DeviceKind::Gpu {
         "cuda"
     } else {
@@ -426,17 +421,7 @@ fn pair_cell(
     };
     let mut r = stamp.receipt(Kind::Pair, &cell.id, verdict);
     r.model = Some(facts);
-    r.workload = Workload {
-        board: Some(board.to_owned()),
-        mode: Some(cell.mode.name().into()),
-        prompt_id: Some("serve-ids-v1".into()),
-        prompt_tokens: Some(cell.prompt_tokens as u64),
-        gen_tokens: Some(cell.gen_tokens as u64),
-        batch: Some(cell.batch as u64),
-        k: None,
-        sampling: Some("greedy".into()),
-        threads: None,
-    };
+    r.workload = crate::bench::serve_workload(board, cell, None);
     let mut our_flags = vec![format!("bin={}", bin.display())];
     our_flags.extend(ours.flags.iter().cloned());
     let arms = [

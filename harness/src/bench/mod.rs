@@ -460,12 +460,7 @@ fn serve_cell(
     runs: usize,
     t0: Instant,
 ) -> Result<Receipt> {
-    let bin = match &args.assay_bin {
-        Some(b) => b.clone(),
-        None => std::env::current_exe()
-            .context("locating the harness binary")?
-            .with_file_name("assay"),
-    };
+    let bin = assay_bin(args.assay_bin.as_ref())?;
     let backend = match cell.device {
         DeviceKind::Gpu => "cuda",
         DeviceKind::Cpu => "cpu",
@@ -502,17 +497,7 @@ fn serve_cell(
     })?;
     let mut r = stamp.receipt(Kind::Bench, &cell.id, Verdict::Green);
     r.model = Some(facts);
-    r.workload = Workload {
-        board: Some(board.to_owned()),
-        mode: Some(cell.mode.name().into()),
-        prompt_id: Some("serve-ids-v1".into()),
-        prompt_tokens: Some(cell.prompt_tokens as u64),
-        gen_tokens: Some(cell.gen_tokens as u64),
-        batch: Some(cell.batch as u64),
-        k: None,
-        sampling: Some("greedy".into()),
-        threads: args.threads.map(|t| t as u64),
-    };
+    r.workload = serve_workload(board, cell, args.threads.map(|t| t as u64));
     let engine = format!("assay-serve-{backend}");
     let version = env!("CARGO_PKG_VERSION").to_string();
     let mut arm_flags = vec![format!("bin={}", bin.display())];
@@ -615,4 +600,30 @@ pub fn run(env: &EnvArgs, args: &BenchArgs) -> Result<bool> {
     }
     println!("{ran} cell(s) measured, {failed} failed");
     Ok(failed == 0)
+}
+
+/// The `assay` binary a served cell starts: the given one, else the one next to the harness.
+pub(crate) fn assay_bin(given: Option<&std::path::PathBuf>) -> Result<std::path::PathBuf> {
+    match given {
+        Some(b) => Ok(b.clone()),
+        None => Ok(std::env::current_exe()
+            .context("locating the harness binary")?
+            .with_file_name("assay")),
+    }
+}
+
+/// The workload of a served cell's receipt (bench `mode = "serve"` and pairings): the
+/// deterministic prompt ids, greedy.
+pub(crate) fn serve_workload(board: &str, cell: &Cell, threads: Option<u64>) -> Workload {
+    Workload {
+        board: Some(board.to_owned()),
+        mode: Some(cell.mode.name().into()),
+        prompt_id: Some("serve-ids-v1".into()),
+        prompt_tokens: Some(cell.prompt_tokens as u64),
+        gen_tokens: Some(cell.gen_tokens as u64),
+        batch: Some(cell.batch as u64),
+        k: None,
+        sampling: Some("greedy".into()),
+        threads,
+    }
 }
