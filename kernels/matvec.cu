@@ -16,8 +16,9 @@
 // Batched entry points matvec_<fmt>_tb_r2 and matvec_<fmt>_glu_tb_r1 (prompts, verification
 // rows): the same, but up to MV_BATCH_TOK tokens per pass over W: the block stages x of
 // all of them side by side (tiles of at most mv_tile_max<NT>() chunks, a multiple of 32),
-// and each chunk of W is loaded and unpacked once (`F::ldc`) and dotted with every token's
-// x (`F::dotc`).
+// and each chunk of W is loaded and unpacked once to exact floats (`F::ldf`), then dotted
+// token by token with each token's x (`F::dotf`: `F::dotc`'s fma chains on those floats),
+// every row of the warp per staged x value read.
 // Arithmetic of one row (the exactness contract): lane l takes the chunks l, l+32, l+64,
 // ... in order (tiles are multiples of 32 chunks or the whole row, so the tiling changes
 // nothing), adds each chunk's `F::dotc` (a fixed order inside the chunk) to its
@@ -43,11 +44,17 @@
 #ifndef MV_PART
 #define MV_PART 0
 #endif
+// Resident blocks per SM the batched entry points are compiled for (at most 128 registers
+// at 2: the batched body then keeps every value in registers; without the bound ptxas
+// took 150-172 registers for the quantized formats, one block per SM).
+#ifndef MV_TB_MINB
+#define MV_TB_MINB 2
+#endif
 
 // Most chunks per x tile for NT tokens staged at once: MV_TILE / NT rounded down to a
 // multiple of 32 (so that a lane's chunks stay l, l+32, ... across tiles), at least 32.
 template <int NT>
-__device__ __forceinline__ int mv_tile_max() {
+__host__ __device__ constexpr int mv_tile_max() {
     return MV_TILE / NT >= 32 ? (MV_TILE / NT) / 32 * 32 : 32;
 }
 
@@ -167,10 +174,11 @@ __device__ __forceinline__ void matvec_body(const u8* __restrict__ w, const u8* 
 }
 
 // The batched body: matvec_body's contract and arithmetic per row, NT tokens per weight
-// pass. The tokens are taken NT at a time; for each group every
-// chunk of W is loaded once (`F::ldc`) and dotted with each token's x (`F::dotc`), so a
-// group costs one pass over W. x of the group's tokens is staged side by side in shared
-// memory (token t at xs_sh + t * 32 * xst), in tiles of at most mv_tile_max<NT>() chunks.
+// pass. The tokens are taken NT at a time; for each group every chunk of W is loaded and
+// unpacked once (`F::ldf`) and dotted with each token's x (`F::dotf`, the same bits as
+// `F::dotc`), so a group costs one pass over W and one unpack per chunk, not one per token.
+// x of the group's tokens is staged side by side in shared memory (token t at
+// xs_sh + t * 32 * xst), in tiles of at most mv_tile_max<NT>() chunks.
 template <class F, int R, int NT, bool GLU>
 __device__ __forceinline__ void matvec_body_tb(const u8* __restrict__ w, const u8* __restrict__ w2,
                                             u64 row_bytes, const float* __restrict__ x,
@@ -185,8 +193,12 @@ __device__ __forceinline__ void matvec_body_tb(const u8* __restrict__ w, const u
     const int nchunks = k >> 5;
     const int tmax = mv_tile_max<NT>();
     const int tile = nchunks < tmax ? nchunks : tmax;
-    const int xst = tile + 1;
-    const int tst = 32 * xst;  // floats per token in shared memory
+    // The staging stride is that of a full tile whatever k (select.rs: mv_shared_bytes),
+    // a compile-time constant: every x read in the dot products is one shared load at an
+    // immediate offset, no address arithmetic per value. Layout only: the values and the
+    // order they are added in do not depend on it.
+    constexpr int xst = mv_tile_max<NT>() + 1;
+    constexpr int tst = 32 * xst;  // floats per token in shared memory
     const WMat m = {w, row_bytes, (u64)rows, (u64)(k / F::ELEMS)};
     const WMat m2 = {w2, row_bytes, (u64)rows, (u64)(k / F::ELEMS)};
     // Rows past the end compute row rows-1 again (no guard between the loads) and write
@@ -264,24 +276,28 @@ __device__ __forceinline__ void matvec_body_tb(const u8* __restrict__ w, const u
                 }
             }
             __syncthreads();
-            // Only the nt live token slots are computed (a block-uniform branch per slot):
-            // a pass of 2 rows (a speculative verification, a small batch) costs the dot
-            // products of 2 tokens, not of NT. A slot's arithmetic is unchanged.
+            // Each lane's chunk of the warp's R rows (and of the up matrix) is loaded and
+            // unpacked once to exact floats (`F::ldf`); then token by token (only the nt live
+            // slots: a block-uniform branch per slot), so that each staged x value read from
+            // shared memory serves every row, and `F::dotf` (`F::dotc`'s fma chains on those
+            // floats) gives each (token, row) the bits of the one-token kernel.
 #pragma unroll 1
             for (int cc = lane; cc < tc; cc += 32) {
+                typename F::Lf L[R], L2[GLU ? R : 1];
 #pragma unroll
                 for (int r = 0; r < R; r++) {
-                    typename F::Ld L;
-                    F::ldc(m, rr[r], c0 + cc, L);
+                    F::ldf(m, rr[r], c0 + cc, L[r]);
+                    if (GLU) F::ldf(m2, rr[r], c0 + cc, L2[r]);
+                }
 #pragma unroll
-                    for (int t = 0; t < NT; t++)
-                        if (t < nt) acc[t][r] += F::dotc(L, xs_sh + t * tst + cc, xst);
-                    if (GLU) {
-                        typename F::Ld L2;
-                        F::ldc(m2, rr[r], c0 + cc, L2);
+                for (int t = 0; t < NT; t++) {
+                    if (t < nt) {
+                        const float* xt = xs_sh + t * tst + cc;
 #pragma unroll
-                        for (int t = 0; t < NT; t++)
-                            if (t < nt) acc2[t][r] += F::dotc(L2, xs_sh + t * tst + cc, xst);
+                        for (int r = 0; r < R; r++) {
+                            acc[t][r] += F::dotf(L[r], xt, xst);
+                            if (GLU) acc2[t][r] += F::dotf(L2[r], xt, xst);
+                        }
                     }
                 }
             }
@@ -329,8 +345,8 @@ __device__ __forceinline__ void matvec_run(const u8* __restrict__ w, const u8* _
 // Entry points: NT = 1 (matvec_<fmt>_r<R>, matvec_<fmt>_glu_r<R>: one token per weight
 // pass, the decode step) and NT = MV_BATCH_TOK (matvec_<fmt>_t<NT>_r<R>, ..._glu_t<NT>_r<R>:
 // up to NT tokens per weight pass, prompts and verification rows).
-#define ASSAY_MATVEC_R(name, F, NT, sfx, R)                                                   \
-    extern "C" __global__ void __launch_bounds__(MV_WARPS * 32)                             \
+#define ASSAY_MATVEC_R(name, F, NT, sfx, R, LB)                                               \
+    extern "C" __global__ void LB                                                           \
         matvec_##name##sfx##_r##R(const u8* __restrict__ w, u64 row_bytes,                  \
                                   const float* __restrict__ x, const float* __restrict__ bias, \
                                   const float* res, float* y, int rows, int k, int ntok,    \
@@ -338,8 +354,8 @@ __device__ __forceinline__ void matvec_run(const u8* __restrict__ w, const u8* _
         matvec_run<F, R, NT, false>(w, w, row_bytes, x, bias, res, y, rows, k, ntok, 0, nw,  \
                                      eps, w_off);                                           \
     }
-#define ASSAY_MATVEC_GLU_R(name, F, NT, sfx, R)                                               \
-    extern "C" __global__ void __launch_bounds__(MV_WARPS * 32)                             \
+#define ASSAY_MATVEC_GLU_R(name, F, NT, sfx, R, LB)                                           \
+    extern "C" __global__ void LB                                                           \
         matvec_##name##_glu##sfx##_r##R(const u8* __restrict__ wg, const u8* __restrict__ wu, \
                                         u64 row_bytes, const float* __restrict__ x, float* y, \
                                         int rows, int k, int ntok, int act,                 \
@@ -348,15 +364,17 @@ __device__ __forceinline__ void matvec_run(const u8* __restrict__ w, const u8* _
         matvec_run<F, R, NT, true>(wg, wu, row_bytes, x, 0, 0, y, rows, k, ntok, act, nw,    \
                                     eps, w_off);                                            \
     }
-#define ASSAY_MATVEC_ONE(name, F)       \
-    ASSAY_MATVEC_R(name, F, 1, , 1)     \
-    ASSAY_MATVEC_R(name, F, 1, , 2)     \
-    ASSAY_MATVEC_R(name, F, 1, , 4)     \
-    ASSAY_MATVEC_GLU_R(name, F, 1, , 1) \
-    ASSAY_MATVEC_GLU_R(name, F, 1, , 2)
-#define ASSAY_MATVEC_TB(name, F)                      \
-    ASSAY_MATVEC_R(name, F, MV_BATCH_TOK, _tb, 2)     \
-    ASSAY_MATVEC_GLU_R(name, F, MV_BATCH_TOK, _tb, 1)
+#define MV_LB_ONE __launch_bounds__(MV_WARPS * 32)
+#define MV_LB_TB __launch_bounds__(MV_WARPS * 32, MV_TB_MINB)
+#define ASSAY_MATVEC_ONE(name, F)                  \
+    ASSAY_MATVEC_R(name, F, 1, , 1, MV_LB_ONE)     \
+    ASSAY_MATVEC_R(name, F, 1, , 2, MV_LB_ONE)     \
+    ASSAY_MATVEC_R(name, F, 1, , 4, MV_LB_ONE)     \
+    ASSAY_MATVEC_GLU_R(name, F, 1, , 1, MV_LB_ONE) \
+    ASSAY_MATVEC_GLU_R(name, F, 1, , 2, MV_LB_ONE)
+#define ASSAY_MATVEC_TB(name, F)                                \
+    ASSAY_MATVEC_R(name, F, MV_BATCH_TOK, _tb, 2, MV_LB_TB)     \
+    ASSAY_MATVEC_GLU_R(name, F, MV_BATCH_TOK, _tb, 1, MV_LB_TB)
 
 // MV_PART 1: the one-token entry points only, 2: the batched ones only, 0: both. The
 // engine compiles this file twice (families Matvec and MatvecBatch), so that the two

@@ -72,6 +72,14 @@ struct RowFmt {
         for (int i = 0; i < 32; i++) s = fmaf(L.v[i], xs[i * xst], s);
         return s;
     }
+    // Batched matvec: the chunk is already floats.
+    using Lf = Ld;
+    static __device__ __forceinline__ void ldf(const WMat& m, u64 row, int c, Lf& L) {
+        ldc(m, row, c, L);
+    }
+    static __device__ __forceinline__ float dotf(const Lf& L, const float* xs, int xst) {
+        return dotc(L, xs, xst);
+    }
 };
 
 // 16 bytes at a 2-aligned address as four little-endian words.
@@ -186,6 +194,34 @@ struct FmtQ4_0 {
         }
         return d * (s0 + s1);
     }
+    // Batched matvec: the quants unpacked once to exact floats q - 8 (element order), so
+    // that a chunk serving several tokens is unpacked once; dotf is dotc's fma chain.
+    struct Lf {
+        float v[32];
+        float d;
+    };
+    static __device__ __forceinline__ void ldf(const WMat& m, u64 row, int c, Lf& L) {
+        u32 q[4];
+        load(m, row, c, q, &L.d);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const u32 lo = q[i] & 0x0F0F0F0Fu, hi = (q[i] >> 4) & 0x0F0F0F0Fu;
+#pragma unroll
+            for (int b = 0; b < 4; b++) {
+                L.v[4 * i + b] = mag_byte(lo, b) - (ASSAY_MAG + 8.f);
+                L.v[4 * i + b + 16] = mag_byte(hi, b) - (ASSAY_MAG + 8.f);
+            }
+        }
+    }
+    static __device__ __forceinline__ float dotf(const Lf& L, const float* xs, int xst) {
+        float s0 = 0.f, s1 = 0.f;
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            s0 = fmaf(L.v[j], xs[j * xst], s0);
+            s1 = fmaf(L.v[j + 16], xs[(j + 16) * xst], s1);
+        }
+        return L.d * (s0 + s1);
+    }
 };
 
 // Q4_1: d f16 | m f16 | qs[16]; d*q + m.
@@ -295,6 +331,33 @@ struct FmtQ8_0 {
         }
         return d * (s0 + s1);
     }
+    // Batched matvec: the quants unpacked once to exact floats (element order).
+    struct Lf {
+        float v[32];
+        float d;
+    };
+    static __device__ __forceinline__ void ldf(const WMat& m, u64 row, int c, Lf& L) {
+        u32 q[8];
+        load(m, row, c, q, &L.d);
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const u32 u = q[i] ^ 0x80808080u;
+#pragma unroll
+            for (int b = 0; b < 4; b++) L.v[4 * i + b] = mag_byte(u, b) - (ASSAY_MAG + 128.f);
+        }
+    }
+    static __device__ __forceinline__ float dotf(const Lf& L, const float* xs, int xst) {
+        float s0 = 0.f, s1 = 0.f;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+#pragma unroll
+            for (int b = 0; b < 4; b++) {
+                if (i & 1) s1 = fmaf(L.v[4 * i + b], xs[(4 * i + b) * xst], s1);
+                else s0 = fmaf(L.v[4 * i + b], xs[(4 * i + b) * xst], s0);
+            }
+        }
+        return L.d * (s0 + s1);
+    }
 };
 
 // Byte k (0..12) of the K-quant 12-byte scale field held in three words (k may vary at run
@@ -374,6 +437,31 @@ struct FmtQ4_K {
             }
         }
         return fmaf(dl, s, -ml * sx);
+    }
+    // Batched matvec: the quants unpacked once to exact floats.
+    struct Lf {
+        float v[32];
+        float dl, ml;
+    };
+    static __device__ __forceinline__ void ldf(const WMat& m, u64 row, int c, Lf& L) {
+        Ld P;
+        ldc(m, row, c, P);
+        L.dl = P.dl;
+        L.ml = P.ml;
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+#pragma unroll
+            for (int b = 0; b < 4; b++) L.v[4 * i + b] = mag_byte(P.u[i], b) - ASSAY_MAG;
+    }
+    static __device__ __forceinline__ float dotf(const Lf& L, const float* xs, int xst) {
+        float s = 0.f, sx = 0.f;
+#pragma unroll
+        for (int l = 0; l < 32; l++) {
+            const float x = xs[l * xst];
+            s = fmaf(L.v[l], x, s);
+            sx += x;
+        }
+        return fmaf(L.dl, s, -L.ml * sx);
     }
 };
 
@@ -465,6 +553,28 @@ struct FmtQ6_K {
             }
         }
         return fmaf(ds1, s1, ds0 * s0);
+    }
+    // Batched matvec: the quants unpacked once to exact floats q - 32.
+    struct Lf {
+        float v[32];
+        float ds0, ds1;
+    };
+    static __device__ __forceinline__ void ldf(const WMat& m, u64 row, int c, Lf& L) {
+        u32 q[8];
+        load(m, row, c, q, &L.ds0, &L.ds1);
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+#pragma unroll
+            for (int b = 0; b < 4; b++) L.v[4 * i + b] = mag_byte(q[i], b) - (ASSAY_MAG + 32.f);
+    }
+    static __device__ __forceinline__ float dotf(const Lf& L, const float* xs, int xst) {
+        float s0 = 0.f, s1 = 0.f;
+#pragma unroll
+        for (int l = 0; l < 16; l++) {
+            s0 = fmaf(L.v[l], xs[l * xst], s0);
+            s1 = fmaf(L.v[l + 16], xs[(l + 16) * xst], s1);
+        }
+        return fmaf(L.ds1, s1, L.ds0 * s0);
     }
 };
 

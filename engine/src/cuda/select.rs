@@ -103,10 +103,17 @@ pub const fn mv_tile_max(tokens_per_pass: usize) -> usize {
 }
 
 /// Dynamic shared memory of a matvec launch taking `tokens_per_pass` tokens at a time,
-/// for rows of `k` values: each token's x tile transposed with one pad column.
+/// for rows of `k` values: each token's x tile transposed with one pad column. One token
+/// per pass: a tile of k/32 chunks (at most the maximum); several: always the maximum tile
+/// (matvec.cu's batched body stages x with the full tile's stride, a compile-time
+/// constant, whatever k).
 pub const fn mv_shared_bytes(tokens_per_pass: usize, k: usize) -> usize {
     let max = mv_tile_max(tokens_per_pass);
-    let tile = if k / 32 < max { k / 32 } else { max };
+    let tile = if tokens_per_pass > 1 || k / 32 >= max {
+        max
+    } else {
+        k / 32
+    };
     tokens_per_pass * 32 * (tile + 1) * 4
 }
 
@@ -581,7 +588,10 @@ mod tests {
         assert_eq!(mv_tile_max(8), 64);
         assert_eq!(mv_tile_max(64), 32);
         assert_eq!(mv_shared_bytes(8, 4096), 8 * 32 * 65 * 4);
-        assert_eq!(mv_shared_bytes(8, 1024), 8 * 32 * 33 * 4);
+        // Batched: the full tile's stride whatever k (a compile-time stride in matvec.cu).
+        assert_eq!(mv_shared_bytes(8, 1024), 8 * 32 * 65 * 4);
+        assert_eq!(mv_shared_bytes(8, 32), 8 * 32 * 65 * 4);
+        assert_eq!(mv_shared_bytes(1, 1024), 32 * 33 * 4);
         assert_eq!(MV_MAX_SHARED_BYTES, 32 * 641 * 4);
     }
 

@@ -106,10 +106,13 @@ pub fn matvec_batch_cases(
 ) {
     // 72 chunks of 32 (9 super-blocks): one tile for one token per pass, a full and a
     // partial tile at 8 tokens per pass; 37 rows: a partial last block at 2 rows per warp.
-    let (rows, k) = (37, 72 * 32);
-    let name = format!("{format} rows={rows} k={k}");
-    if let Err(e) = cases_of(gpu, rng, format, rows, k, &name, lines) {
-        lines.push(CheckLine::error("batch_invariance", name, e));
+    // 48 chunks (6 super-blocks, Qwen2.5-1.5B's hidden size): a row shorter than the
+    // batched tile (staged at the full tile's stride), lanes with 2 and with 1 chunk.
+    for (rows, k) in [(37, 72 * 32), (37, 48 * 32)] {
+        let name = format!("{format} rows={rows} k={k}");
+        if let Err(e) = cases_of(gpu, rng, format, rows, k, &name, lines) {
+            lines.push(CheckLine::error("batch_invariance", name, e));
+        }
     }
 }
 
