@@ -25,8 +25,9 @@
 //!   plain step (no draft, or speculation off) refreshes that plain cost (moving average);
 //! - speculative rounds are costed as (draft + verification seconds) per emitted token over
 //!   a decaying window ([`SpecWindow`]); after `probe_rounds` rounds, a cost above the
-//!   plain step's turns speculation off (after 2 rounds already when it is above three
-//!   times the plain cost);
+//!   plain step's turns speculation off (after 2 rounds already when it is above twice
+//!   the plain cost: a draft model's rounds cost a draft forward per token and a
+//!   verification each, so two bad rounds are already a measurable loss);
 //! - it is off for good ("hopeless") when even full acceptance at the largest depth could
 //!   not beat plain: `(k * draft_s_per_token + cheapest_verification) / (k + 1)` above the
 //!   plain step (verification of more rows never costs less than of fewer);
@@ -34,7 +35,11 @@
 //!   window; the seconds of catching the draft model up on the plain tokens count in its
 //!   first round); each probe that fails doubles the wait (up to 8 x `probe_every`), one
 //!   that passes resets it; after [`MAX_FAILED_PROBES`] failed probes speculation stays off
-//!   for the request (each probe pays the draft's catch-up). So a request whose
+//!   for the request (each probe pays the draft's catch-up), and a draft model whose best
+//!   case ([`probes_can_pay`]) saves under [`PROBE_MIN_SAVING`] of a plain step is not
+//!   probed at all: its catch-up (the draft fed every token it missed) costs more than
+//!   the rounds could win back (session 5, H200: the synthetic 8B Q8_0 target with its
+//!   Q4_0 copy as draft probed twice per request and ran at 0.67x plain). So a request whose
 //!   acceptance recovers soon (an easy continuation for a draft model) speculates again;
 //! - a free proposer (n-gram lookup, [`super::Proposer::is_free`]) is never probed blind:
 //!   the loop replays it over the plain tokens since speculation went off (what it would
@@ -52,6 +57,10 @@ pub const PLAIN_PROBE_STEPS: u64 = 2;
 
 /// Failed probes after which a (non-free) proposer stays off for the rest of the request.
 pub const MAX_FAILED_PROBES: u32 = 2;
+
+/// The share of a plain step a draft model must be able to save at full acceptance for
+/// the policy to probe it again after turning it off.
+pub const PROBE_MIN_SAVING: f64 = 0.25;
 
 /// Depth configuration of one request.
 #[derive(Clone, Debug, PartialEq)]
@@ -174,6 +183,13 @@ pub fn best_case_s_per_token(w: &SpecWindow, k: usize) -> Option<f64> {
     Some((k * draft + verify) / (k + 1.0))
 }
 
+/// Whether probing a (non-free) proposer again can pay: its best case
+/// ([`best_case_s_per_token`]) at depth `k` saves at least [`PROBE_MIN_SAVING`] of the
+/// plain step. True before any round (nothing measured yet).
+pub fn probes_can_pay(plain: f64, w: &SpecWindow, k: usize) -> bool {
+    best_case_s_per_token(w, k).is_none_or(|b| b <= (1.0 - PROBE_MIN_SAVING) * plain)
+}
+
 /// Rounds of a free proposer replayed over plain tokens: rounds with a draft, rounds
 /// without (a plain step each), tokens they emit.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -216,7 +232,7 @@ pub fn judge(plain: f64, w: &SpecWindow, probe_rounds: u64, k_best: usize) -> Ve
     let Some(cost) = w.s_per_token() else {
         return Verdict::Keep;
     };
-    if cost > 3.0 * plain || (w.rounds >= probe_rounds.max(2) && cost > plain) {
+    if cost > 2.0 * plain || (w.rounds >= probe_rounds.max(2) && cost > plain) {
         return Verdict::Off;
     }
     Verdict::Keep
@@ -417,9 +433,13 @@ impl AdaptiveDepth {
                     self.failed_probes += 1;
                 }
                 self.probing = false;
-                if !self.free_drafts && self.failed_probes >= MAX_FAILED_PROBES {
+                if !self.free_drafts
+                    && (self.failed_probes >= MAX_FAILED_PROBES
+                        || !probes_can_pay(plain, &self.window, self.k_best()))
+                {
                     // Each probe of a draft model first feeds it every token it missed:
-                    // stop paying for that.
+                    // stop paying for that (after failed probes, or at once when even
+                    // full acceptance would save too little to repay it).
                     self.mode = Mode::Hopeless;
                     return Some(PolicyEvent::Hopeless);
                 }
@@ -551,8 +571,13 @@ mod tests {
             "one round decides nothing"
         );
         w.add(&round(3, 0, 0.0, 1.0));
-        assert_eq!(judge(0.6, &w, 4, 7), Verdict::Keep, "above plain, under 3x");
-        assert_eq!(judge(0.4, &w, 4, 7), Verdict::Keep, "above plain, under 3x");
+        assert_eq!(judge(0.6, &w, 4, 7), Verdict::Keep, "above plain, under 2x");
+        assert_eq!(
+            judge(0.51, &w, 4, 7),
+            Verdict::Keep,
+            "above plain, under 2x"
+        );
+        assert_eq!(judge(0.4, &w, 4, 7), Verdict::Off, "above 2x plain");
         assert_eq!(judge(0.3, &w, 4, 7), Verdict::Off, "above 3x plain");
         assert_eq!(
             judge(0.1, &w, 4, 7),
@@ -662,6 +687,42 @@ mod tests {
             assert_eq!(d.next_k(), 0);
             assert_eq!(d.record(&plain(0.0043)), None, "never probes again");
         }
+    }
+
+    #[test]
+    fn a_draft_model_that_saves_too_little_is_not_probed() {
+        // The session-5 H200 pair: plain 4.26 ms, a draft token 3.0 ms, a verification
+        // 5.0 ms: full acceptance at depth 7 would cost (7 * 3.0 + 5.0) / 8 = 3.25 ms, a
+        // saving of 24% — under PROBE_MIN_SAVING, so no probe after the first Off.
+        let mut d = AdaptiveDepth::new(DepthConfig {
+            adaptive: true,
+            ..policy(8)
+        })
+        .with_rows_per_pass(8);
+        for _ in 0..PLAIN_PROBE_STEPS {
+            d.record(&plain(0.00426));
+        }
+        let mut events = Vec::new();
+        for _ in 0..500 {
+            let k = d.next_k();
+            let r = if k > 0 {
+                round(k, 0, 0.003 * k as f64, 0.005)
+            } else {
+                plain(0.00426)
+            };
+            events.extend(d.record(&r));
+        }
+        assert_eq!(events, [PolicyEvent::Hopeless]);
+        assert_eq!(d.window().rounds, 2, "two rounds decided it");
+        assert!(!probes_can_pay(0.00426, d.window(), 7));
+        // A cheaper draft (1 ms per token) can pay: (7 + 5) / 8 = 1.5 ms.
+        let mut w = SpecWindow::default();
+        w.add(&round(7, 0, 0.007, 0.005));
+        assert!(probes_can_pay(0.00426, &w, 7));
+        assert!(
+            probes_can_pay(0.00426, &SpecWindow::default(), 7),
+            "nothing measured"
+        );
     }
 
     #[test]
