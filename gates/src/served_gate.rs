@@ -83,6 +83,9 @@ impl<E: Executor> Executor for SwapOne<E> {
     fn kv_trim(&self, kv: &mut Self::Kv, len: usize) {
         self.inner.kv_trim(kv, len)
     }
+    fn kv_truncate(&self, kv: &mut Self::Kv, len: usize) {
+        self.inner.kv_truncate(kv, len)
+    }
     fn kv_bytes_per_token(&self) -> usize {
         self.inner.kv_bytes_per_token()
     }
@@ -112,6 +115,25 @@ impl<E: Executor> Executor for SwapOne<E> {
                     self.rows += 1;
                     if self.rows == self.at {
                         *t = (*t + 1) % n_vocab as u32;
+                    }
+                }
+                // A verification counts as one answer: its last pick is swapped.
+                StepOut::Picks(p) => {
+                    self.rows += 1;
+                    if let (true, Some(t)) = (self.rows == self.at, p.last_mut()) {
+                        *t = (*t + 1) % n_vocab as u32;
+                    }
+                }
+                StepOut::Rows(rows) => {
+                    self.rows += 1;
+                    if let (true, Some(row)) = (self.rows == self.at, rows.last_mut())
+                        && !row.is_empty()
+                    {
+                        let a = engine::sampling::greedy(row) as usize;
+                        let b = (a + 1) % row.len();
+                        if let Some(x) = row.get_mut(b) {
+                            *x = f32::MAX;
+                        }
                     }
                 }
             }

@@ -26,6 +26,13 @@
 //! * [`Want::Logits`] (logprobs / `top_logprobs`): the whole logits row (`n_vocab` f32) is
 //!   downloaded and the scheduler masks and samples on the host.
 //!
+//! * [`Want::Rows`] (a speculative round: the last token then the drafts): one verification
+//!   forward of every row ([`CudaDecoder::forward_rows_argmax_graphed`]: the graph captured
+//!   per row count, one id per row back; [`CudaDecoder::forward_rows_logits`] for sampled
+//!   requests), exactly what `assay generate --backend cuda --spec` runs
+//!   ([`crate::spec::CudaTarget`]); the scheduler truncates the decoder past the accepted
+//!   drafts ([`Executor::kv_truncate`]).
+//!
 //! With [`CudaExecutor::with_batched_decode`] (`assay serve --batched-decode`, opt-in) the
 //! decoding sequences of a step run as ONE batched device step instead ([`batch`]: each
 //! weight read once per group of up to 8 sequences), followed by the same picks. On a
@@ -139,6 +146,22 @@ impl CudaExecutor {
                 };
                 Ok(StepOut::Token(tok))
             }
+            Want::Rows { argmax } => {
+                // Speculative verification: one forward of every row with the head on each
+                // (`spec::CudaTarget`'s calls: the graphed arg-max forward per row count, or
+                // the logits rows for sampled verification).
+                let toks = input.tokens;
+                if *argmax {
+                    let picks = if self.graph {
+                        dec.forward_rows_argmax_graphed(toks)?
+                    } else {
+                        dec.forward_rows_argmax(toks)?
+                    };
+                    Ok(StepOut::Picks(picks))
+                } else {
+                    Ok(StepOut::Rows(dec.forward_rows_logits(toks)?))
+                }
+            }
             want => {
                 match input.tokens {
                     [t] if self.graph => {
@@ -152,6 +175,71 @@ impl CudaExecutor {
                 }
             }
         }
+    }
+}
+
+/// A draft model on the GPU for `assay serve --spec draft:PATH`: its weights uploaded once
+/// (a decoder of one position that only holds them), and for each speculating sequence a
+/// decoder sharing them ([`CudaDecoder::share`]) with a cache as large as the sequence's,
+/// wrapped as the spec module's [`crate::spec::CudaTarget`] (graphed one-token draft steps)
+/// inside a [`crate::spec::DraftModel`].
+pub struct CudaDraftFactory {
+    base: CudaDecoder,
+    graph: bool,
+    target_vocab: usize,
+    label: String,
+}
+
+// SAFETY: as for `CudaExecutor`: the factory is moved into the engine thread once and used
+// there only (the proposers it makes never leave that thread).
+unsafe impl Send for CudaDraftFactory {}
+
+impl CudaDraftFactory {
+    /// Upload `draft`'s weights to `gpu` after checking that it shares `target`'s
+    /// vocabulary (`target_vocab` logits per row).
+    pub fn new(
+        gpu: Arc<Gpu>,
+        draft: &GgufModel,
+        target: &GgufModel,
+        target_vocab: usize,
+        label: String,
+        graph: bool,
+    ) -> Result<Self, String> {
+        crate::spec::check_vocab(target, draft).map_err(|e| e.to_string())?;
+        let program = crate::arch::build_program(draft.header()).map_err(|e| e.to_string())?;
+        let base = CudaDecoder::new(gpu, draft, program, 1).map_err(|e| e.to_string())?;
+        Ok(Self {
+            base,
+            graph,
+            target_vocab,
+            label,
+        })
+    }
+}
+
+impl crate::scheduler::ProposerFactory for CudaDraftFactory {
+    fn name(&self) -> String {
+        format!("draft:{}", self.label)
+    }
+
+    fn make(
+        &mut self,
+        capacity: usize,
+        sampling: &SamplerConfig,
+    ) -> Result<Box<dyn crate::spec::Proposer>, String> {
+        let dec = self
+            .base
+            .share(capacity.max(1))
+            .map_err(|e| format!("draft decoder: {e}"))?;
+        let target = crate::spec::CudaTarget::new(Box::new(dec), self.graph);
+        crate::spec::DraftModel::on_target_checked(
+            Box::new(target),
+            self.target_vocab,
+            self.label.clone(),
+            sampling,
+        )
+        .map(|d| Box::new(d) as Box<dyn crate::spec::Proposer>)
+        .map_err(|e| e.to_string())
     }
 }
 
@@ -203,6 +291,10 @@ impl Executor for CudaExecutor {
                 kv.dec.truncate(len);
             }
         }
+    }
+
+    fn kv_truncate(&self, kv: &mut CudaKv, len: usize) {
+        kv.dec.truncate(len);
     }
 
     fn kv_bytes_per_token(&self) -> usize {

@@ -16,6 +16,7 @@ use std::sync::mpsc::{Receiver, TryRecvError};
 use std::time::Instant;
 
 use super::prefix::PrefixCache;
+use super::spec::{SeqSpec, SpecServe, eligible};
 use super::{
     Command, Event, Executor, Finish, FinishReason, GenRequest, SchedulerConfig, Stats, StepInput,
     StepOut, TokenPick, Want, WantKind,
@@ -35,6 +36,8 @@ struct Seq<K> {
     kv: Option<K>,
     blocks: BlockTable,
     admitted_once: bool,
+    /// Speculation state, when the model speculates and the request is eligible.
+    spec: Option<SeqSpec>,
 }
 
 pub(super) struct Engine<E: Executor> {
@@ -48,6 +51,7 @@ pub(super) struct Engine<E: Executor> {
     running: Vec<Seq<E::Kv>>,
     cache: PrefixCache<E::Kv>,
     drain_deadline: Option<Instant>,
+    spec: Option<SpecServe>,
 }
 
 impl<E: Executor> Engine<E> {
@@ -57,6 +61,7 @@ impl<E: Executor> Engine<E> {
         config: Arc<SchedulerConfig>,
         stats: Arc<Stats>,
         rx: Receiver<Command>,
+        spec: Option<SpecServe>,
     ) -> Self {
         let cache = PrefixCache::new(config.prefix_cache_entries);
         Self {
@@ -70,6 +75,7 @@ impl<E: Executor> Engine<E> {
             running: Vec::new(),
             cache,
             drain_deadline: None,
+            spec,
         }
     }
 
@@ -168,6 +174,7 @@ impl<E: Executor> Engine<E> {
                     kv: None,
                     blocks: BlockTable::default(),
                     admitted_once: false,
+                    spec: None,
                 });
             }
             Command::Drain(deadline) => {
@@ -265,6 +272,13 @@ impl<E: Executor> Engine<E> {
                 }
             };
             let reused = self.exec.kv_len(&kv);
+            match (&self.spec, s.spec.as_mut()) {
+                (_, Some(sp)) => sp.capacity = capacity,
+                (Some(spec), None) if eligible(&s.req, &s.sampler, spec.sampled) => {
+                    s.spec = Some(SeqSpec::new(spec, &s.sampler, capacity));
+                }
+                _ => {}
+            }
             s.kv = Some(kv);
             s.blocks = blocks;
             self.count_admission(&mut s, reused);
@@ -301,6 +315,10 @@ impl<E: Executor> Engine<E> {
     fn preempt_newest(&mut self) {
         if let Some(mut s) = self.running.pop() {
             s.kv = None;
+            if let Some(sp) = s.spec.as_mut() {
+                // The draft's cache goes with the target's; rebuilt on re-admission.
+                sp.drop_proposer();
+            }
             let t = std::mem::take(&mut s.blocks);
             self.release(t);
             self.stats.preemptions.fetch_add(1, Ordering::Relaxed);
@@ -315,8 +333,9 @@ impl<E: Executor> Engine<E> {
         let mut decodes = 0;
         for (i, s) in self.running.iter().enumerate() {
             if s.tokens.len().saturating_sub(self.fed(s)) == 1 {
-                plan[i] = 1;
-                decodes += 1;
+                // One token, or the last token and the drafts of a speculative round.
+                plan[i] = s.spec.as_ref().map_or(1, |sp| sp.feed.len().max(1));
+                decodes += plan[i];
             }
         }
         let mut budget = self
@@ -363,9 +382,10 @@ impl<E: Executor> Engine<E> {
     }
 
     fn step(&mut self) {
+        let mut done: Vec<(usize, FinishReason)> = Vec::new();
+        self.draft(&mut done);
         let mut plan = self.plan();
         self.grow(&mut plan);
-        let mut done: Vec<(usize, FinishReason)> = Vec::new();
         // The grammar masks of the sequences that will ask for a token, computed before the
         // step (the executor applies them to the pick).
         let mut masks: Vec<Option<TokenMask>> = Vec::with_capacity(self.running.len());
@@ -385,7 +405,9 @@ impl<E: Executor> Engine<E> {
             };
             masks.push(mask);
         }
-        let mut which = Vec::new();
+        // (sequence, what it asked, whether this is a decode round of a speculating one).
+        let mut which: Vec<(usize, WantKind, bool)> = Vec::new();
+        let t0 = Instant::now();
         let result = {
             let mut inputs = Vec::new();
             for (i, s) in self.running.iter_mut().enumerate() {
@@ -395,6 +417,21 @@ impl<E: Executor> Engine<E> {
                     continue;
                 }
                 let fed = self.exec.kv_len(kv);
+                let decoding = fed + 1 == s.tokens.len();
+                if let Some(sp) = s.spec.as_ref()
+                    && decoding
+                    && sp.feed.len() > 1
+                    && n == sp.feed.len()
+                {
+                    // A speculative round: the last token, then the drafts.
+                    which.push((i, WantKind::Rows, true));
+                    inputs.push(StepInput {
+                        kv,
+                        tokens: &sp.feed,
+                        want: Want::Rows { argmax: sp.argmax },
+                    });
+                    continue;
+                }
                 let Some(tokens) = s.tokens.get(fed..fed + n) else {
                     continue;
                 };
@@ -408,7 +445,7 @@ impl<E: Executor> Engine<E> {
                         mask: masks.get(i).and_then(|m| m.as_ref()).map(|m| m.words()),
                     })
                 };
-                which.push((i, want.kind()));
+                which.push((i, want.kind(), decoding && s.spec.is_some()));
                 inputs.push(StepInput { kv, tokens, want });
             }
             if inputs.is_empty() {
@@ -421,12 +458,14 @@ impl<E: Executor> Engine<E> {
             self.end(done);
             return;
         };
+        // Each input's share of the step's time (the speed policy's clock).
+        let share_s = t0.elapsed().as_secs_f64() / which.len().max(1) as f64;
         self.stats.steps.fetch_add(1, Ordering::Relaxed);
         let outs = match result {
             Ok(l) => l,
             Err(e) => {
                 tracing::error!("executor step failed: {e}");
-                for &(i, _) in &which {
+                for &(i, _, _) in &which {
                     done.push((i, FinishReason::Error(e.clone())));
                 }
                 self.end(done);
@@ -442,12 +481,18 @@ impl<E: Executor> Engine<E> {
             done.extend(
                 which
                     .iter()
-                    .map(|&(i, _)| (i, FinishReason::Error(e.clone()))),
+                    .map(|&(i, _, _)| (i, FinishReason::Error(e.clone()))),
             );
             self.end(done);
             return;
         }
-        for (&(i, asked), out) in which.iter().zip(outs) {
+        for (&(i, asked, round), out) in which.iter().zip(outs) {
+            if asked == WantKind::Rows {
+                if let Some(reason) = self.spec_round(i, out, share_s) {
+                    done.push((i, reason));
+                }
+                continue;
+            }
             let Some(s) = self.running.get_mut(i) else {
                 continue;
             };
@@ -465,16 +510,24 @@ impl<E: Executor> Engine<E> {
                     (s.sampler.sample(&row), raw)
                 }
                 (asked, out) => {
-                    let got = match out {
-                        StepOut::Nothing => "nothing",
-                        StepOut::Logits(_) => "logits",
-                        StepOut::Token(_) => "a token",
-                    };
-                    let e = format!("the executor answered {got} to a {asked:?} request");
+                    let e = format!(
+                        "the executor answered {} to a {asked:?} request",
+                        out_name(&out)
+                    );
                     done.push((i, FinishReason::Error(e)));
                     continue;
                 }
             };
+            if round && let Some(sp) = s.spec.as_mut() {
+                // A plain step of a speculating sequence (nothing drafted, or the policy
+                // has speculation off): timed for the policy.
+                let before = s.tokens.len();
+                sp.end_round(0, share_s, before);
+                if !(!s.req.ignore_eos && self.config.eog_tokens.contains(&tok)) {
+                    sp.stats.emitted += 1;
+                }
+                self.stats.spec.plain_rounds.fetch_add(1, Ordering::Relaxed);
+            }
             if let Some((n, raw)) = raw {
                 let lp = crate::api::logprobs::token_logprob(&raw, tok, n);
                 let _ = s.req.events.send(Event::Logprob(lp));
@@ -506,6 +559,112 @@ impl<E: Executor> Engine<E> {
         self.end(done);
     }
 
+    /// Draft the next round of every speculating sequence about to decode (see
+    /// [`super::spec`]); a proposer that fails ends its request.
+    fn draft(&mut self, done: &mut Vec<(usize, FinishReason)>) {
+        let Some(spec) = self.spec.as_mut() else {
+            return;
+        };
+        for (i, s) in self.running.iter_mut().enumerate() {
+            let Some(sp) = s.spec.as_mut() else { continue };
+            let fed = s.kv.as_ref().map_or(0, |kv| self.exec.kv_len(kv));
+            if s.kv.is_none() || fed + 1 != s.tokens.len() {
+                sp.clear_round();
+                continue;
+            }
+            // Drafts past the target's own token: within max_tokens, the context and the
+            // sequence's cache.
+            let len = s.tokens.len();
+            let room = s
+                .req
+                .max_tokens
+                .saturating_sub(s.generated)
+                .saturating_sub(1)
+                .min(self.config.n_ctx.saturating_sub(len + 1))
+                .min(sp.capacity.saturating_sub(len));
+            if let Err(e) = sp.prepare(spec, &s.req.sampling, &s.tokens, room) {
+                tracing::error!("speculation: {e}");
+                sp.clear_round();
+                done.push((i, FinishReason::Error(format!("speculation: {e}"))));
+            }
+        }
+    }
+
+    /// Verify, emit and account one speculative round of running sequence `i`; returns why
+    /// the sequence ends, if it does.
+    fn spec_round(&mut self, i: usize, out: StepOut, share_s: f64) -> Option<FinishReason> {
+        let s = self.running.get_mut(i)?;
+        let sp = s.spec.as_mut()?;
+        let kv = s.kv.as_mut()?;
+        let drafted = sp.draft.tokens.len();
+        let rows = match &out {
+            StepOut::Picks(p) => p.len(),
+            StepOut::Rows(r) => r.len(),
+            _ => 0,
+        };
+        // The target's cache before the round: the context but its last token.
+        let base = self.exec.kv_len(kv).saturating_sub(sp.feed.len());
+        if rows != drafted + 1 {
+            sp.clear_round();
+            return Some(FinishReason::Error(format!(
+                "the executor answered {} with {rows} rows to a verification of {} tokens",
+                out_name(&out),
+                drafted + 1
+            )));
+        }
+        let verifier = self.spec.as_mut()?.verifier.as_mut();
+        let res = match out {
+            StepOut::Picks(p) => verifier.verify_argmax(&p, &sp.draft, &mut s.sampler),
+            StepOut::Rows(r) => verifier.verify(&r, &sp.draft, &mut s.sampler),
+            _ => {
+                return Some(FinishReason::Error(
+                    "unreachable verification answer".into(),
+                ));
+            }
+        };
+        let accepted = res.accepted.min(drafted);
+        self.exec.kv_truncate(kv, base + 1 + accepted);
+        let context_len = s.tokens.len();
+        let spec_stats = &self.stats.spec;
+        spec_stats.rounds.fetch_add(1, Ordering::Relaxed);
+        for pos in 0..drafted.min(spec_stats.proposed.len()) {
+            spec_stats.proposed[pos].fetch_add(1, Ordering::Relaxed);
+            if pos < accepted {
+                spec_stats.accepted[pos].fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let emit: Vec<u32> = sp.draft.tokens[..accepted]
+            .iter()
+            .copied()
+            .chain([res.next])
+            .collect();
+        sp.end_round(accepted, share_s, context_len);
+        let mut end = None;
+        for t in emit {
+            if !s.req.ignore_eos && self.config.eog_tokens.contains(&t) {
+                end = Some(FinishReason::Eog);
+                break;
+            }
+            s.tokens.push(t);
+            s.generated += 1;
+            sp.stats.emitted += 1;
+            self.stats.generated_tokens.fetch_add(1, Ordering::Relaxed);
+            if s.req.events.send(Event::Token(t)).is_err() {
+                end = Some(FinishReason::Cancelled);
+                break;
+            }
+            if s.generated >= s.req.max_tokens || s.tokens.len() >= self.config.n_ctx {
+                end = Some(FinishReason::Length);
+                break;
+            }
+        }
+        // An end inside the round: the cache keeps no position past the tokens kept.
+        if self.exec.kv_len(kv) > s.tokens.len() {
+            self.exec.kv_truncate(kv, s.tokens.len());
+        }
+        end
+    }
+
     /// Finish the running sequences `done` names (indices into `running`), removing them
     /// from the back so indices stay valid and the rest keep admission order.
     fn end(&mut self, mut done: Vec<(usize, FinishReason)>) {
@@ -525,6 +684,11 @@ impl<E: Executor> Engine<E> {
             prompt_tokens: s.prompt_len,
             cached_tokens: s.cached,
             generated: s.generated,
+            spec: s.spec.as_ref().map(|sp| super::SpecUsage {
+                rounds: sp.stats.rounds - sp.stats.plain_rounds,
+                drafted: sp.stats.drafted(),
+                accepted: sp.stats.accepted.iter().sum(),
+            }),
         }));
         if !s.admitted_once {
             self.stats.queue_depth.fetch_sub(1, Ordering::SeqCst);
@@ -560,6 +724,17 @@ impl<E: Executor> Engine<E> {
             .store(self.alloc.free_blocks(), Ordering::Relaxed);
         st.prefix_cache_entries
             .store(self.cache.len(), Ordering::Relaxed);
+    }
+}
+
+/// The name of an answer (error messages).
+fn out_name(out: &StepOut) -> &'static str {
+    match out {
+        StepOut::Nothing => "nothing",
+        StepOut::Logits(_) => "logits",
+        StepOut::Token(_) => "a token",
+        StepOut::Picks(_) => "arg-max rows",
+        StepOut::Rows(_) => "logits rows",
     }
 }
 

@@ -23,6 +23,14 @@
 //!   match: mask the row with `-inf`, then [`Sampler::sample`]. The CUDA executor does it
 //!   on the device (mask kernel, device argmax / sampler, 4 bytes back).
 //!
+//! * [`Want::Rows`] → [`StepOut::Picks`] or [`StepOut::Rows`]: speculative verification
+//!   (the input feeds the last committed token then the drafts): the target's pick after
+//!   EVERY row, as the plain path would make it at that position — the arg-max of each row
+//!   (`argmax: true`: greedy without penalties; the CUDA executor sends back one id per row)
+//!   or every logits row (`argmax: false`: the scheduler runs the spec module's
+//!   [`crate::spec::ExactVerifier`] on them). The scheduler then cuts the cache back past the
+//!   accepted drafts ([`Executor::kv_truncate`]).
+//!
 //! The pick does not accept the token into the sampler's penalty window; the scheduler does
 //! that for every token it keeps.
 
@@ -49,6 +57,9 @@ pub enum Want<'a> {
     Logits,
     /// The next token after the last token fed.
     Token(TokenPick<'a>),
+    /// Speculative verification: the pick after every token fed, arg-max ids (`argmax`) or
+    /// the logits rows.
+    Rows { argmax: bool },
 }
 
 impl Want<'_> {
@@ -58,6 +69,7 @@ impl Want<'_> {
             Want::Nothing => WantKind::Nothing,
             Want::Logits => WantKind::Logits,
             Want::Token(_) => WantKind::Token,
+            Want::Rows { .. } => WantKind::Rows,
         }
     }
 }
@@ -68,6 +80,7 @@ pub enum WantKind {
     Nothing,
     Logits,
     Token,
+    Rows,
 }
 
 /// What the step returns for one input.
@@ -79,6 +92,10 @@ pub enum StepOut {
     Logits(Vec<f32>),
     /// The token picked.
     Token(u32),
+    /// The arg-max after every token fed ([`Want::Rows`] with `argmax`).
+    Picks(Vec<u32>),
+    /// The logits row after every token fed ([`Want::Rows`] without `argmax`).
+    Rows(Vec<Vec<f32>>),
 }
 
 /// The host pick every executor must equal: set the logits of the tokens `pick.mask`
@@ -119,6 +136,9 @@ pub trait Executor: Send + 'static {
     /// Shrink the cache to its first `len` positions and drop spare room (prefix-cache
     /// entries keep only what they hold).
     fn kv_trim(&self, kv: &mut Self::Kv, len: usize);
+    /// Forget every position from `len` on, keeping the room (rejected drafts of a
+    /// speculative round).
+    fn kv_truncate(&self, kv: &mut Self::Kv, len: usize);
     /// Bytes one position takes in a cache.
     fn kv_bytes_per_token(&self) -> usize;
     /// Whether a cache takes the memory of its whole `capacity` when made (then admission
@@ -168,6 +188,10 @@ impl Executor for CpuExecutor {
         *kv = kv.prefix_copy(len);
     }
 
+    fn kv_truncate(&self, kv: &mut SeqKv, len: usize) {
+        kv.truncate(len);
+    }
+
     fn kv_bytes_per_token(&self) -> usize {
         SeqKv::bytes_per_token(&self.reference.program().kv_layers)
     }
@@ -185,6 +209,7 @@ impl Executor for CpuExecutor {
                 logits: match b.want {
                     Want::Nothing => LogitRows::None,
                     Want::Logits | Want::Token(_) => LogitRows::Last,
+                    Want::Rows { .. } => LogitRows::All,
                 },
             })
             .collect();
@@ -192,20 +217,36 @@ impl Executor for CpuExecutor {
             .reference
             .forward(&mut inputs)
             .map_err(|e| e.to_string())?;
-        let mut rows: Vec<Option<Vec<f32>>> = vec![None; batch.len()];
+        // Every row of each input, in order (one for `Last`, all for `All`).
+        let mut rows: Vec<Vec<Vec<f32>>> = vec![Vec::new(); batch.len()];
         for (i, &(seq, _pos)) in logits.rows.iter().enumerate() {
             if let Some(slot) = rows.get_mut(seq) {
-                *slot = Some(logits.row(i).to_vec());
+                slot.push(logits.row(i).to_vec());
             }
         }
         batch
             .iter_mut()
             .zip(rows)
-            .map(|(b, row)| match (&mut b.want, row) {
+            .map(|(b, mut rows)| match (&mut b.want, rows.pop()) {
                 (Want::Nothing, _) => Ok(StepOut::Nothing),
                 (Want::Logits, Some(row)) => Ok(StepOut::Logits(row)),
                 (Want::Token(pick), Some(mut row)) => {
                     Ok(StepOut::Token(pick_on_host(&mut row, pick)))
+                }
+                (Want::Rows { argmax }, Some(last)) => {
+                    rows.push(last);
+                    if rows.len() != b.tokens.len() {
+                        return Err(format!(
+                            "the reference returned {} rows for {} tokens",
+                            rows.len(),
+                            b.tokens.len()
+                        ));
+                    }
+                    Ok(if *argmax {
+                        StepOut::Picks(rows.iter().map(|r| crate::sampling::greedy(r)).collect())
+                    } else {
+                        StepOut::Rows(rows)
+                    })
                 }
                 (_, None) => {
                     Err("the reference returned no logits row for an input that asked".into())

@@ -26,6 +26,7 @@ pub mod cuda;
 mod engine;
 pub mod executor;
 pub mod prefix;
+pub mod spec;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -36,11 +37,12 @@ use tokio::sync::mpsc::UnboundedSender;
 use crate::kv::blocks::{BlockAllocator, BlockError};
 use crate::sampling::SamplerConfig;
 
-pub use cuda::{CudaExecutor, CudaKv};
+pub use cuda::{CudaDraftFactory, CudaExecutor, CudaKv};
 pub use executor::{
     CpuExecutor, Executor, StepInput, StepOut, TokenPick, Want, WantKind, pick_on_host,
 };
 pub use prefix::PrefixCache;
+pub use spec::{NgramFactory, ProposerFactory, ReferenceDraftFactory, SpecPolicy, SpecServe};
 
 /// Limits and sizes of one scheduler.
 #[derive(Clone, Debug)]
@@ -132,6 +134,19 @@ pub struct Finish {
     pub prompt_tokens: usize,
     pub cached_tokens: usize,
     pub generated: usize,
+    /// The request's speculation, when it speculated.
+    pub spec: Option<SpecUsage>,
+}
+
+/// A speculating request's counters (the `usage.spec` extension of a response).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct SpecUsage {
+    /// Verification rounds (with at least one draft).
+    pub rounds: u64,
+    /// Draft tokens verified.
+    pub drafted: u64,
+    /// Draft tokens accepted.
+    pub accepted: u64,
 }
 
 /// Why a submission was refused.
@@ -173,6 +188,40 @@ pub struct Stats {
     pub ready: AtomicBool,
     pub draining: AtomicBool,
     pub stopped: AtomicBool,
+    /// Speculative decoding counters.
+    pub spec: SpecCounters,
+}
+
+/// Speculative decoding counters of one model (all requests).
+#[derive(Debug, Default)]
+pub struct SpecCounters {
+    /// Verification rounds (one forward of the last token and at least one draft).
+    pub rounds: AtomicU64,
+    /// Decode steps of speculating sequences that drafted nothing (no n-gram match, the
+    /// speed policy off, the last token of a request).
+    pub plain_rounds: AtomicU64,
+    /// `proposed[i]`: rounds with a draft at position `i + 1`.
+    pub proposed: [AtomicU64; spec::MAX_SERVE_K],
+    /// `accepted[i]`: rounds whose draft at position `i + 1` was accepted.
+    pub accepted: [AtomicU64; spec::MAX_SERVE_K],
+}
+
+impl SpecCounters {
+    /// Tokens drafted in all.
+    pub fn drafted(&self) -> u64 {
+        self.proposed
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Drafts accepted in all.
+    pub fn accepted_total(&self) -> u64 {
+        self.accepted
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .sum()
+    }
 }
 
 enum Command {
@@ -201,10 +250,26 @@ pub enum StartError {
     BudgetTooSmall { tokens: usize, n_ctx: usize },
     #[error("cannot start the engine thread: {0}")]
     Thread(String),
+    #[error("speculative depth {0} is out of range (1..={max})", max = spec::MAX_SERVE_K)]
+    SpecDepth(usize),
 }
 
 /// Start the engine thread owning `exec`.
 pub fn start<E: Executor>(exec: E, config: SchedulerConfig) -> Result<SchedulerHandle, StartError> {
+    start_spec(exec, config, None)
+}
+
+/// Start the engine thread owning `exec`, speculating with `spec` ([`spec`]) when given.
+pub fn start_spec<E: Executor>(
+    exec: E,
+    config: SchedulerConfig,
+    spec: Option<SpecServe>,
+) -> Result<SchedulerHandle, StartError> {
+    if let Some(s) = &spec
+        && !(1..=spec::MAX_SERVE_K).contains(&s.k_max)
+    {
+        return Err(StartError::SpecDepth(s.k_max));
+    }
     let alloc = BlockAllocator::for_budget(
         config.kv_budget_bytes,
         exec.kv_bytes_per_token(),
@@ -221,10 +286,12 @@ pub fn start<E: Executor>(exec: E, config: SchedulerConfig) -> Result<SchedulerH
     stats.kv_blocks_free.store(alloc.total(), Ordering::Relaxed);
     let (tx, rx) = std::sync::mpsc::channel();
     let config = Arc::new(config);
-    let mut eng = engine::Engine::new(exec, alloc, config.clone(), stats.clone(), rx);
+    let (cfg, st) = (config.clone(), stats.clone());
+    // The engine is made on its thread: a sequence's proposer (a draft model on the GPU)
+    // never leaves it.
     let thread = std::thread::Builder::new()
         .name("assay-engine".into())
-        .spawn(move || eng.run())
+        .spawn(move || engine::Engine::new(exec, alloc, cfg, st, rx, spec).run())
         .map_err(|e| StartError::Thread(e.to_string()))?;
     Ok(SchedulerHandle {
         tx,

@@ -220,6 +220,16 @@ pub(super) fn usage(prompt: usize, cached: usize, completion: usize) -> Value {
     })
 }
 
+/// `usage` with the request's speculation (an extension: `usage.spec` = verification
+/// rounds, drafted and accepted tokens) when it speculated.
+pub(super) fn with_spec(mut u: Value, f: Option<&crate::scheduler::Finish>) -> Value {
+    if let Some(s) = f.and_then(|f| f.spec) {
+        u["spec"] =
+            json!({"rounds": s.rounds, "drafted_tokens": s.drafted, "accepted_tokens": s.accepted});
+    }
+    u
+}
+
 /// Turns engine events into text: detokenizer, stop strings, token accounting.
 pub(super) struct Collector<'a> {
     dec: Option<StreamDecoder<'a>>,
@@ -426,7 +436,7 @@ async fn blocking(
         }
         None => "stop",
     };
-    let u = usage(n_prompt, cached, c.tokens.len());
+    let u = with_spec(usage(n_prompt, cached, c.tokens.len()), finish.as_ref());
     let mut message = json!({"role": "assistant", "content": text});
     let mut reason = reason;
     if let Some(mut parser) = surfaces::tool_parser(m, p, &id) {
@@ -539,6 +549,7 @@ fn stream(
             }
         }
         let mut cached = 0;
+        let mut spec = None;
         let reason = loop {
             let ev = tokio::select! {
                 ev = rx.recv() => ev,
@@ -590,6 +601,7 @@ fn stream(
                         let _ = tx.send(sse(&e.body())).await;
                         return;
                     }
+                    spec = Some(f.clone());
                     let mut text = c.tail();
                     if let Some(mut ps) = parser.take() {
                         let mut parts = ps.push(&text);
@@ -657,7 +669,7 @@ fn stream(
             let u = json!({
                 "id": id, "object": match kind { Kind::Chat => "chat.completion.chunk", Kind::Completion => "text_completion" },
                 "created": created, "model": model, "choices": [],
-                "usage": usage(n_prompt, cached, c.tokens.len()),
+                "usage": with_spec(usage(n_prompt, cached, c.tokens.len()), spec.as_ref()),
             });
             if tx.send(sse(&u)).await.is_err() {
                 return;

@@ -112,7 +112,7 @@ impl Metrics {
             "Time between consecutive generated tokens of a stream.",
         );
         type Get = fn(&Stats) -> u64;
-        let rows: [(&str, &str, &str, Get); 12] = [
+        let rows: [(&str, &str, &str, Get); 16] = [
             (
                 "assay_prompt_tokens_total",
                 "counter",
@@ -182,12 +182,63 @@ impl Metrics {
                 "Entries in the prefix cache.",
                 |s| s.prefix_cache_entries.load(Ordering::Relaxed) as u64,
             ),
+            (
+                "assay_spec_rounds_total",
+                "counter",
+                "Speculative verification rounds (the last token and at least one draft in one forward).",
+                |s| s.spec.rounds.load(Ordering::Relaxed),
+            ),
+            (
+                "assay_spec_plain_rounds_total",
+                "counter",
+                "Decode steps of speculating sequences that drafted nothing (no n-gram match, speed policy off).",
+                |s| s.spec.plain_rounds.load(Ordering::Relaxed),
+            ),
+            (
+                "assay_spec_drafted_tokens_total",
+                "counter",
+                "Draft tokens verified.",
+                |s| s.spec.drafted(),
+            ),
+            (
+                "assay_spec_accepted_tokens_total",
+                "counter",
+                "Draft tokens accepted.",
+                |s| s.spec.accepted_total(),
+            ),
         ];
         for (name, kind, help, get) in rows {
             let _ = writeln!(o, "# HELP {name} {help}");
             let _ = writeln!(o, "# TYPE {name} {kind}");
             for (alias, st) in models {
                 let _ = writeln!(o, "{name}{{model=\"{alias}\"}} {}", get(st));
+            }
+        }
+        type Pos = fn(&Stats) -> &[AtomicU64];
+        let per_position: [(&str, &str, Pos); 2] = [
+            (
+                "assay_spec_position_proposed_total",
+                "Speculative rounds with a draft token at this position (1-based).",
+                |s| &s.spec.proposed,
+            ),
+            (
+                "assay_spec_position_accepted_total",
+                "Speculative rounds whose draft token at this position (1-based) was accepted.",
+                |s| &s.spec.accepted,
+            ),
+        ];
+        for (name, help, get) in per_position {
+            let _ = writeln!(o, "# HELP {name} {help}");
+            let _ = writeln!(o, "# TYPE {name} counter");
+            for (alias, st) in models {
+                for (i, c) in get(st).iter().enumerate() {
+                    let _ = writeln!(
+                        o,
+                        "{name}{{model=\"{alias}\",position=\"{}\"}} {}",
+                        i + 1,
+                        c.load(Ordering::Relaxed)
+                    );
+                }
             }
         }
         o
@@ -217,6 +268,17 @@ mod tests {
         assert!(t.contains("assay_time_to_first_token_seconds_bucket{le=\"+Inf\"} 3"));
         assert!(t.contains("assay_time_to_first_token_seconds_count 3"));
         assert!(t.contains("assay_kv_blocks_free{model=\"smol\"} 7"));
+        st.spec.proposed[0].store(5, Ordering::Relaxed);
+        st.spec.proposed[1].store(3, Ordering::Relaxed);
+        st.spec.accepted[0].store(4, Ordering::Relaxed);
+        st.spec.rounds.store(5, Ordering::Relaxed);
+        let t = m.render(&[("smol", &st)]);
+        assert!(t.contains("assay_spec_rounds_total{model=\"smol\"} 5"));
+        assert!(t.contains("assay_spec_drafted_tokens_total{model=\"smol\"} 8"));
+        assert!(t.contains("assay_spec_accepted_tokens_total{model=\"smol\"} 4"));
+        assert!(t.contains("assay_spec_position_proposed_total{model=\"smol\",position=\"2\"} 3"));
+        assert!(t.contains("assay_spec_position_accepted_total{model=\"smol\",position=\"1\"} 4"));
+        assert!(t.contains("assay_spec_position_accepted_total{model=\"smol\",position=\"8\"} 0"));
         assert_eq!(m.ttft.count(), 3);
     }
 }

@@ -37,7 +37,7 @@ const REPLAY_SPAN: usize = 32;
 
 /// The rounds a free proposer would have made over `context[from..]` (each drafting up to
 /// `k` tokens after the context before it, emitting its matching prefix plus one token).
-pub(super) fn replay(
+pub fn replay(
     proposer: &mut dyn Proposer,
     context: &[u32],
     from: usize,

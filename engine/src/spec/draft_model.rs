@@ -98,6 +98,37 @@ impl DraftModel {
         )
     }
 
+    /// A draft proposer on `exec` with a fresh cache, for a caller that already checked the
+    /// vocabulary ([`check_vocab`]) once (`assay serve` makes one per sequence).
+    pub fn on_reference_checked(
+        exec: Arc<Reference>,
+        target_vocab: usize,
+        name: String,
+        sampling: &SamplerConfig,
+    ) -> Result<Self, SpecError> {
+        let n = exec.program().shape.n_vocab;
+        let kv = exec.new_cache();
+        Self::with_backend(
+            Backend::Reference { exec, kv },
+            n,
+            target_vocab,
+            name,
+            sampling,
+        )
+    }
+
+    /// A draft proposer on `draft` for a caller that already checked the vocabulary
+    /// ([`check_vocab`]) once (`assay serve` on CUDA: one draft decoder per sequence).
+    pub fn on_target_checked(
+        draft: Box<dyn Target>,
+        target_vocab: usize,
+        name: String,
+        sampling: &SamplerConfig,
+    ) -> Result<Self, SpecError> {
+        let n = draft.n_vocab();
+        Self::with_backend(Backend::Target(draft), n, target_vocab, name, sampling)
+    }
+
     /// A draft proposer running on `draft` (e.g. a CUDA decoder of `draft_model`), checked
     /// against the target's model and logits width like [`DraftModel::new`].
     pub fn on_target(

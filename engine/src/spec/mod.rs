@@ -49,8 +49,8 @@ pub use adaptive::{
     Verdict, best_case_s_per_token, judge, replay_cost,
 };
 pub use cuda::CudaTarget;
-pub use decode::{Generation, StopReason, argmax_only, generate, plain_generate};
-pub use draft_model::DraftModel;
+pub use decode::{Generation, StopReason, argmax_only, generate, plain_generate, replay};
+pub use draft_model::{DraftModel, check_vocab};
 pub use ngram::NgramProposer;
 pub use stats::SpecStats;
 pub use target::{ReferenceTarget, Target};

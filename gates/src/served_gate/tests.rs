@@ -151,6 +151,9 @@ impl<E: Executor> Executor for Tamper<E> {
     fn kv_trim(&self, kv: &mut Self::Kv, len: usize) {
         self.inner.kv_trim(kv, len)
     }
+    fn kv_truncate(&self, kv: &mut Self::Kv, len: usize) {
+        self.inner.kv_truncate(kv, len)
+    }
     fn kv_bytes_per_token(&self) -> usize {
         self.inner.kv_bytes_per_token()
     }

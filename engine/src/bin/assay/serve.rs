@@ -8,6 +8,12 @@
 //! are loaded and a warm-up step ran. Prints the bound address on stderr; SIGTERM or
 //! ctrl-c drains (stops admitting, lets running streams finish within `--drain-s`) and
 //! exits.
+//!
+//! `--spec [ALIAS=]ngram|draft:PATH` makes a model decode speculatively (every model when
+//! no alias is given; `--spec-k`, `--spec-fixed`, `--spec-policy`, `--spec-confidence`,
+//! `--spec-greedy-only` apply to every speculating model): greedy requests get exactly the
+//! tokens of plain decoding, sampled ones rejection sampling (see `engine::scheduler::spec`);
+//! acceptance per draft position is on `/metrics`.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -18,11 +24,15 @@ use anyhow::{Context, bail};
 use engine::kv::KvDtype;
 use engine::model_file::GgufModel;
 use engine::reference::{Reference, ReferenceOptions};
-use engine::scheduler::{self, CpuExecutor, CudaExecutor, SchedulerConfig};
+use engine::scheduler::{
+    self, CpuExecutor, CudaDraftFactory, CudaExecutor, NgramFactory, ProposerFactory,
+    ReferenceDraftFactory, SchedulerConfig, SpecPolicy, SpecServe,
+};
 use engine::server::{AppState, KeySet, Metrics, ServedModel, ServerConfig};
 use engine::tokenizer::{ChatTemplate, Tokenizer};
 
 use crate::generate::{Backend, Resolved, resolve_backend};
+use crate::spec_cli::Policy;
 use engine::cuda::Gpu;
 
 /// Arguments of `assay serve`.
@@ -93,6 +103,144 @@ pub struct Args {
     /// CPU threads per model (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Speculative decoding, `[ALIAS=]ngram` (prompt lookup) or `[ALIAS=]draft:MODEL` (a
+    /// path or catalog name of a model with the same vocabulary, run on the model's
+    /// backend); without `ALIAS=` for every model. Greedy requests get the tokens of plain
+    /// decoding; sampled ones distribution-exact rejection sampling; requests with logprobs,
+    /// a grammar, or greedy with penalties decode plain.
+    #[arg(long = "spec")]
+    pub specs: Vec<String>,
+    /// Largest number of drafted tokens per round (1..=8).
+    #[arg(long, default_value_t = 4)]
+    pub spec_k: usize,
+    /// Keep the depth at `--spec-k` instead of adapting it to recent acceptance (and the
+    /// speed policy off unless `--spec-policy on`).
+    #[arg(long)]
+    pub spec_fixed: bool,
+    /// The speed policy: speculation off for a request while it measures slower per token
+    /// than its plain steps (see `assay generate --help`). `auto` = on for greedy requests
+    /// unless `--spec-fixed`, off for sampled ones.
+    #[arg(long, value_enum, default_value_t = Policy::Auto)]
+    pub spec_policy: Policy,
+    /// Stop drafting when the draft model's top probability is under this (0 = never;
+    /// default 0.3 on the CPU, 0 on CUDA).
+    #[arg(long)]
+    pub spec_confidence: Option<f64>,
+    /// Speculate greedy requests only (sampled ones decode plain, with the tokens of the
+    /// plain sampler for a seed).
+    #[arg(long)]
+    pub spec_greedy_only: bool,
+}
+
+/// The `--spec` of model `alias`: one with that alias, else one without an alias.
+fn spec_for<'a>(args: &'a Args, alias: &str) -> Option<&'a str> {
+    let mut general = None;
+    let mut mine = None;
+    for s in &args.specs {
+        match s.split_once('=') {
+            Some((a, p)) if a == alias => mine = Some(p),
+            Some(_) => {}
+            None => general = Some(s.as_str()),
+        }
+    }
+    mine.or(general)
+}
+
+/// Check `--spec`s: every value a proposer, `--spec-k` in range, and (given `aliases`)
+/// every alias a served model.
+fn check_specs(args: &Args, aliases: Option<&[String]>) -> anyhow::Result<()> {
+    for s in &args.specs {
+        let (alias, p) = match s.split_once('=') {
+            Some((a, p)) => (Some(a), p),
+            None => (None, s.as_str()),
+        };
+        if let (Some(a), Some(aliases)) = (alias, aliases)
+            && !aliases.iter().any(|x| x == a)
+        {
+            bail!("--spec {s:?}: no model is served as {a:?} (models: {aliases:?})");
+        }
+        if p != "ngram" && !p.starts_with("draft:") {
+            bail!("--spec {s:?}: expected `[ALIAS=]ngram` or `[ALIAS=]draft:MODEL`");
+        }
+    }
+    if !args.specs.is_empty() && !(1..=scheduler::spec::MAX_SERVE_K).contains(&args.spec_k) {
+        bail!(
+            "--spec-k {} is out of range (1..={})",
+            args.spec_k,
+            scheduler::spec::MAX_SERVE_K
+        );
+    }
+    Ok(())
+}
+
+/// The speculative configuration of a model served by `exec` (`None` without `--spec`).
+fn spec_config(
+    args: &Args,
+    spec: Option<&str>,
+    model: &GgufModel,
+    exec: &Loaded,
+    backend: &Resolved,
+) -> anyhow::Result<Option<SpecServe>> {
+    let Some(spec) = spec else {
+        return Ok(None);
+    };
+    let (n_vocab, cuda) = match exec {
+        Loaded::Cpu(r) => (r.program().shape.n_vocab, false),
+        Loaded::Cuda(c) => (c.program().shape.n_vocab, true),
+    };
+    let factory: Box<dyn ProposerFactory> = if spec == "ngram" {
+        Box::new(NgramFactory)
+    } else {
+        let name = spec.strip_prefix("draft:").unwrap_or(spec);
+        let path = crate::common::resolve_model(Some(name), args.models_dir.clone())?;
+        let draft = GgufModel::open(&path)
+            .with_context(|| format!("cannot open draft model {}", path.display()))?;
+        let label = path
+            .file_name()
+            .map_or_else(|| name.to_owned(), |f| f.to_string_lossy().into_owned());
+        match (exec, backend) {
+            (Loaded::Cuda(_), Resolved::Cuda(gpu)) => Box::new(
+                CudaDraftFactory::new(gpu.clone(), &draft, model, n_vocab, label, !args.no_graph)
+                    .map_err(anyhow::Error::msg)
+                    .with_context(|| format!("draft model {}", path.display()))?,
+            ),
+            _ => {
+                engine::spec::check_vocab(model, &draft)
+                    .with_context(|| format!("draft model {}", path.display()))?;
+                let options = ReferenceOptions {
+                    threads: args.threads,
+                    kv_dtype: KvDtype::F16,
+                };
+                let mut r = Reference::new(Arc::new(draft), options)
+                    .with_context(|| format!("cannot run draft model {}", path.display()))?;
+                r.cache_weights(args.cache_weights_mb.saturating_mul(1 << 20))?;
+                Box::new(ReferenceDraftFactory {
+                    exec: Arc::new(r),
+                    target_vocab: n_vocab,
+                    label,
+                })
+            }
+        }
+    };
+    Ok(Some(SpecServe {
+        confidence: args.spec_confidence.unwrap_or(if cuda { 0.0 } else { 0.3 }),
+        policy: match args.spec_policy {
+            Policy::Auto => SpecPolicy::Auto,
+            Policy::On => SpecPolicy::On,
+            Policy::Off => SpecPolicy::Off,
+        },
+        sampled: !args.spec_greedy_only,
+        ..SpecServe::new(
+            factory,
+            args.spec_k,
+            args.spec_fixed,
+            if cuda {
+                engine::cuda::decode::MAX_ROWS
+            } else {
+                usize::MAX
+            },
+        )
+    }))
 }
 
 fn alias_and_spec(s: &str) -> (Option<String>, String) {
@@ -160,6 +308,7 @@ fn load(args: &Args, backend: &Resolved, spec: &str) -> anyhow::Result<ServedMod
     let model = Arc::new(
         GgufModel::open(&path).with_context(|| format!("cannot open model {}", path.display()))?,
     );
+
     let exec = match load_exec(args, backend, &model, &path) {
         Err(e) if args.backend == Backend::Auto && matches!(backend, Resolved::Cuda(_)) => {
             eprintln!("CUDA cannot run this model ({e:#}); using the CPU backend");
@@ -170,6 +319,8 @@ fn load(args: &Args, backend: &Resolved, spec: &str) -> anyhow::Result<ServedMod
     let tokenizer = Tokenizer::from_gguf(model.header())
         .with_context(|| format!("cannot read the tokenizer of {}", path.display()))?;
     let template = ChatTemplate::for_model(model.header()).ok();
+    let spec = spec_config(args, spec_for(args, &alias), &model, &exec, backend)?;
+    let spec_name = spec.as_ref().map(|s| s.factory.name());
     let n_train = match &exec {
         Loaded::Cpu(r) => r.program().shape.n_ctx_train,
         Loaded::Cuda(c) => c.program().shape.n_ctx_train,
@@ -199,7 +350,10 @@ fn load(args: &Args, backend: &Resolved, spec: &str) -> anyhow::Result<ServedMod
                 kv_budget_bytes: args.kv_mb.unwrap_or(1024).saturating_mul(1 << 20),
                 ..config
             };
-            (scheduler::start(CpuExecutor::new(*r), config), "cpu")
+            (
+                scheduler::start_spec(CpuExecutor::new(*r), config, spec),
+                "cpu",
+            )
         }
         Loaded::Cuda(c) => {
             let budget = match (args.kv_mb, backend) {
@@ -211,15 +365,23 @@ fn load(args: &Args, backend: &Resolved, spec: &str) -> anyhow::Result<ServedMod
                 kv_budget_bytes: budget,
                 ..config
             };
-            (scheduler::start(*c, config), "cuda")
+            (scheduler::start_spec(*c, config, spec), "cuda")
         }
     };
     let scheduler = scheduler.with_context(|| format!("cannot start the scheduler of {alias}"))?;
     eprintln!(
-        "assay serve: model {alias} <- {} (backend {backend_name}, ctx {n_ctx}, KV {} positions, chat template {})",
+        "assay serve: model {alias} <- {} (backend {backend_name}, ctx {n_ctx}, KV {} positions, chat template {}{})",
         path.display(),
         scheduler.capacity_tokens(),
-        if template.is_some() { "yes" } else { "no" }
+        if template.is_some() { "yes" } else { "no" },
+        match &spec_name {
+            Some(n) => format!(
+                ", spec {n} k<={}{}",
+                args.spec_k,
+                if args.spec_fixed { " fixed" } else { "" }
+            ),
+            None => String::new(),
+        }
     );
     let created = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -266,6 +428,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     } else {
         args.models.clone()
     };
+    check_specs(&args, None)?;
     let backend = resolve_backend(args.backend)?;
     let mut models = Vec::new();
     for s in &specs {
@@ -278,6 +441,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         models.push(Arc::new(m));
     }
+    let aliases: Vec<String> = models.iter().map(|m| m.alias.clone()).collect();
+    check_specs(&args, Some(&aliases))?;
     let state = Arc::new(AppState {
         models,
         keys,

@@ -52,6 +52,10 @@ impl CudaExecutor {
             out[i] = Some(match &mut input.want {
                 Want::Nothing => StepOut::Nothing,
                 Want::Logits => StepOut::Logits(dec.logits()?),
+                // A verification feeds two tokens at least: never a one-token input.
+                Want::Rows { .. } => {
+                    return Err(shape_err("batched step", "a one-row verification"));
+                }
                 Want::Token(pick) => {
                     let argmax = device_argmax(pick.sampler.config());
                     if argmax && pick.mask.is_none() {
