@@ -38,6 +38,7 @@ use crate::receipt::Workload;
 use crate::{GateContext, GateDef, GateOutcome, Verdict};
 
 mod http;
+pub mod spec;
 pub use http::{dechunk, http_post, served_tokens, served_tokens_with};
 
 /// The served gates.
@@ -49,6 +50,13 @@ pub fn gates() -> Vec<GateDef> {
             needs_gpu: false,
             quick: true,
             run: served,
+        },
+        GateDef {
+            name: "served-spec",
+            about: "assay serve --spec (n-gram K=1,4,8; the model drafting for itself K=4) over HTTP: greedy blocking, streamed, prefix-cached, 8 concurrent == the plain single-sequence path; seeded sampled == spec::generate; /metrics counts the rounds",
+            needs_gpu: false,
+            quick: true,
+            run: served_spec,
         },
         GateDef {
             name: "served-cuda",
@@ -443,6 +451,96 @@ pub fn cuda_pick(
     Ok(out)
 }
 
+/// A server run in-process on a loopback port: one model `gate` (its scheduler speculating
+/// with `spec` when given), API keys of the tenants [`key`] names.
+pub struct InProcess {
+    pub addr: std::net::SocketAddr,
+    pub state: Arc<AppState>,
+    rt: tokio::runtime::Runtime,
+    stop_tx: tokio::sync::oneshot::Sender<()>,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl InProcess {
+    /// Start serving `exec`.
+    pub fn start<E: Executor>(
+        exec: E,
+        tok: Tokenizer,
+        template: ChatTemplate,
+        spec: Option<engine::scheduler::SpecServe>,
+    ) -> Result<Self, String> {
+        let config = SchedulerConfig {
+            n_ctx: 1024,
+            kv_budget_bytes: 256 << 20,
+            block_tokens: 16,
+            max_queue: 64,
+            max_batch_tokens: 64,
+            prefix_cache_entries: 32,
+            eog_tokens: tok.eog_ids(),
+            warmup_token: tok.bos_id(),
+        };
+        let sched =
+            scheduler::start_spec(exec, config, spec).map_err(|e| format!("scheduler: {e}"))?;
+        let hashes: String = (0..=PROMPTS.len())
+            .map(|i| format!("{}\n", engine::server::auth::hash_key(&key(i))))
+            .collect();
+        let keys = engine::server::KeySet::parse(&hashes, "gate keys")
+            .map_err(|e| format!("keys: {e}"))?;
+        let state = Arc::new(AppState {
+            models: vec![Arc::new(ServedModel {
+                alias: "gate".into(),
+                tokenizer: tok,
+                template: Some(template),
+                scheduler: sched,
+                max_prompt_tokens: 1000,
+                created: SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs()),
+            })],
+            keys: Some(keys),
+            metrics: Metrics::default(),
+            config: ServerConfig::default(),
+        });
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(|e| format!("runtime: {e}"))?;
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .map_err(|e| format!("bind: {e}"))?;
+        let addr = listener.local_addr().map_err(|e| format!("bind: {e}"))?;
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let server = rt.spawn(engine::server::serve(listener, state.clone(), async {
+            let _ = stop_rx.await;
+        }));
+        Ok(Self {
+            addr,
+            state,
+            rt,
+            stop_tx,
+            server,
+        })
+    }
+
+    /// The `/metrics` text as the server renders it.
+    pub fn metrics(&self) -> String {
+        let models: Vec<(&str, &engine::scheduler::Stats)> = self
+            .state
+            .models
+            .iter()
+            .map(|m| (m.alias.as_str(), m.scheduler.stats()))
+            .collect();
+        self.state.metrics.render(&models)
+    }
+
+    /// Stop the server and wait for it.
+    pub fn stop(self) {
+        let _ = self.stop_tx.send(());
+        let _ = self.rt.block_on(self.server);
+    }
+}
+
 /// Serve `exec` in-process and check every case against `want` (the expected tokens of a
 /// prompt's ids under a [`PickSpec`]: greedy for the main cases, then each of [`picks`] on
 /// the first prompt). Returns the verdict and detail lines.
@@ -479,72 +577,11 @@ pub fn serve_and_check<E: Executor>(
             }
         }
     }
-    let config = SchedulerConfig {
-        n_ctx: 1024,
-        kv_budget_bytes: 256 << 20,
-        block_tokens: 16,
-        max_queue: 64,
-        max_batch_tokens: 64,
-        prefix_cache_entries: 32,
-        eog_tokens: tok.eog_ids(),
-        warmup_token: tok.bos_id(),
-    };
-    let sched = match scheduler::start(exec, config) {
+    let srv = match InProcess::start(exec, tok, template, None) {
         Ok(s) => s,
-        Err(e) => {
-            return (
-                Verdict::from_failures(vec![format!("scheduler: {e}")]),
-                vec![],
-            );
-        }
+        Err(e) => return (Verdict::from_failures(vec![e]), vec![]),
     };
-    let hashes: String = (0..=PROMPTS.len())
-        .map(|i| format!("{}\n", engine::server::auth::hash_key(&key(i))))
-        .collect();
-    let keys = match engine::server::KeySet::parse(&hashes, "gate keys") {
-        Ok(k) => k,
-        Err(e) => return (Verdict::from_failures(vec![format!("keys: {e}")]), vec![]),
-    };
-    let state = Arc::new(AppState {
-        models: vec![Arc::new(ServedModel {
-            alias: "gate".into(),
-            tokenizer: tok,
-            template: Some(template),
-            scheduler: sched,
-            max_prompt_tokens: 1000,
-            created: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs()),
-        })],
-        keys: Some(keys),
-        metrics: Metrics::default(),
-        config: ServerConfig::default(),
-    });
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            return (
-                Verdict::from_failures(vec![format!("runtime: {e}")]),
-                vec![],
-            );
-        }
-    };
-    let listener = match rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")) {
-        Ok(l) => l,
-        Err(e) => return (Verdict::from_failures(vec![format!("bind: {e}")]), vec![]),
-    };
-    let addr = match listener.local_addr() {
-        Ok(a) => a,
-        Err(e) => return (Verdict::from_failures(vec![format!("bind: {e}")]), vec![]),
-    };
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = rt.spawn(engine::server::serve(listener, state, async {
-        let _ = stop_rx.await;
-    }));
+    let addr = srv.addr;
     let mut cases = Vec::new();
     let mut push = |label: String, want: &Vec<u32>, got: Result<Vec<u32>, String>| {
         cases.push(Case {
@@ -630,8 +667,7 @@ pub fn serve_and_check<E: Executor>(
             push(format!("{} {how}", pick.label), w, got);
         }
     }
-    let _ = stop_tx.send(());
-    let _ = rt.block_on(server);
+    srv.stop();
     let n = cases.len();
     let verdict = check(&cases);
     let detail = vec![format!(
@@ -709,6 +745,65 @@ fn served_cuda(ctx: &GateContext) -> GateOutcome {
             prompt_id: Some("served-chat-v1".into()),
             sampling: Some("greedy + seeded samples + json_schema".into()),
             batch: Some(16),
+            ..Workload::default()
+        },
+    }
+}
+
+fn served_spec(ctx: &GateContext) -> GateOutcome {
+    let (model, facts) = match crate::reference_gates::default_model(ctx) {
+        Ok(x) => x,
+        Err(e) => return GateOutcome::new(Verdict::from_failures(vec![e]), vec![]),
+    };
+    let (n_tokens, ks): (usize, &[usize]) = if ctx.quick {
+        (8, &[1, 4, 8])
+    } else {
+        (24, &[1, 2, 4, 8])
+    };
+    let opts = ReferenceOptions {
+        threads: Some(ctx.threads.max(1)),
+        kv_dtype: KvDtype::F16,
+    };
+    let reference = match Reference::new(model.clone(), opts)
+        .and_then(|mut r| r.cache_weights(1 << 30).map(|_| r))
+    {
+        Ok(r) => Arc::new(r),
+        Err(e) => return GateOutcome::new(Verdict::from_failures(vec![e.to_string()]), vec![]),
+    };
+    let (mut verdict, mut detail) = spec::run_served_spec(
+        &reference,
+        n_tokens,
+        8,
+        ks,
+        &[spec::Proposal::Ngram],
+        &|| Box::new(engine::spec::ExactVerifier),
+    );
+    let (v, d) = spec::run_served_spec(
+        &reference,
+        n_tokens,
+        8,
+        &[4],
+        &[spec::Proposal::SelfDraft],
+        &|| Box::new(engine::spec::ExactVerifier),
+    );
+    detail.extend(d);
+    if let (Verdict::Red { failures }, Verdict::Red { failures: more }) = (&mut verdict, &v) {
+        failures.extend(more.iter().cloned());
+    } else if v.is_red() {
+        verdict = v;
+    }
+    GateOutcome {
+        verdict,
+        detail,
+        model: Some(facts),
+        workload: Workload {
+            mode: Some("gate".into()),
+            prompt_id: Some("served-chat-v1".into()),
+            gen_tokens: Some(n_tokens as u64),
+            k: ks.last().map(|&k| k as u64),
+            sampling: Some("greedy + seeded sample".into()),
+            threads: Some(ctx.threads as u64),
+            batch: Some(8),
             ..Workload::default()
         },
     }

@@ -445,7 +445,11 @@ impl<E: Executor> Engine<E> {
                         mask: masks.get(i).and_then(|m| m.as_ref()).map(|m| m.words()),
                     })
                 };
-                which.push((i, want.kind(), decoding && s.spec.is_some()));
+                which.push((
+                    i,
+                    want.kind(),
+                    decoding && s.generated > 0 && s.spec.is_some(),
+                ));
                 inputs.push(StepInput { kv, tokens, want });
             }
             if inputs.is_empty() {
@@ -568,7 +572,9 @@ impl<E: Executor> Engine<E> {
         for (i, s) in self.running.iter_mut().enumerate() {
             let Some(sp) = s.spec.as_mut() else { continue };
             let fed = s.kv.as_ref().map_or(0, |kv| self.exec.kv_len(kv));
-            if s.kv.is_none() || fed + 1 != s.tokens.len() {
+            // The first token comes from the prompt's pass, as in the spec loop (also when
+            // the prefix cache left one prompt token to feed).
+            if s.kv.is_none() || fed + 1 != s.tokens.len() || s.generated == 0 {
                 sp.clear_round();
                 continue;
             }

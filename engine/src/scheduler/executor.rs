@@ -155,11 +155,17 @@ pub trait Executor: Send + 'static {
 
 /// The CPU reference as a served backend.
 pub struct CpuExecutor {
-    reference: Reference,
+    reference: std::sync::Arc<Reference>,
 }
 
 impl CpuExecutor {
     pub fn new(reference: Reference) -> Self {
+        Self::shared(std::sync::Arc::new(reference))
+    }
+
+    /// An executor over a reference shared with others (a gate's reference path, a draft
+    /// model drafting for itself): each sequence still has its own cache.
+    pub fn shared(reference: std::sync::Arc<Reference>) -> Self {
         Self { reference }
     }
 

@@ -14,7 +14,8 @@
 //! verification rows are batch-invariant; the served gate's spec case checks it), and
 //! sampled requests (temperature > 0) with distribution-exact rejection sampling: their
 //! tokens follow the distribution of plain sampling, not the same draws (with a seed they
-//! equal `assay generate --spec` with that seed and depth). Requests with logprobs, a
+//! equal `assay generate --spec` with that seed and depth, unless preempted: the recompute
+//! ends with a plain pick where the loop had a round). Requests with logprobs, a
 //! grammar (`response_format` / tools) or greedy with penalties decode plain.
 //!
 //! Depth and the speed policy are the spec module's ([`AdaptiveDepth`]): fixed or adaptive

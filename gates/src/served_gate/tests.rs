@@ -209,3 +209,74 @@ fn dechunk_undoes_chunked_coding() {
     );
     assert!(dechunk(b"5\r\nab").is_err());
 }
+
+/// A verifier that accepts one wrong draft token (at the first rejection it meets).
+struct AcceptsOneWrong {
+    fired: bool,
+}
+
+impl engine::spec::Verifier for AcceptsOneWrong {
+    fn verify(
+        &mut self,
+        rows: &[Vec<f32>],
+        d: &engine::spec::Draft,
+        s: &mut Sampler,
+    ) -> engine::spec::RoundResult {
+        engine::spec::ExactVerifier.verify(rows, d, s)
+    }
+    fn verify_argmax(
+        &mut self,
+        picks: &[u32],
+        d: &engine::spec::Draft,
+        s: &mut Sampler,
+    ) -> engine::spec::RoundResult {
+        let r = engine::spec::greedy_match(picks, d, &mut s.clone());
+        if self.fired || r.accepted + 1 >= d.tokens.len() {
+            return engine::spec::greedy_match(picks, d, s);
+        }
+        self.fired = true;
+        for &t in &d.tokens[..=r.accepted] {
+            s.accept(t);
+        }
+        let next = picks[r.accepted + 1];
+        s.accept(next);
+        engine::spec::RoundResult {
+            accepted: r.accepted + 1,
+            next,
+        }
+    }
+}
+
+/// The speculating server (n-gram at K = 1, 4, 8; SmolLM2 drafting for itself at K = 2) is
+/// green, and a verifier that accepts one wrong draft token turns it red.
+#[test]
+fn served_speculation_is_green_and_one_wrongly_accepted_draft_turns_it_red() {
+    let Some((reference, _, _, _)) = smollm2() else {
+        return;
+    };
+    let reference = Arc::new(reference);
+    let exact = || Box::new(engine::spec::ExactVerifier) as Box<dyn engine::spec::Verifier + Send>;
+    let (v, detail) = spec::run_served_spec(
+        &reference,
+        5,
+        4,
+        &[1, 4, 8],
+        &[spec::Proposal::Ngram],
+        &exact,
+    );
+    assert_eq!(v, Verdict::Green, "{detail:?}");
+    let (v, detail) =
+        spec::run_served_spec(&reference, 4, 4, &[2], &[spec::Proposal::SelfDraft], &exact);
+    assert_eq!(v, Verdict::Green, "{detail:?}");
+    let faulty =
+        || Box::new(AcceptsOneWrong { fired: false }) as Box<dyn engine::spec::Verifier + Send>;
+    let (v, detail) =
+        spec::run_served_spec(&reference, 5, 4, &[4], &[spec::Proposal::Ngram], &faulty);
+    let Verdict::Red { failures } = v else {
+        panic!("a wrongly accepted draft left the gate green: {detail:?}")
+    };
+    assert!(
+        failures.iter().any(|f| f.contains("differs")),
+        "{failures:?}"
+    );
+}
