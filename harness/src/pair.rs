@@ -335,7 +335,13 @@ fn pair_cell(
     } else {
         "cpu"
     };
-    let flags = serve_load::serve_flags(backend, cell.prompt_tokens, cell.gen_tokens, cell.batch);
+    let mut flags =
+        serve_load::serve_flags(backend, cell.prompt_tokens, cell.gen_tokens, cell.batch);
+    if let Some(spec) = &cell.spec {
+        // Ours speculative, theirs plain (the board's spec cells).
+        let draft = crate::bench::draft_path(env, cell)?;
+        flags.extend(serve_load::spec_flags(spec, draft.as_deref())?);
+    }
     let log = std::env::temp_dir().join(format!("assay-serve-pair-{}.log", cell.id));
     let mut ours = AssayServer::start(&bin, &path, &flags, &log, timeout)?;
     let our_target = ours.target();

@@ -163,7 +163,7 @@ fn synth_path(env: &EnvArgs, id: &str, s: &cells::SynthRef) -> Result<(String, P
 /// The draft model of a `spec = { proposer = "draft:..." }` cell: `draft:synth:<QUANT>` is
 /// the cell's own synthetic checkpoint (same shape and seed) in another format, else a
 /// catalog name or path.
-fn draft_path(env: &EnvArgs, cell: &Cell) -> Result<Option<PathBuf>> {
+pub(crate) fn draft_path(env: &EnvArgs, cell: &Cell) -> Result<Option<PathBuf>> {
     let Some(name) = cell
         .spec
         .as_ref()

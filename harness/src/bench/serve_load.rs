@@ -165,6 +165,40 @@ pub fn serve_flags(
     ]
 }
 
+/// The flags of `assay serve --spec` for a speculative cell (`spec = { ... }`): the
+/// proposer (`ngram`, or `draft:` with `draft`, the draft checkpoint's path), the largest
+/// depth, `--spec-fixed` unless adaptive, and the speed policy on or off.
+pub fn spec_flags(
+    spec: &crate::bench::cells::SpecCell,
+    draft: Option<&std::path::Path>,
+) -> Result<Vec<String>> {
+    let proposer = if spec.proposer == "ngram" {
+        "ngram".to_owned()
+    } else if spec.proposer.starts_with("draft:") {
+        let Some(d) = draft else {
+            bail!("proposer {:?}: no draft checkpoint given", spec.proposer);
+        };
+        format!("draft:{}", d.display())
+    } else {
+        bail!(
+            "proposer {:?} is not one `assay serve --spec` takes",
+            spec.proposer
+        );
+    };
+    let mut f = vec![
+        "--spec".to_owned(),
+        proposer,
+        "--spec-k".to_owned(),
+        spec.k.to_string(),
+        "--spec-policy".to_owned(),
+        if spec.policy { "on" } else { "off" }.to_owned(),
+    ];
+    if !spec.adaptive {
+        f.push("--spec-fixed".to_owned());
+    }
+    Ok(f)
+}
+
 /// The tokens one SSE event carries: its `token_ids` when present; else, unless the stream
 /// already carried ids (`ids_seen`: then an event without them, such as a final one
 /// flushing held-back text, carries no new token), 1 for non-empty text, else 0.
@@ -680,6 +714,46 @@ mod tests {
         let resp = "HTTP/1.1 200 OK\r\n\r\ndata: {\"choices\":[{\"text\":\"a\"}]}\n\n".to_string();
         let e = stream_completion(&target(fake(resp)), &[1], 2, Duration::from_secs(5));
         assert!(format!("{:#}", e.unwrap_err()).contains("[DONE]"));
+    }
+
+    #[test]
+    fn spec_cells_get_the_serve_spec_flags() {
+        use crate::bench::cells::SpecCell;
+        let ngram = SpecCell {
+            proposer: "ngram".into(),
+            k: 8,
+            adaptive: true,
+            policy: true,
+        };
+        assert_eq!(
+            spec_flags(&ngram, None).unwrap(),
+            ["--spec", "ngram", "--spec-k", "8", "--spec-policy", "on"]
+        );
+        let draft = SpecCell {
+            proposer: "draft:synth:Q4_0".into(),
+            k: 4,
+            adaptive: false,
+            policy: false,
+        };
+        let p = std::path::Path::new("/m/synth/llama-q4_0.gguf");
+        assert_eq!(
+            spec_flags(&draft, Some(p)).unwrap(),
+            [
+                "--spec",
+                "draft:/m/synth/llama-q4_0.gguf",
+                "--spec-k",
+                "4",
+                "--spec-policy",
+                "off",
+                "--spec-fixed"
+            ]
+        );
+        assert!(spec_flags(&draft, None).is_err());
+        let mtp = SpecCell {
+            proposer: "mtp".into(),
+            ..ngram
+        };
+        assert!(spec_flags(&mtp, None).is_err());
     }
 
     #[test]

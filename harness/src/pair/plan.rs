@@ -158,19 +158,43 @@ impl CellEstimate {
     }
 }
 
-/// Why `cell` cannot be paired now, if so.
+/// Why `cell` cannot be paired now, if so: a speculative cell whose proposer or depth
+/// `assay serve --spec` does not take (`ngram` or `draft:...`, K in 1..=8).
 pub fn blocked(cell: &Cell) -> Option<String> {
-    cell.spec.as_ref().map(|_| {
-        "blocked: `assay serve` has no speculative decoding yet (engine/src/bin/assay/serve.rs), so the speculative arm cannot run through the server".to_owned()
+    let s = cell.spec.as_ref()?;
+    let max = engine::scheduler::spec::MAX_SERVE_K;
+    if s.proposer != "ngram" && !s.proposer.starts_with("draft:") {
+        return Some(format!(
+            "blocked: proposer {:?} is not one `assay serve --spec` takes (ngram, draft:MODEL)",
+            s.proposer
+        ));
+    }
+    if !(1..=max).contains(&s.k) {
+        return Some(format!(
+            "blocked: `assay serve` drafts 1..={max} tokens per round, the cell asks K={}",
+            s.k
+        ));
+    }
+    None
+}
+
+/// The synthetic draft checkpoint of a `draft:synth:<QUANT>` cell.
+pub fn draft_synth(cell: &Cell) -> Option<SynthRef> {
+    let quant = cell.spec.as_ref()?.proposer.strip_prefix("draft:synth:")?;
+    cell.synth.as_ref().map(|s| SynthRef {
+        quant: quant.to_owned(),
+        ..s.clone()
     })
 }
 
-/// The checkpoints a cell needs (ours, and the BF16 copy vLLM quantizes itself).
+/// The checkpoints a cell needs (ours, our draft's, and the BF16 copy vLLM quantizes
+/// itself).
 fn checkpoints(cell: &Cell, vs: Competitor) -> Vec<SynthRef> {
     let Some(s) = &cell.synth else {
         return Vec::new();
     };
     let mut out = vec![s.clone()];
+    out.extend(draft_synth(cell));
     if vs == Competitor::Vllm && !s.quant.eq_ignore_ascii_case("BF16") {
         out.push(SynthRef {
             quant: "BF16".into(),
@@ -205,7 +229,12 @@ pub fn estimate(cell: &Cell, vs: Competitor, made: &mut BTreeSet<String>) -> Res
         Competitor::Vllm => VLLM_START_S,
         Competitor::Transformers => bail!("no estimate for the transformers arm (not wired)"),
     };
-    let start_s = ASSAY_START_S * ours.file_bytes / refs.file_bytes + their_start;
+    // Our server loads its draft too.
+    let draft_bytes = match draft_synth(cell) {
+        Some(d) => sizes(&d)?.file_bytes,
+        None => 0.0,
+    };
+    let start_s = ASSAY_START_S * (ours.file_bytes + draft_bytes) / refs.file_bytes + their_start;
     let waves = (cell.warmup + cell.runs.max(5)) as f64;
     let wave = wave_s(
         cell.batch,
@@ -481,28 +510,62 @@ mod tests {
         assert!(fp8.start_s > d.start_s);
     }
 
-    #[test]
-    fn spec_cells_are_blocked_and_not_counted() {
-        let mut s = cell("s", L8, "Q4_0", 512, 128, 1);
-        s.spec = Some(SpecCell {
-            proposer: "ngram".into(),
-            k: 8,
+    fn spec(proposer: &str, k: usize) -> Option<SpecCell> {
+        Some(SpecCell {
+            proposer: proposer.into(),
+            k,
             adaptive: true,
             policy: true,
-        });
+        })
+    }
+
+    #[test]
+    fn spec_cells_are_counted_with_their_draft_and_bad_ones_blocked() {
+        let mut s = cell("s", L8, "Q4_0", 512, 128, 1);
+        s.spec = spec("ngram", 8);
         let d = cell("d", L8, "Q4_0", 512, 128, 1);
         let p = plan(&[&s, &d], Competitor::LlamaCpp, None).unwrap();
-        assert!(p.cells[0].blocked.is_some());
-        assert_eq!(p.selected_ids(), vec!["d".to_owned()]);
-        // The blocked cell makes no checkpoint: `d` pays the synth, the totals are `d`'s.
+        assert!(p.cells[0].blocked.is_none());
+        assert_eq!(p.selected_ids(), vec!["s".to_owned(), "d".to_owned()]);
+        // The n-gram cell pays the synth, `d` reuses it.
+        assert!(p.cells[0].synth_s > 40.0 && p.cells[1].synth_s == 0.0);
+        // A Q4_0 draft for a Q8_0 cell: its checkpoint is made (once) and loaded.
+        let mut q8 = cell("q8", L8, "Q8_0", 512, 128, 1);
+        let plain_q8 = plan(&[&q8], Competitor::LlamaCpp, None).unwrap();
+        q8.spec = spec("draft:synth:Q4_0", 4);
+        let p = plan(&[&q8], Competitor::LlamaCpp, None).unwrap();
+        assert!(
+            p.cells[0].synth_s > plain_q8.cells[0].synth_s + 40.0,
+            "{p:?}"
+        );
+        assert!(p.cells[0].start_s > plain_q8.cells[0].start_s);
+        let p = plan(&[&d, &q8], Competitor::LlamaCpp, None).unwrap();
+        assert!(
+            (p.cells[1].synth_s - plain_q8.cells[0].synth_s).abs() < 1e-9,
+            "the Q4_0 draft was made by `d`"
+        );
+        // What `assay serve --spec` cannot run stays blocked and out of the totals.
+        let mut bad = cell("bad", L8, "Q4_0", 512, 128, 1);
+        bad.spec = spec("mtp", 4);
+        let mut deep = cell("deep", L8, "Q4_0", 512, 128, 1);
+        deep.spec = spec("ngram", 16);
+        let p = plan(&[&bad, &deep, &d], Competitor::LlamaCpp, None).unwrap();
+        assert!(
+            p.cells[0]
+                .blocked
+                .as_deref()
+                .is_some_and(|b| b.contains("mtp"))
+        );
+        assert!(
+            p.cells[1]
+                .blocked
+                .as_deref()
+                .is_some_and(|b| b.contains("K=16"))
+        );
         let only_d = plan(&[&d], Competitor::LlamaCpp, None).unwrap();
-        assert!(p.cells[1].synth_s > 40.0);
         assert!((p.total_s() - only_d.total_s()).abs() < 1e-9);
         let text = render(&p, Competitor::LlamaCpp, None);
-        assert!(
-            text.contains("blocked") && text.contains("1 runnable, 1 blocked"),
-            "{text}"
-        );
+        assert!(text.contains("1 runnable, 2 blocked"), "{text}");
     }
 
     #[test]
