@@ -527,7 +527,7 @@ impl<E: Executor> Engine<E> {
                 // has speculation off): timed for the policy.
                 let before = s.tokens.len();
                 sp.end_round(0, share_s, before);
-                if !(!s.req.ignore_eos && self.config.eog_tokens.contains(&tok)) {
+                if s.req.ignore_eos || !self.config.eog_tokens.contains(&tok) {
                     sp.stats.emitted += 1;
                 }
                 self.stats.spec.plain_rounds.fetch_add(1, Ordering::Relaxed);
