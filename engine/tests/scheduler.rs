@@ -620,6 +620,8 @@ impl Proposer for Oracle {
 
 struct OracleFactory {
     made: Arc<AtomicUsize>,
+    /// Making a proposer fails (a draft decoder without memory).
+    fail: bool,
 }
 
 impl ProposerFactory for OracleFactory {
@@ -627,6 +629,9 @@ impl ProposerFactory for OracleFactory {
         "oracle".into()
     }
     fn make(&mut self, _: usize, _: &SamplerConfig) -> Result<Box<dyn Proposer>, String> {
+        if self.fail {
+            return Err("planted: no memory for a draft".into());
+        }
         self.made.fetch_add(1, Ordering::SeqCst);
         Ok(Box::new(Oracle))
     }
@@ -637,7 +642,10 @@ fn spec(k: usize, verifier: Box<dyn Verifier + Send>) -> (SpecServe, Arc<AtomicU
     let s = SpecServe {
         verifier,
         ..SpecServe::new(
-            Box::new(OracleFactory { made: made.clone() }),
+            Box::new(OracleFactory {
+                made: made.clone(),
+                fail: false,
+            }),
             k,
             true,
             usize::MAX,
@@ -803,4 +811,27 @@ fn logprobs_requests_and_grammar_free_sampled_ones_choose_their_path() {
     assert_eq!(toks, solo(&p, 10));
     assert!(fin.spec.is_some_and(|s| s.rounds > 0));
     wait_until("idle", || idle(&h));
+}
+
+#[test]
+fn a_proposer_that_cannot_be_made_leaves_the_request_decoding_plain() {
+    let (f, _, _) = fake();
+    let spec = SpecServe::new(
+        Box::new(OracleFactory {
+            made: Arc::new(AtomicUsize::new(0)),
+            fail: true,
+        }),
+        4,
+        true,
+        usize::MAX,
+    );
+    let h = scheduler::start_spec(f, config(), Some(spec)).unwrap();
+    let p = prompt(7, 11);
+    let (r, mut rx) = request("t", p.clone(), 15);
+    h.submit(r).unwrap();
+    let (toks, _, fin) = collect(&mut rx);
+    assert_eq!((fin.reason, toks), (FinishReason::Length, solo(&p, 15)));
+    assert!(fin.spec.is_none());
+    assert_eq!(h.stats().spec.failures.load(Ordering::SeqCst), 1);
+    assert_eq!(h.stats().spec.rounds.load(Ordering::SeqCst), 0);
 }

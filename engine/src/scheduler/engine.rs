@@ -383,7 +383,7 @@ impl<E: Executor> Engine<E> {
 
     fn step(&mut self) {
         let mut done: Vec<(usize, FinishReason)> = Vec::new();
-        self.draft(&mut done);
+        self.draft();
         let mut plan = self.plan();
         self.grow(&mut plan);
         // The grammar masks of the sequences that will ask for a token, computed before the
@@ -564,12 +564,14 @@ impl<E: Executor> Engine<E> {
     }
 
     /// Draft the next round of every speculating sequence about to decode (see
-    /// [`super::spec`]); a proposer that fails ends its request.
-    fn draft(&mut self, done: &mut Vec<(usize, FinishReason)>) {
+    /// [`super::spec`]); a sequence whose proposer fails (a draft decoder that cannot be
+    /// made) decodes plain from then on: nothing of the target changed, so its tokens stay
+    /// those of plain decoding.
+    fn draft(&mut self) {
         let Some(spec) = self.spec.as_mut() else {
             return;
         };
-        for (i, s) in self.running.iter_mut().enumerate() {
+        for s in self.running.iter_mut() {
             let Some(sp) = s.spec.as_mut() else { continue };
             let fed = s.kv.as_ref().map_or(0, |kv| self.exec.kv_len(kv));
             // The first token comes from the prompt's pass, as in the spec loop (also when
@@ -589,9 +591,9 @@ impl<E: Executor> Engine<E> {
                 .min(self.config.n_ctx.saturating_sub(len + 1))
                 .min(sp.capacity.saturating_sub(len));
             if let Err(e) = sp.prepare(spec, &s.req.sampling, &s.tokens, room) {
-                tracing::error!("speculation: {e}");
-                sp.clear_round();
-                done.push((i, FinishReason::Error(format!("speculation: {e}"))));
+                tracing::warn!("speculation off for a request: {e}");
+                self.stats.spec.failures.fetch_add(1, Ordering::Relaxed);
+                s.spec = None;
             }
         }
     }

@@ -204,6 +204,8 @@ pub struct SpecCounters {
     pub proposed: [AtomicU64; spec::MAX_SERVE_K],
     /// `accepted[i]`: rounds whose draft at position `i + 1` was accepted.
     pub accepted: [AtomicU64; spec::MAX_SERVE_K],
+    /// Requests whose proposer failed (they decoded plain from then on).
+    pub failures: AtomicU64,
 }
 
 impl SpecCounters {

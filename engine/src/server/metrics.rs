@@ -112,7 +112,7 @@ impl Metrics {
             "Time between consecutive generated tokens of a stream.",
         );
         type Get = fn(&Stats) -> u64;
-        let rows: [(&str, &str, &str, Get); 16] = [
+        let rows: [(&str, &str, &str, Get); 17] = [
             (
                 "assay_prompt_tokens_total",
                 "counter",
@@ -205,6 +205,12 @@ impl Metrics {
                 "counter",
                 "Draft tokens accepted.",
                 |s| s.spec.accepted_total(),
+            ),
+            (
+                "assay_spec_failures_total",
+                "counter",
+                "Requests whose proposer failed (they decoded plain from then on).",
+                |s| s.spec.failures.load(Ordering::Relaxed),
             ),
         ];
         for (name, kind, help, get) in rows {

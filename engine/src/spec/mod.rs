@@ -9,7 +9,8 @@
 //! distribution-exact rejection sampling, [`ExactVerifier`]), adaptive depth and the
 //! speculation-off policy ([`AdaptiveDepth`]), acceptance statistics ([`SpecStats`], for the
 //! CLI, `/metrics` and receipts), and the decode loop ([`generate`]) next to the plain loop
-//! it must equal ([`plain_generate`]).
+//! it must equal ([`plain_generate`]). `assay serve --spec` runs the same rounds inside the
+//! scheduler, one sequence's round per step input (`crate::scheduler::spec`).
 //!
 //! One round: the proposer drafts `d_1..d_k` after the committed context; the target runs
 //! ONE forward of `k + 1` rows (the last committed token, then the drafts) with logits of
