@@ -415,6 +415,19 @@ fn pair_cell(
         sb.add(&tb, cell.prompt_tokens);
         next += cell.batch;
     }
+    // A speculative cell records our server's acceptance (its /metrics).
+    let spec_line = match &cell.spec {
+        Some(_) => Some(
+            serve_load::get_metrics(our_target.addr, timeout)
+                .map(|m| {
+                    serve_load::spec_summary(&m).unwrap_or_else(|| {
+                        "spec: assay /metrics counted no verification round".into()
+                    })
+                })
+                .unwrap_or_else(|e| format!("spec: assay /metrics unreadable: {e:#}")),
+        ),
+        None => None,
+    };
     ours.stop();
     theirs.stop();
 
@@ -489,6 +502,7 @@ fn pair_cell(
         theirs.log().display(),
         args.vs.name()
     ));
+    detail.extend(spec_line);
     r.detail.extend(detail);
     r.wall_s = (t0.elapsed().as_secs_f64() * 1000.0).round() / 1000.0;
     Ok(r)

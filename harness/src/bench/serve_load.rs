@@ -199,6 +199,67 @@ pub fn spec_flags(
     Ok(f)
 }
 
+/// `GET /metrics` of a server on the loopback (the whole exposition text).
+pub fn get_metrics(addr: SocketAddr, timeout: Duration) -> Result<String> {
+    let mut s = TcpStream::connect_timeout(&addr, timeout)
+        .with_context(|| format!("connecting to {addr}"))?;
+    s.set_read_timeout(Some(timeout))?;
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut r = BufReader::new(s);
+    let (code, chunked) = response_head(&mut r)?;
+    if code != 200 {
+        bail!("GET /metrics: HTTP {code}");
+    }
+    let mut body = Vec::new();
+    r.read_to_end(&mut body)?;
+    if chunked {
+        body = gates::served_gate::dechunk(&body).map_err(anyhow::Error::msg)?;
+    }
+    Ok(String::from_utf8_lossy(&body).into_owned())
+}
+
+/// One line of a speculating server's acceptance from its `/metrics` text (all models
+/// summed): verification rounds, drafts accepted of drafted, and per draft position
+/// accepted/proposed. `None` when no round ran.
+pub fn spec_summary(metrics: &str) -> Option<String> {
+    let sum = |name: &str, position: Option<usize>| -> u64 {
+        metrics
+            .lines()
+            .filter(|l| l.starts_with(&format!("{name}{{")))
+            .filter(|l| position.is_none_or(|p| l.contains(&format!("position=\"{p}\""))))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    };
+    let rounds = sum("assay_spec_rounds_total", None);
+    if rounds == 0 {
+        return None;
+    }
+    let (drafted, accepted) = (
+        sum("assay_spec_drafted_tokens_total", None),
+        sum("assay_spec_accepted_tokens_total", None),
+    );
+    let positions: Vec<String> = (1..=8)
+        .map(|p| {
+            (
+                p,
+                sum("assay_spec_position_accepted_total", Some(p)),
+                sum("assay_spec_position_proposed_total", Some(p)),
+            )
+        })
+        .filter(|&(_, _, n)| n > 0)
+        .map(|(p, a, n)| format!("{p}: {a}/{n}"))
+        .collect();
+    Some(format!(
+        "spec (assay /metrics, warm-up included): {rounds} verification rounds, {} plain steps, drafts accepted {accepted}/{drafted} ({:.1}%); per position {}",
+        sum("assay_spec_plain_rounds_total", None),
+        100.0 * accepted as f64 / drafted.max(1) as f64,
+        positions.join(", ")
+    ))
+}
+
 /// The tokens one SSE event carries: its `token_ids` when present; else, unless the stream
 /// already carried ids (`ids_seen`: then an event without them, such as a final one
 /// flushing held-back text, carries no new token), 1 for non-empty text, else 0.
@@ -714,6 +775,30 @@ mod tests {
         let resp = "HTTP/1.1 200 OK\r\n\r\ndata: {\"choices\":[{\"text\":\"a\"}]}\n\n".to_string();
         let e = stream_completion(&target(fake(resp)), &[1], 2, Duration::from_secs(5));
         assert!(format!("{:#}", e.unwrap_err()).contains("[DONE]"));
+    }
+
+    #[test]
+    fn spec_acceptance_is_read_from_metrics() {
+        let text = "# HELP x\nassay_spec_rounds_total{model=\"bench\"} 10\nassay_spec_plain_rounds_total{model=\"bench\"} 3\nassay_spec_drafted_tokens_total{model=\"bench\"} 30\nassay_spec_accepted_tokens_total{model=\"bench\"} 12\nassay_spec_position_proposed_total{model=\"bench\",position=\"1\"} 10\nassay_spec_position_accepted_total{model=\"bench\",position=\"1\"} 7\nassay_spec_position_proposed_total{model=\"bench\",position=\"2\"} 10\nassay_spec_position_accepted_total{model=\"bench\",position=\"2\"} 5\nassay_spec_position_proposed_total{model=\"bench\",position=\"3\"} 0\n";
+        let s = spec_summary(text).unwrap();
+        assert!(
+            s.contains("10 verification rounds, 3 plain steps, drafts accepted 12/30 (40.0%)")
+                && s.ends_with("per position 1: 7/10, 2: 5/10"),
+            "{s}"
+        );
+        assert_eq!(
+            spec_summary("assay_spec_rounds_total{model=\"m\"} 0\n"),
+            None
+        );
+        let body = text.to_owned();
+        let addr = fake(format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        ));
+        let got = get_metrics(addr, Duration::from_secs(5)).unwrap();
+        assert_eq!(spec_summary(&got), Some(s));
+        let addr = fake("HTTP/1.1 500 Internal\r\nContent-Length: 0\r\n\r\n".into());
+        assert!(get_metrics(addr, Duration::from_secs(5)).is_err());
     }
 
     #[test]
