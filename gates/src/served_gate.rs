@@ -770,28 +770,12 @@ fn served_spec(ctx: &GateContext) -> GateOutcome {
         Ok(r) => Arc::new(r),
         Err(e) => return GateOutcome::new(Verdict::from_failures(vec![e.to_string()]), vec![]),
     };
-    let (mut verdict, mut detail) = spec::run_served_spec(
-        &reference,
-        n_tokens,
-        8,
-        ks,
-        &[spec::Proposal::Ngram],
-        &|| Box::new(engine::spec::ExactVerifier),
-    );
-    let (v, d) = spec::run_served_spec(
-        &reference,
-        n_tokens,
-        8,
-        &[4],
-        &[spec::Proposal::SelfDraft],
-        &|| Box::new(engine::spec::ExactVerifier),
-    );
-    detail.extend(d);
-    if let (Verdict::Red { failures }, Verdict::Red { failures: more }) = (&mut verdict, &v) {
-        failures.extend(more.iter().cloned());
-    } else if v.is_red() {
-        verdict = v;
-    }
+    let mut runs: Vec<(spec::Proposal, usize)> =
+        ks.iter().map(|&k| (spec::Proposal::Ngram, k)).collect();
+    runs.push((spec::Proposal::SelfDraft, 4));
+    let (verdict, detail) = spec::run_served_spec(&reference, n_tokens, 8, &runs, &|| {
+        Box::new(engine::spec::ExactVerifier)
+    });
     GateOutcome {
         verdict,
         detail,

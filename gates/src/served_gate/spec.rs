@@ -114,16 +114,15 @@ pub fn spec_reference(
     .map_err(|e| e.to_string())
 }
 
-/// Serve `reference` (shared, one cache per sequence) speculating with each of `proposals`
-/// at each depth of `ks` (`concurrent` requests at once among the cases), the verifier made
-/// by `verifier`, and check every case. Returns
+/// Serve `reference` (shared, one cache per sequence) speculating with each (proposer,
+/// fixed depth) of `runs` (`concurrent` requests at once among the cases), the verifier
+/// made by `verifier`, and check every case. Returns
 /// the verdict and detail lines.
 pub fn run_served_spec(
     reference: &Arc<Reference>,
     n_tokens: usize,
     concurrent: usize,
-    ks: &[usize],
-    proposals: &[Proposal],
+    runs: &[(Proposal, usize)],
     verifier: &dyn Fn() -> Box<dyn Verifier + Send>,
 ) -> (Verdict, Vec<String>) {
     let tokenizer = |r: &Reference| -> Result<(Tokenizer, ChatTemplate), String> {
@@ -166,114 +165,112 @@ pub fn run_served_spec(
     let mut cases = Vec::new();
     let mut failures = Vec::new();
     let mut detail = Vec::new();
-    for &proposal in proposals {
-        for &k in ks {
-            let tag = format!("{} K={k}", proposal.label());
-            let spec = SpecServe {
-                verifier: verifier(),
-                ..SpecServe::new(proposal.factory(reference), k, true, usize::MAX)
-            };
-            let exec = CpuExecutor::shared(reference.clone());
-            let started =
-                tokenizer(reference).and_then(|(t, c)| InProcess::start(exec, t, c, Some(spec)));
-            let srv = match started {
-                Ok(s) => s,
-                Err(e) => return (Verdict::from_failures(vec![format!("{tag}: {e}")]), detail),
-            };
-            let addr = srv.addr;
-            for (i, p) in PROMPTS.iter().enumerate() {
-                for stream in [false, true] {
-                    let got = served_tokens(addr, &key(i), p, n_tokens, stream).map(|x| x.0);
-                    let how = if stream {
-                        "streamed, prefix-cached"
-                    } else {
-                        "blocking"
-                    };
-                    cases.push(Case {
-                        label: format!("{tag} prompt {i} {how}"),
-                        want: wants[i].clone(),
-                        got,
-                    });
-                }
-            }
-            let concurrent: Vec<(usize, Result<Vec<u32>, String>)> = std::thread::scope(|s| {
-                let hs: Vec<_> = (0..concurrent)
-                    .map(|j| {
-                        let i = j % PROMPTS.len();
-                        s.spawn(move || {
-                            let got = served_tokens(
-                                addr,
-                                &key(PROMPTS.len()),
-                                PROMPTS[i],
-                                n_tokens,
-                                j % 2 == 1,
-                            );
-                            (i, got.map(|x| x.0))
-                        })
-                    })
-                    .collect();
-                hs.into_iter()
-                    .map(|h| {
-                        h.join()
-                            .unwrap_or((0, Err("client thread panicked".into())))
-                    })
-                    .collect()
-            });
-            for (j, (i, got)) in concurrent.into_iter().enumerate() {
+    for &(proposal, k) in runs {
+        let tag = format!("{} K={k}", proposal.label());
+        let spec = SpecServe {
+            verifier: verifier(),
+            ..SpecServe::new(proposal.factory(reference), k, true, usize::MAX)
+        };
+        let exec = CpuExecutor::shared(reference.clone());
+        let started =
+            tokenizer(reference).and_then(|(t, c)| InProcess::start(exec, t, c, Some(spec)));
+        let srv = match started {
+            Ok(s) => s,
+            Err(e) => return (Verdict::from_failures(vec![format!("{tag}: {e}")]), detail),
+        };
+        let addr = srv.addr;
+        for (i, p) in PROMPTS.iter().enumerate() {
+            for stream in [false, true] {
+                let got = served_tokens(addr, &key(i), p, n_tokens, stream).map(|x| x.0);
+                let how = if stream {
+                    "streamed, prefix-cached"
+                } else {
+                    "blocking"
+                };
                 cases.push(Case {
-                    label: format!("{tag} concurrent #{j} prompt {i}"),
+                    label: format!("{tag} prompt {i} {how}"),
                     want: wants[i].clone(),
                     got,
                 });
             }
-            match spec_reference(reference, tok, &ids[0], n_tokens, k, proposal, &sampled) {
-                Ok(want) => {
-                    let got = served_tokens_with(
-                        addr,
-                        &key(PROMPTS.len()),
-                        PROMPTS[0],
-                        n_tokens,
-                        false,
-                        &sampled.body,
-                    )
-                    .map(|x| x.0);
-                    cases.push(Case {
-                        label: format!("{tag} {}", sampled.label),
-                        want,
-                        got,
-                    });
-                }
-                Err(e) => failures.push(format!("{tag}: spec reference: {e}")),
+        }
+        let concurrent: Vec<(usize, Result<Vec<u32>, String>)> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..concurrent)
+                .map(|j| {
+                    let i = j % PROMPTS.len();
+                    s.spawn(move || {
+                        let got = served_tokens(
+                            addr,
+                            &key(PROMPTS.len()),
+                            PROMPTS[i],
+                            n_tokens,
+                            j % 2 == 1,
+                        );
+                        (i, got.map(|x| x.0))
+                    })
+                })
+                .collect();
+            hs.into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or((0, Err("client thread panicked".into())))
+                })
+                .collect()
+        });
+        for (j, (i, got)) in concurrent.into_iter().enumerate() {
+            cases.push(Case {
+                label: format!("{tag} concurrent #{j} prompt {i}"),
+                want: wants[i].clone(),
+                got,
+            });
+        }
+        match spec_reference(reference, tok, &ids[0], n_tokens, k, proposal, &sampled) {
+            Ok(want) => {
+                let got = served_tokens_with(
+                    addr,
+                    &key(PROMPTS.len()),
+                    PROMPTS[0],
+                    n_tokens,
+                    false,
+                    &sampled.body,
+                )
+                .map(|x| x.0);
+                cases.push(Case {
+                    label: format!("{tag} {}", sampled.label),
+                    want,
+                    got,
+                });
             }
-            let st = &srv.state.models[0].scheduler.stats().spec;
-            let (rounds, drafted, accepted) = (
-                st.rounds.load(std::sync::atomic::Ordering::Relaxed),
-                st.drafted(),
-                st.accepted_total(),
-            );
-            let metrics = srv.metrics();
-            srv.stop();
-            let line = format!("assay_spec_rounds_total{{model=\"gate\"}} {rounds}");
-            if rounds == 0 || drafted == 0 {
+            Err(e) => failures.push(format!("{tag}: spec reference: {e}")),
+        }
+        let st = &srv.state.models[0].scheduler.stats().spec;
+        let (rounds, drafted, accepted) = (
+            st.rounds.load(std::sync::atomic::Ordering::Relaxed),
+            st.drafted(),
+            st.accepted_total(),
+        );
+        let metrics = srv.metrics();
+        srv.stop();
+        let line = format!("assay_spec_rounds_total{{model=\"gate\"}} {rounds}");
+        if rounds == 0 || drafted == 0 {
+            failures.push(format!(
+                "{tag}: no speculative round ran ({rounds} rounds, {drafted} drafted)"
+            ));
+        } else if !metrics.contains(&line) {
+            failures.push(format!("{tag}: /metrics lacks {line:?}"));
+        }
+        if proposal == Proposal::SelfDraft && accepted != drafted {
+            // The greedy cases run first; the sampled one draws from the same
+            // distribution as its draft, so it may reject: count greedy only by bound.
+            if accepted * 10 < drafted * 8 {
                 failures.push(format!(
-                    "{tag}: no speculative round ran ({rounds} rounds, {drafted} drafted)"
-                ));
-            } else if !metrics.contains(&line) {
-                failures.push(format!("{tag}: /metrics lacks {line:?}"));
-            }
-            if proposal == Proposal::SelfDraft && accepted != drafted {
-                // The greedy cases run first; the sampled one draws from the same
-                // distribution as its draft, so it may reject: count greedy only by bound.
-                if accepted * 10 < drafted * 8 {
-                    failures.push(format!(
                         "{tag}: a model drafting for itself had {accepted} of {drafted} drafts accepted (the draft's cache is out of step)"
                     ));
-                }
             }
-            detail.push(format!(
-                "{tag}: {rounds} verification rounds, {accepted}/{drafted} drafts accepted"
-            ));
         }
+        detail.push(format!(
+            "{tag}: {rounds} verification rounds, {accepted}/{drafted} drafts accepted"
+        ));
     }
     let n = cases.len();
     let v = check(&cases);

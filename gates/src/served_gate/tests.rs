@@ -256,22 +256,13 @@ fn served_speculation_is_green_and_one_wrongly_accepted_draft_turns_it_red() {
     };
     let reference = Arc::new(reference);
     let exact = || Box::new(engine::spec::ExactVerifier) as Box<dyn engine::spec::Verifier + Send>;
-    let (v, detail) = spec::run_served_spec(
-        &reference,
-        5,
-        4,
-        &[1, 4, 8],
-        &[spec::Proposal::Ngram],
-        &exact,
-    );
-    assert_eq!(v, Verdict::Green, "{detail:?}");
-    let (v, detail) =
-        spec::run_served_spec(&reference, 4, 4, &[2], &[spec::Proposal::SelfDraft], &exact);
+    use spec::Proposal::{Ngram, SelfDraft};
+    let runs = [(Ngram, 1), (Ngram, 4), (Ngram, 8), (SelfDraft, 2)];
+    let (v, detail) = spec::run_served_spec(&reference, 5, 4, &runs, &exact);
     assert_eq!(v, Verdict::Green, "{detail:?}");
     let faulty =
         || Box::new(AcceptsOneWrong { fired: false }) as Box<dyn engine::spec::Verifier + Send>;
-    let (v, detail) =
-        spec::run_served_spec(&reference, 5, 4, &[4], &[spec::Proposal::Ngram], &faulty);
+    let (v, detail) = spec::run_served_spec(&reference, 5, 4, &[(Ngram, 4)], &faulty);
     let Verdict::Red { failures } = v else {
         panic!("a wrongly accepted draft left the gate green: {detail:?}")
     };
