@@ -1,11 +1,12 @@
 //! Speculative decoding on the real test models (CPU reference executor), bounded for CI:
-//! the full check (128 tokens x K = 1..8 x 3 prompts, both proposers) is `harness gate`'s
-//! `spec` gate; here n-gram lookup on SmolLM2 runs 24 tokens for K in {1, 2, 4, 8} on three
-//! prompts, and the Qwen2.5-Coder pair (0.5B drafting for 1.5B, the slow one) 6 tokens for
-//! K in {2, 5} on one prompt. Also: a draft with another vocabulary is refused, and
-//! `assay generate --spec` prints the plain tokens plus acceptance statistics. Models are
-//! found through `ASSAY_MODELS_DIR` (default `~/.cache/assay/models`); a missing model is
-//! skipped with a message.
+//! the full check (128 tokens x K = 1..8 x 3 prompts, both proposers) is the `spec` gate of
+//! `harness gate --full` (its default size is smaller: `gates/src/spec_gates/cpu.rs`); here
+//! n-gram lookup on SmolLM2 runs 24 tokens for K in {1, 2, 4, 8} on three prompts, and the
+//! Qwen2.5-Coder pair (0.5B drafting for 1.5B, the slow one) 6 tokens for K in {2, 5} on
+//! one prompt. Also: a draft with another vocabulary is refused, and `assay generate
+//! --spec` prints the plain tokens plus acceptance statistics. Models are found through
+//! `ASSAY_MODELS_DIR` (default `~/.cache/assay/models`); a missing model is skipped with a
+//! message.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 

@@ -303,16 +303,7 @@ mod tests {
 
     #[test]
     fn without_a_gpu_every_gpu_gate_skips_with_a_reason() {
-        let ctx = GateContext {
-            root: ".".into(),
-            models_dir: ".".into(),
-            default_model: "x".into(),
-            quick: false,
-            gpu: false,
-            threads: 1,
-            seed: 1,
-            cubin_cache: None,
-        };
+        let ctx = crate::bare_context();
         for g in gates() {
             assert!(g.needs_gpu);
             match (g.run)(&ctx).verdict {

@@ -2,8 +2,8 @@
 //! ([`battery`]) lists them with what they need, and the harness runs it, prints one line
 //! per gate and writes one receipt row per gate.
 //!
-//! Owns: [`Verdict`], the gate registry ([`GateDef`], [`GateContext`], [`GateOutcome`]),
-//! and the receipt schema and its stamp (time, build identity, device) in [`receipt`],
+//! Owns: [`Verdict`], the gate registry ([`GateDef`], [`GateContext`], [`GateOutcome`],
+//! [`Progress`]), and the receipt schema and its stamp (time, build identity, device) in [`receipt`],
 //! [`stamp`], [`identity`], [`device`], [`clock`]. Gates live one family per file:
 //! [`cpu_gates`], [`reference_gates`] and [`served_gate`] (run everywhere), [`gpu_gates`] (skip with a reason
 //! without a GPU).
@@ -28,6 +28,7 @@ pub mod spec_gates;
 pub mod stamp;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -87,6 +88,9 @@ pub struct GateContext {
     pub default_model: String,
     /// The short battery (pre-push): fewer models, fewer tokens.
     pub quick: bool,
+    /// The full size where a gate's default is smaller (`harness gate --full`; today the
+    /// CPU `spec` gate: K = 1..8 x 3 prompts x 128 tokens, the Qwen pair likewise).
+    pub full: bool,
     /// Whether a GPU with a CUDA driver is present.
     pub gpu: bool,
     /// CPU threads the reference may use.
@@ -95,6 +99,57 @@ pub struct GateContext {
     pub seed: u64,
     /// Cubin cache folder of the CUDA gates (`None`: compile every time).
     pub cubin_cache: Option<PathBuf>,
+    /// Where a long gate reports each section it finished (the harness prints a line).
+    pub progress: Progress,
+}
+
+/// A context for unit tests: no GPU, one thread, no models (`models_dir` is `.`).
+#[cfg(test)]
+pub(crate) fn bare_context() -> GateContext {
+    GateContext {
+        root: ".".into(),
+        models_dir: ".".into(),
+        default_model: "x".into(),
+        quick: false,
+        full: false,
+        gpu: false,
+        threads: 1,
+        seed: 1,
+        cubin_cache: None,
+        progress: Progress::default(),
+    }
+}
+
+/// A sink for progress lines of a long gate (one line per finished section); the default
+/// drops them.
+#[derive(Clone, Default)]
+pub struct Progress(Option<Arc<ProgressFn>>);
+
+/// What a [`Progress`] calls with each line.
+pub type ProgressFn = dyn Fn(&str) + Send + Sync;
+
+impl Progress {
+    /// Lines go to `f`.
+    pub fn new(f: impl Fn(&str) + Send + Sync + 'static) -> Progress {
+        Progress(Some(Arc::new(f)))
+    }
+
+    /// Report one line.
+    pub fn note(&self, line: &str) {
+        if let Some(f) = &self.0 {
+            f(line);
+        }
+    }
+}
+
+impl std::fmt::Debug for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Progress(sink)"
+        } else {
+            "Progress(none)"
+        })
+    }
 }
 
 /// What a gate reports besides its verdict.

@@ -1,11 +1,15 @@
 //! The `spec` gate: speculative decoding never changes the output.
 //!
-//! * greedy identity — for K = 1..8 (fixed depth), speculative greedy output equals plain
-//!   greedy decode token for token over 128 tokens on three prompts, with n-gram lookup on
-//!   the default model (SmolLM2) and with the Qwen2.5-Coder pair (0.5B drafting for 1.5B)
-//!   when both are fetched (`tools/fetch-models`; absent models are said in the detail);
-//!   `--quick`: 32 tokens and K in {1, 3, 8} for n-gram, the Qwen pair on one prompt for
-//!   8 tokens at K in {1, 8}, 5,000 draws per chi-square test, no Qwen sampled checks;
+//! * greedy identity — for fixed depths K, speculative greedy output equals plain greedy
+//!   decode token for token on three prompts, with n-gram lookup on the default model
+//!   (SmolLM2) and with the Qwen2.5-Coder pair (0.5B drafting for 1.5B) when both are
+//!   fetched (`tools/fetch-models`; absent models are said in the detail). How much of the
+//!   matrix runs is the run's [`Size`] (`spec_gates/cpu.rs`): `--full` is K = 1..8 over
+//!   128 tokens on the three prompts for both (estimated near an hour on 2 cores, not
+//!   timed); the default is K = 1..8 over 64 tokens for n-gram and the Qwen pair on one
+//!   prompt for 16 tokens at K in {1, 4, 8}, 10,000 draws per chi-square test; `--quick`
+//!   is 32 tokens and K in {1, 3, 8} for n-gram, the Qwen pair for 8 tokens at K in
+//!   {1, 8}, 5,000 draws, no Qwen sampled checks;
 //! * sampled reproducibility — a seeded speculative run (temperature 0.8) gives the same
 //!   tokens twice;
 //! * distribution — chi-square tests that speculative sampling draws from the target's
@@ -54,7 +58,9 @@ use crate::model_facts::model_facts;
 use crate::receipt::Workload;
 use crate::{GateContext, GateDef, GateOutcome, Verdict};
 
+mod cpu;
 mod cuda;
+pub use cpu::Size;
 pub use cuda::{check_rows_bits, target_identity};
 
 /// The speculative gate.
@@ -65,7 +71,7 @@ pub fn gates() -> Vec<GateDef> {
             about: "speculative decode == plain decode (greedy, K=1..8); sampled mode seeded and distribution-exact",
             needs_gpu: false,
             quick: true,
-            run: spec_gate,
+            run: cpu::spec_gate,
         },
         GateDef {
             name: "spec-cuda",
@@ -404,197 +410,6 @@ pub fn spec_tokens(
     )
     .map(|g| (g.tokens, g.stats))
     .map_err(|e| e.to_string())
-}
-
-fn spec_gate(ctx: &GateContext) -> GateOutcome {
-    let mut failures = Vec::new();
-    let mut detail = Vec::new();
-    let (n_smol, n_qwen, ks): (usize, usize, Vec<usize>) = if ctx.quick {
-        (32, 8, vec![1, 3, 8])
-    } else {
-        (128, 128, (1..=8).collect())
-    };
-    let draws = if ctx.quick { 5_000 } else { 20_000 };
-    let greedy = SamplerConfig::default();
-    let sampled = SamplerConfig {
-        temperature: 0.8,
-        top_k: 40,
-        seed: ctx.seed,
-        ..SamplerConfig::default()
-    };
-    let mut facts = None;
-    // n-gram on the default model.
-    match open(ctx, &ctx.default_model) {
-        Ok(Some((m, path))) => {
-            facts = model_facts(&ctx.default_model, &path, &m).ok();
-            let mut run = || -> Result<(), String> {
-                let exec = reference(ctx, &m)?;
-                let prompts = encode(&m)?;
-                let (f, d) = check_greedy_identity(
-                    &format!("ngram on {}", ctx.default_model),
-                    &prompts,
-                    &ks,
-                    |p| plain_tokens(&exec, p, n_smol),
-                    |p, k| spec_tokens(&exec, &mut NgramProposer::default(), &greedy, p, n_smol, k),
-                );
-                failures.extend(f);
-                detail.push(d);
-                let a = spec_tokens(
-                    &exec,
-                    &mut NgramProposer::default(),
-                    &sampled,
-                    &prompts[0],
-                    48,
-                    4,
-                )?;
-                let b = spec_tokens(
-                    &exec,
-                    &mut NgramProposer::default(),
-                    &sampled,
-                    &prompts[0],
-                    48,
-                    4,
-                )?;
-                if a.0 != b.0 {
-                    failures.push("ngram sampled: same seed, different tokens".into());
-                }
-                detail.push(format!(
-                    "ngram sampled (T=0.8, top-k 40, seed {}): 48 tokens reproduced",
-                    ctx.seed
-                ));
-                // Real next-token distributions: the prompt's last row.
-                let mut t = ReferenceTarget::new(&exec);
-                let row = t.forward_last(&prompts[2]).map_err(|e| e.to_string())?;
-                let cfg = SamplerConfig {
-                    temperature: 1.0,
-                    top_k: 24,
-                    seed: ctx.seed,
-                    ..SamplerConfig::default()
-                };
-                let hot = SamplerConfig {
-                    temperature: 1.8,
-                    ..cfg.clone()
-                };
-                let q = Sampler::new(hot).distribution(&row);
-                let p = Sampler::new(cfg.clone()).distribution(&row);
-                let x = p.get(1).map_or(0, |x| x.0);
-                for (label, q) in [
-                    ("SmolLM2 row, hot-copy draft", Some(q.as_slice())),
-                    ("SmolLM2 row, deterministic proposal", None),
-                ] {
-                    let (f, d) =
-                        first_token_fit(label, &row, q, x, &cfg, draws, &mut ExactVerifier);
-                    failures.extend(f);
-                    detail.push(d);
-                }
-                Ok(())
-            };
-            if let Err(e) = run() {
-                failures.push(format!("ngram on {}: {e}", ctx.default_model));
-            }
-        }
-        Ok(None) => failures.push(format!("default model {} not fetched", ctx.default_model)),
-        Err(e) => failures.push(e),
-    }
-    // The Qwen pair.
-    let pair = (
-        open(ctx, "Qwen2.5-Coder-1.5B-Instruct"),
-        open(ctx, "Qwen2.5-Coder-0.5B-Instruct"),
-    );
-    match pair {
-        (Ok(Some((big, _))), Ok(Some((small, small_path)))) => {
-            let mut run = || -> Result<(), String> {
-                let exec = reference(ctx, &big)?;
-                let n_vocab = exec.program().shape.n_vocab;
-                let small_exec = Arc::new(reference(ctx, &small)?);
-                let name = small_path
-                    .file_name()
-                    .map(|f| f.to_string_lossy().into_owned())
-                    .unwrap_or_default();
-                let make = |cfg: &SamplerConfig| -> Result<DraftModel, String> {
-                    DraftModel::new(small_exec.clone(), &big, n_vocab, name.clone(), cfg)
-                        .map_err(|e| e.to_string())
-                };
-                let mut draft = make(&greedy)?;
-                let mut prompts = encode(&big)?;
-                let qks = if ctx.quick { vec![1, 8] } else { ks.clone() };
-                if ctx.quick {
-                    prompts.truncate(1);
-                }
-                let (f, d) = check_greedy_identity(
-                    "Qwen2.5-Coder 0.5B -> 1.5B",
-                    &prompts,
-                    &qks,
-                    |p| plain_tokens(&exec, p, n_qwen),
-                    |p, k| spec_tokens(&exec, &mut draft, &greedy, p, n_qwen, k),
-                );
-                failures.extend(f);
-                detail.push(d);
-                if ctx.quick {
-                    return Ok(());
-                }
-                let a = spec_tokens(&exec, &mut make(&sampled)?, &sampled, &prompts[0], 16, 3)?;
-                let b = spec_tokens(&exec, &mut make(&sampled)?, &sampled, &prompts[0], 16, 3)?;
-                if a.0 != b.0 {
-                    failures.push("Qwen pair sampled: same seed, different tokens".into());
-                }
-                detail.push("Qwen pair sampled (T=0.8, top-k 40): 16 tokens reproduced".into());
-                let mut t = ReferenceTarget::new(&exec);
-                let row = t.forward_last(&prompts[1]).map_err(|e| e.to_string())?;
-                let mut td = ReferenceTarget::new(&small_exec);
-                let qrow = td.forward_last(&prompts[1]).map_err(|e| e.to_string())?;
-                let cfg = SamplerConfig {
-                    temperature: 1.0,
-                    top_k: 24,
-                    seed: ctx.seed,
-                    ..SamplerConfig::default()
-                };
-                let q = Sampler::new(cfg.clone()).distribution(&qrow);
-                let (f, d) = first_token_fit(
-                    "Qwen 1.5B row, Qwen 0.5B draft",
-                    &row,
-                    Some(&q),
-                    0,
-                    &cfg,
-                    20_000,
-                    &mut ExactVerifier,
-                );
-                failures.extend(f);
-                detail.push(d);
-                Ok(())
-            };
-            if let Err(e) = run() {
-                failures.push(format!("Qwen pair: {e}"));
-            }
-        }
-        (Err(e), _) | (_, Err(e)) => failures.push(e),
-        _ => detail.push("Qwen pair not fetched (tools/fetch-models): not checked".into()),
-    }
-    // Synthetic whole-sequence distributions.
-    for (k, ngram) in [(1, false), (2, false), (4, false), (2, true), (4, true)] {
-        let (f, d) = synthetic_sequences(ctx.seed, k, draws, ngram, &mut ExactVerifier);
-        failures.extend(f);
-        detail.push(d);
-    }
-    let summary = format!(
-        "greedy identical to plain for K {:?} ({} tokens); sampled seeded + chi-square fits",
-        ks, n_smol
-    );
-    detail.insert(0, summary);
-    GateOutcome {
-        verdict: Verdict::from_failures(failures),
-        detail,
-        model: facts,
-        workload: Workload {
-            mode: Some("gate".into()),
-            prompt_id: Some("spec-gate-v1".into()),
-            gen_tokens: Some(n_smol as u64),
-            k: ks.last().map(|&k| k as u64),
-            sampling: Some("greedy; T=0.8 top-k 40".into()),
-            threads: Some(ctx.threads as u64),
-            ..Workload::default()
-        },
-    }
 }
 
 #[cfg(test)]

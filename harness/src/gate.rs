@@ -9,7 +9,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use gates::receipt::{Arm, Kind, Receipt, append};
 use gates::stamp::Stamp;
-use gates::{GateContext, GateDef, GateOutcome, Verdict, battery, gpu_gates};
+use gates::{GateContext, GateDef, GateOutcome, Progress, Verdict, battery, gpu_gates};
 
 use crate::env::{EnvArgs, under};
 use crate::progress;
@@ -17,8 +17,13 @@ use crate::progress;
 #[derive(clap::Args, Debug)]
 pub struct GateArgs {
     /// The short battery (pre-push).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "full")]
     pub quick: bool,
+    /// The full size where a gate's default is smaller (today the CPU `spec` gate: K = 1..8
+    /// x 3 prompts x 128 tokens for n-gram and the Qwen pair; estimated near an hour on 2
+    /// cores, not timed).
+    #[arg(long)]
+    pub full: bool,
     /// Run only these gates (comma-separated names).
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
@@ -86,19 +91,68 @@ pub fn ensure_default_model(root: &Path, models_dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Run one gate (or skip it without a GPU).
+/// Run one gate (or skip it without a GPU). The sections a long gate reports are printed
+/// as they finish, each with the gate's elapsed time.
 fn run_one(g: &GateDef, ctx: &GateContext) -> (GateOutcome, f64) {
     let t = Instant::now();
     let outcome = match (g.needs_gpu, gpu_gates::no_gpu_reason(ctx)) {
         (true, Some(reason)) => GateOutcome::new(Verdict::skipped(reason), Vec::new()),
         _ => {
             let sp = progress::spinner(g.name);
-            let o = (g.run)(ctx);
+            let (bar, name) = (sp.clone(), g.name);
+            let mut ctx = ctx.clone();
+            ctx.progress = Progress::new(move |msg| {
+                let l = section_line(name, t.elapsed().as_secs_f64(), msg);
+                if progress::enabled() {
+                    bar.println(l);
+                } else {
+                    println!("{l}");
+                }
+            });
+            let o = (g.run)(&ctx);
             sp.finish_and_clear();
             o
         }
     };
     (outcome, t.elapsed().as_secs_f64())
+}
+
+/// The printed line of one finished section of a gate.
+pub fn section_line(name: &str, elapsed_s: f64, msg: &str) -> String {
+    format!("{name:<24} ...      {elapsed_s:>7.1}s  {msg}")
+}
+
+/// What a run did not cover, and how to cover it: the gates skipped for want of a GPU, and
+/// the CPU `spec` gate at less than its full size (empty when nothing was left out).
+pub fn left_out(ran: &[(&str, &Verdict)], quick: bool, full: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    let no_gpu: Vec<&str> = ran
+        .iter()
+        .filter(|(_, v)| matches!(v, Verdict::Skipped { .. }))
+        .map(|(n, _)| *n)
+        .collect();
+    if !no_gpu.is_empty() {
+        out.push(format!(
+            "skipped: {} (each line says why; the GPU gates run where a CUDA GPU is present)",
+            no_gpu.join(", ")
+        ));
+    }
+    let spec_ran = ran
+        .iter()
+        .any(|(n, v)| *n == "spec" && !matches!(v, Verdict::Skipped { .. }));
+    if spec_ran && !full {
+        let size = if quick {
+            gates::spec_gates::Size::quick()
+        } else {
+            gates::spec_gates::Size::default_size()
+        };
+        out.push(format!(
+            "reduced: spec ran its {}; `harness gate --full` runs the full matrix ({})",
+            size.describe(),
+            gates::spec_gates::Size::full().describe()
+        ));
+    }
+    out
 }
 
 /// The receipt row of one gate.
@@ -160,6 +214,7 @@ pub fn run(env: &EnvArgs, args: &GateArgs) -> Result<bool> {
         models_dir,
         default_model: engine::catalog::default_name().context("reading the model catalog")?,
         quick: args.quick,
+        full: args.full,
         gpu: stamp.device.gpu().is_some() || engine::cuda::driver_present(),
         threads: args
             .threads
@@ -168,11 +223,15 @@ pub fn run(env: &EnvArgs, args: &GateArgs) -> Result<bool> {
         cubin_cache: gates::kernel_check::default_cache_dir(
             std::env::var_os("HOME").map(PathBuf::from),
         ),
+        progress: Progress::default(),
     };
     let receipts = under(&root, &args.receipts);
     let mut flags = Vec::new();
     if args.quick {
         flags.push("--quick".to_owned());
+    }
+    if args.full {
+        flags.push("--full".to_owned());
     }
     if !args.only.is_empty() {
         flags.push(format!("--only {}", args.only.join(",")));
@@ -186,9 +245,12 @@ pub fn run(env: &EnvArgs, args: &GateArgs) -> Result<bool> {
     );
     let mut red = Vec::new();
     let (mut green, mut skipped) = (0, 0);
+    let mut verdicts = Vec::new();
+    let started = Instant::now();
     for g in &gates {
         let (o, wall) = run_one(g, &ctx);
         println!("{}", line(g.name, &o, wall));
+        verdicts.push((g.name, o.verdict.clone()));
         match &o.verdict {
             Verdict::Green => green += 1,
             Verdict::Skipped { .. } => skipped += 1,
@@ -207,6 +269,15 @@ pub fn run(env: &EnvArgs, args: &GateArgs) -> Result<bool> {
     if !args.no_receipt {
         println!("receipts: {}", receipts.display());
     }
+    let ran: Vec<(&str, &Verdict)> = verdicts.iter().map(|(n, v)| (*n, v)).collect();
+    for l in left_out(&ran, args.quick, args.full) {
+        println!("{l}");
+    }
+    println!(
+        "{} gates in {:.1} s",
+        gates.len(),
+        started.elapsed().as_secs_f64()
+    );
     if red.is_empty() {
         println!("ALL GREEN ({green} green, {skipped} skipped)");
         Ok(true)
@@ -234,6 +305,40 @@ mod tests {
         let only = names(select(&all, true, &["graph".into()]).unwrap());
         assert_eq!(only, vec!["graph"]);
         assert!(select(&all, false, &["nope".into()]).is_err());
+    }
+
+    #[test]
+    fn what_a_run_left_out_is_said() {
+        let (g, s) = (Verdict::Green, Verdict::skipped("no GPU here"));
+        let ran = [("spec", &g), ("argmax", &s), ("graph", &s)];
+        let out = left_out(&ran, false, false);
+        assert_eq!(out.len(), 2, "{out:?}");
+        assert!(out[0].starts_with("skipped: argmax, graph"), "{out:?}");
+        assert!(
+            out[1].contains("spec ran its default size")
+                && out[1].contains("harness gate --full")
+                && out[1].contains(
+                    "full size: n-gram K [1, 2, 3, 4, 5, 6, 7, 8] x 3 prompts x 128 tokens"
+                ),
+            "{out:?}"
+        );
+        assert!(left_out(&ran, true, false)[1].contains("spec ran its quick size"));
+        assert_eq!(left_out(&ran, false, true).len(), 1);
+        assert!(left_out(&[("spec", &g)], false, true).is_empty());
+        assert!(left_out(&[("spec", &s)], false, false)[0].starts_with("skipped: spec"));
+        assert!(section_line("spec", 12.34, "done (1.0 s)").contains("12.3s  done (1.0 s)"));
+    }
+
+    #[test]
+    fn quick_and_full_conflict() {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            gate: GateArgs,
+        }
+        assert!(Cli::try_parse_from(["h", "--quick", "--full"]).is_err());
+        assert!(Cli::try_parse_from(["h", "--full"]).unwrap().gate.full);
     }
 
     #[test]
