@@ -156,22 +156,12 @@ pub(super) fn spec_gate(ctx: &GateContext) -> GateOutcome {
                     ctx.default_model,
                     prompts.len()
                 ));
-                let a = spec_tokens(
-                    &exec,
-                    &mut NgramProposer::default(),
-                    &sampled,
-                    &prompts[0],
-                    48,
-                    4,
-                )?;
-                let b = spec_tokens(
-                    &exec,
-                    &mut NgramProposer::default(),
-                    &sampled,
-                    &prompts[0],
-                    48,
-                    4,
-                )?;
+                // The same seeded run twice, each with a fresh proposer.
+                let sampled_run = || {
+                    let mut lookup = NgramProposer::default();
+                    spec_tokens(&exec, &mut lookup, &sampled, &prompts[0], 48, 4)
+                };
+                let (a, b) = (sampled_run()?, sampled_run()?);
                 if a.0 != b.0 {
                     failures.push("ngram sampled: same seed, different tokens".into());
                 }
