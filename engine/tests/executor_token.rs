@@ -88,6 +88,7 @@ fn generate(
             let mut b = [StepInput {
                 kv: &mut kv,
                 tokens: &feed,
+                prompt: 0,
                 want: Want::Token(TokenPick {
                     sampler: &mut sampler,
                     mask: mask.as_ref().map(|m| m.words()),
@@ -101,6 +102,7 @@ fn generate(
             let mut b = [StepInput {
                 kv: &mut kv,
                 tokens: &feed,
+                prompt: 0,
                 want: Want::Logits,
             }];
             let mut row = match exec.step(&mut b).unwrap().pop() {
@@ -202,6 +204,7 @@ fn a_mask_is_obeyed_by_the_token_path_and_short_words_disallow_the_rest() {
     let mut b = [StepInput {
         kv: &mut kv,
         tokens: &prompt,
+        prompt: prompt.len(),
         want: Want::Token(TokenPick {
             sampler: &mut free,
             mask: None,
@@ -227,6 +230,7 @@ fn a_mask_is_obeyed_by_the_token_path_and_short_words_disallow_the_rest() {
         let mut b = [StepInput {
             kv: &mut kv,
             tokens: &prompt,
+            prompt: prompt.len(),
             want: Want::Token(TokenPick {
                 sampler: &mut s,
                 mask: Some(&words),

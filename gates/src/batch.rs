@@ -298,7 +298,7 @@ impl Stepper for CudaStepper {
         let mut outs: Vec<Vec<u32>> = Vec::with_capacity(prompts.len());
         for p in prompts {
             let mut d = self.decoder(p.len() + n)?;
-            d.forward(p).map_err(|e| e.to_string())?;
+            d.prefill(p).map_err(|e| e.to_string())?;
             outs.push(vec![d.argmax().map_err(|e| e.to_string())?]);
             decs.push(d);
         }

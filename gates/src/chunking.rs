@@ -2,6 +2,10 @@
 //! leave the same KV cache and give the same logits, bit for bit (issue 8's batch
 //! invariance over prompt chunking; the engine of the `chunking` gate).
 //!
+//! The prompt goes through `CudaDecoder::prefill` (the prompt pass) in each of
+//! [`ChunkingConfig::modes`]: the row path and the tensor-core GEMMs (issue 8), each
+//! compared with itself across chunkings.
+//!
 //! One decoder per model runs the same prompt once per chunk size, resetting in between;
 //! after each run the last token's logits and the cached K/V of every position are read
 //! back. The verdict ([`compare`]) is a pure function of those runs, so a planted fault
@@ -9,7 +13,7 @@
 
 use crate::Verdict;
 use crate::decode_check::DecodeCase;
-use engine::cuda::{CudaDecoder, Gpu};
+use engine::cuda::{CudaDecoder, Gpu, PrefillMode};
 use std::sync::Arc;
 
 /// How to run the chunking check.
@@ -19,6 +23,8 @@ pub struct ChunkingConfig {
     pub prompt_tokens: usize,
     /// Chunk sizes compared against feeding the prompt whole (0 = whole).
     pub chunks: Vec<usize>,
+    /// Prompt-pass modes, each checked on its own.
+    pub modes: Vec<PrefillMode>,
 }
 
 impl Default for ChunkingConfig {
@@ -26,6 +32,7 @@ impl Default for ChunkingConfig {
         ChunkingConfig {
             prompt_tokens: 600,
             chunks: vec![0, 1, 64, 512],
+            modes: vec![PrefillMode::Rows, PrefillMode::Gemm],
         }
     }
 }
@@ -174,17 +181,19 @@ fn run_all(
     gpu: &Arc<Gpu>,
     case: &DecodeCase,
     cfg: &ChunkingConfig,
+    mode: PrefillMode,
 ) -> Result<Vec<ChunkRun>, String> {
     let program = engine::arch::build_program(case.model.header()).map_err(|e| e.to_string())?;
     let prompt = long_prompt(case, cfg.prompt_tokens);
     let mut dec = CudaDecoder::new(gpu.clone(), &case.model, program, prompt.len() + 8)
         .map_err(|e| e.to_string())?;
+    dec.set_prefill(mode);
     let mut runs = Vec::new();
     for &chunk in &cfg.chunks {
         dec.reset();
         let step = if chunk == 0 { prompt.len() } else { chunk };
         for part in prompt.chunks(step) {
-            dec.forward(part)
+            dec.prefill(part)
                 .map_err(|e| format!("{}: {e}", label(chunk)))?;
         }
         runs.push(ChunkRun {
@@ -197,18 +206,45 @@ fn run_all(
 }
 
 /// Run and compare one model.
+/// Run and compare one model in every mode of `cfg` (mismatches and errors name the mode).
 pub fn check_model(gpu: &Arc<Gpu>, case: &DecodeCase, cfg: &ChunkingConfig) -> ChunkLine {
-    match run_all(gpu, case, cfg) {
-        Ok(runs) => compare(&case.name, cfg.prompt_tokens, &runs),
-        Err(e) => ChunkLine {
-            name: case.name.clone(),
-            prompt_tokens: cfg.prompt_tokens,
-            chunks: cfg.chunks.clone(),
-            mismatches: Vec::new(),
-            pass: false,
-            error: Some(e),
-        },
+    let mut line = ChunkLine {
+        name: format!(
+            "{} [{}]",
+            case.name,
+            cfg.modes
+                .iter()
+                .map(|m| m.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        prompt_tokens: cfg.prompt_tokens,
+        chunks: cfg.chunks.clone(),
+        mismatches: Vec::new(),
+        pass: !cfg.modes.is_empty(),
+        error: cfg
+            .modes
+            .is_empty()
+            .then(|| "no prompt-pass mode to check".to_string()),
+    };
+    for &mode in &cfg.modes {
+        match run_all(gpu, case, cfg, mode) {
+            Ok(runs) => {
+                let l = compare(&case.name, cfg.prompt_tokens, &runs);
+                line.pass &= l.pass;
+                line.mismatches.extend(
+                    l.mismatches
+                        .into_iter()
+                        .map(|m| format!("{}: {m}", mode.name())),
+                );
+            }
+            Err(e) => {
+                line.pass = false;
+                line.error = Some(format!("{}: {e}", mode.name()));
+            }
+        }
     }
+    line
 }
 
 /// Verdict over every model's line (no line at all is red: the gate checked nothing).

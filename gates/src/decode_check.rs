@@ -188,7 +188,7 @@ fn run_model(
     let mut ref_logits = reference
         .step(&mut kv, &case.prompt)
         .map_err(|e| e.to_string())?;
-    dec.forward(&case.prompt).map_err(|e| e.to_string())?;
+    dec.prefill(&case.prompt).map_err(|e| e.to_string())?;
     for step in 0..cfg.n_tokens {
         let g_tok = dec.argmax().map_err(|e| e.to_string())?;
         let g_logits = dec.logits().map_err(|e| e.to_string())?;
@@ -299,7 +299,7 @@ pub fn time_decode(
     dec.generate_greedy(&case.prompt, n.min(8)).map_err(e2s)?;
     dec.reset();
     let t0 = Instant::now();
-    dec.forward(&case.prompt).map_err(e2s)?;
+    dec.prefill(&case.prompt).map_err(e2s)?;
     let mut t = dec.argmax().map_err(e2s)?;
     let prefill_s = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();

@@ -6,7 +6,8 @@
 //! checkpoints of every family plus every catalog model present in the models folder;
 //! `chunking` runs [`crate::chunking`] on the same models, and `batch` runs
 //! [`crate::batch`] on them (`ASSAY_BATCH_PLANT_FAULT=1` plants its fault: the gate must go
-//! red).
+//! red); `prefill` runs [`crate::prefill_check`] on them (the tensor-core prompt pass vs the
+//! row path; `ASSAY_PREFILL_PLANT_FAULT=1` plants its fault: the gate must go red).
 
 use std::sync::Arc;
 
@@ -19,6 +20,7 @@ use crate::chunking::{self as chunk_check, ChunkingConfig};
 use crate::decode_check::{self, DecodeCase, DecodeCheckConfig, check_model, synthetic_models};
 use crate::graph_check::{self, GraphCheckConfig};
 use crate::kernel_check::{KernelCheckConfig, run as run_kernel_check};
+use crate::prefill_check::{self, PrefillCheckConfig};
 use crate::receipt::Workload;
 use crate::{GateContext, GateDef, GateOutcome, Verdict};
 
@@ -59,6 +61,13 @@ pub fn gates() -> Vec<GateDef> {
             needs_gpu: true,
             quick: false,
             run: batch,
+        },
+        GateDef {
+            name: "prefill",
+            about: "tensor-core prompt pass vs the row path: same last-row arg-max, logits within 1e-3",
+            needs_gpu: true,
+            quick: false,
+            run: prefill,
         },
     ]
 }
@@ -294,6 +303,43 @@ fn batch(ctx: &GateContext) -> GateOutcome {
             )
         },
         |verdict, detail| decode_outcome(verdict, detail, n_tokens),
+    )
+}
+
+fn prefill(ctx: &GateContext) -> GateOutcome {
+    let cfg = PrefillCheckConfig {
+        fault: std::env::var("ASSAY_PREFILL_PLANT_FAULT").is_ok_and(|v| v == "1"),
+        ..PrefillCheckConfig::default()
+    };
+    let n_tokens = cfg.lengths.iter().copied().max().unwrap_or(0);
+    per_model_gate(
+        ctx,
+        |gpu, c| prefill_check::check_model(gpu, c, &cfg),
+        |l| l.render(),
+        prefill_check::verdict,
+        |n| {
+            format!(
+                "{n} models, prompts of {:?} tokens, tolerance {:.0e} of the largest logit, near-tie <= {}{}",
+                cfg.lengths,
+                cfg.tol,
+                cfg.near_tie,
+                if cfg.fault {
+                    " (planted fault: chunk 0's scale dropped in every GEMM, ASSAY_PREFILL_PLANT_FAULT)"
+                } else {
+                    ""
+                }
+            )
+        },
+        |verdict, detail| GateOutcome {
+            verdict,
+            detail,
+            model: None,
+            workload: Workload {
+                mode: Some("gate".into()),
+                prompt_tokens: Some(n_tokens as u64),
+                ..Workload::default()
+            },
+        },
     )
 }
 

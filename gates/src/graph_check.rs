@@ -225,7 +225,7 @@ pub fn run_arms(gpu: &Arc<Gpu>, case: &DecodeCase, cfg: &GraphCheckConfig) -> Re
     }
     // Eager arm, keeping every step's logits.
     let mut eager_logits = Vec::with_capacity(n);
-    dec.forward(&case.prompt).map_err(e2s)?;
+    dec.prefill(&case.prompt).map_err(e2s)?;
     loop {
         let t = dec.argmax().map_err(e2s)?;
         arms.eager.push(t);
@@ -239,7 +239,7 @@ pub fn run_arms(gpu: &Arc<Gpu>, case: &DecodeCase, cfg: &GraphCheckConfig) -> Re
     dec.reset();
     dec.capture_step().map_err(e2s)?;
     arms.graph_nodes = dec.step_graph().map_or(0, |g| g.nodes());
-    dec.forward(&case.prompt).map_err(e2s)?;
+    dec.prefill(&case.prompt).map_err(e2s)?;
     let mut t = dec.argmax().map_err(e2s)?;
     loop {
         arms.graphed.push(t);
@@ -371,7 +371,7 @@ pub fn time_pair(
     for rep in 0..=reps {
         for graphed in [false, true] {
             dec.reset();
-            dec.forward(&case.prompt).map_err(e2s)?;
+            dec.prefill(&case.prompt).map_err(e2s)?;
             let mut t = dec.argmax().map_err(e2s)?;
             let t0 = Instant::now();
             for _ in 0..n {

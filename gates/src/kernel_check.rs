@@ -5,7 +5,7 @@
 //! tested without a GPU, including planted faults that must go red), the report (a line
 //! per check, then `ALL GREEN` or the list of failures) and its [`Verdict`].
 //!
-//! The GPU cases live in `kernel_check/cases.rs` (and `batch.rs`, the batched matvec): fresh random inputs from a seeded
+//! The GPU cases live in `kernel_check/cases.rs` (and `batch.rs`, the batched matvec; `gemm.rs`, the tensor-core prompt pass): fresh random inputs from a seeded
 //! generator (never all zeros; quantized weights are random bytes with finite random
 //! scales, so every bit pattern of the quants occurs), several shapes per kernel including
 //! odd ones, and every output buffer filled with NaN before the launch so that an element
@@ -14,6 +14,7 @@
 mod attention;
 mod batch;
 mod cases;
+mod gemm;
 mod mask;
 mod sample;
 
@@ -123,6 +124,22 @@ pub const TOLERANCES: &[(&str, Tol, &str)] = &[
         "20k seeded draws through the kernel vs the exact probabilities of \
          engine::sampling::distribution; critical value by Wilson-Hilferty at p = 1e-6 (a \
          correct sampler fails once in a million seeds; a CDF walk off by one bin fails)",
+    ),
+    (
+        "gemm",
+        Tol::MaxRel(2e-5),
+        "tensor-core prompt pass, x as f16 hi + lo (each value within ~2^-22 of its f32), \
+         error / sum|w*x| of its row: products exact in the MMA, f32 accumulation (tensor \
+         cores align and truncate, a few 2^-23 of the chunk's magnitude per MMA), scale \
+         applied per chunk; well under the matvec's 2e-5; a dropped block scale moves it \
+         by ~1e-2",
+    ),
+    (
+        "gemm_f16x",
+        Tol::MaxRel(3e-4),
+        "the same with x rounded to f16 only: each value within 2^-12 = 2.4e-4 of its f32 \
+         (round to nearest), so the error / sum|w*x| stays under 2.4e-4 plus the f32 \
+         accumulation",
     ),
     (
         "batch_invariance",

@@ -20,6 +20,7 @@ pub mod identity;
 pub mod kernel_check;
 pub mod model_facts;
 pub mod model_files;
+pub mod prefill_check;
 pub mod quant_golden;
 pub mod receipt;
 pub mod reference_gates;

@@ -428,7 +428,7 @@ pub fn cuda_pick(
         }
     };
     dec.reset();
-    dec.forward(prompt).map_err(e)?;
+    dec.prefill(prompt).map_err(e)?;
     let mut t = choose(dec, &mut c, &mut sampler)?;
     let mut out = Vec::new();
     while out.len() < n {

@@ -56,11 +56,13 @@ mod fuse;
 mod graph;
 mod inspect;
 mod mask;
+mod prefill;
 mod sample;
 mod shared;
 mod verify;
 
 pub use graph::StepGraph;
+pub use prefill::{DEFAULT_PREFILL, PrefillMode};
 
 /// Most tokens one step of the body runs in one launch.
 pub const MAX_ROWS: usize = MV_MAX_TOK;
@@ -126,6 +128,8 @@ pub struct CudaDecoder {
     plan: Vec<fuse::Step>,
     /// Buffers of the all-rows verification forwards ([`verify`]).
     verify: verify::VerifyBufs,
+    /// The prompt pass's mode and buffers ([`prefill`]).
+    prefill: prefill::PrefillState,
 }
 
 fn model_err(what: impl std::fmt::Display) -> CudaError {
@@ -249,6 +253,7 @@ impl CudaDecoder {
         Ok(CudaDecoder {
             plan: fuse::plan(&program),
             verify: verify::VerifyBufs::new(&gpu)?,
+            prefill: prefill::PrefillState::from_env()?,
             tokens: gpu.zeros(MAX_ROWS)?,
             pos: gpu.zeros(MAX_ROWS)?,
             head_pos: gpu.zeros(1)?,
@@ -377,10 +382,26 @@ impl CudaDecoder {
                     continue;
                 }
                 if let Some(f) = step.fused {
-                    self.run_fused(f, n)?;
+                    if !(self.gemm_active() && self.gemm_fused(f, n)?) {
+                        self.run_fused(f, n)?;
+                    }
                     continue;
                 }
                 for (i, op) in body.iter().enumerate().skip(step.first).take(step.len) {
+                    if let (
+                        true,
+                        Op::MatMul {
+                            x,
+                            weight,
+                            bias,
+                            out,
+                        },
+                    ) = (self.gemm_active(), op)
+                    {
+                        if self.gemm_matmul(*x, *weight, *bias, *out, n)? {
+                            continue;
+                        }
+                    }
                     self.run_op(i, op, n, false, feed)?;
                 }
             }
@@ -452,7 +473,7 @@ impl CudaDecoder {
     /// Greedy decoding: feed `prompt`, then `n` times take the argmax and feed it.
     /// Returns the `n` generated tokens.
     pub fn generate_greedy(&mut self, prompt: &[u32], n: usize) -> Result<Vec<u32>, CudaError> {
-        self.forward(prompt)?;
+        self.prefill(prompt)?;
         let mut out = Vec::with_capacity(n);
         for i in 0..n {
             let t = self.argmax()?;

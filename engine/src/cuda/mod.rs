@@ -30,7 +30,7 @@ pub mod select;
 pub mod sources;
 
 pub use cudarc;
-pub use decode::CudaDecoder;
+pub use decode::{CudaDecoder, DEFAULT_PREFILL, PrefillMode};
 pub use device::{CudaConfig, DeviceInfo, Gpu, driver_present};
 pub use ops::DeviceWeight;
 pub use sources::kernel_identity;

@@ -28,6 +28,17 @@ pub const KERNEL_FORMATS: [QuantFormat; 11] = [
     QuantFormat::Q6_K,
 ];
 
+/// Weight formats with a tensor-core prompt pass (`kernels/gemm.cu`: `gemm_<suffix>`,
+/// `gemm_<suffix>_glu`); the others keep the batched matvec in the prompt pass.
+pub const GEMM_FORMATS: [QuantFormat; 3] =
+    [QuantFormat::Q4_0, QuantFormat::Q8_0, QuantFormat::Q6_K];
+
+/// Whether `format` has a tensor-core prompt pass on a device of compute capability `cc`
+/// (`mma.sync.m16n8k16` with f16 inputs needs sm_80).
+pub fn gemm_supported(format: QuantFormat, cc: (i32, i32)) -> bool {
+    cc.0 >= 8 && GEMM_FORMATS.contains(&format)
+}
+
 /// Entry-point suffix of a format (`matvec_<suffix>`, `embed_<suffix>`), or `None` when the
 /// format has no kernel.
 pub fn format_suffix_of(format: QuantFormat) -> Option<&'static str> {

@@ -33,6 +33,7 @@ pub const SOURCES: &[KernelSource] = &[
     src!("common/formats.cuh"),
     src!("elementwise.cu"),
     src!("embed.cu"),
+    src!("gemm.cu"),
     src!("mask.cu"),
     src!("matvec.cu"),
     src!("norm.cu"),
@@ -63,6 +64,14 @@ pub mod consts {
     pub const MV_BATCH_ROWS_PER_WARP: [u32; 1] = [2];
     /// Rows per warp (of each matrix) of the batched gate/up entry points.
     pub const MV_BATCH_GLU_ROWS_PER_WARP: [u32; 1] = [1];
+    /// Warps per tensor-core prompt-pass block (`gemm.cu`; each takes a contiguous share
+    /// of every row's chunks, summed in warp order).
+    pub const GEMM_WARPS: u32 = 8;
+    /// 16-row MMA tiles per warp of `gemm.cu` (a block owns `16 * GEMM_MT` rows).
+    pub const GEMM_MT: usize = 2;
+    /// Token rows per tensor-core pass (the MMA's N): the prompt pass's rows.
+    pub const GEMM_N: usize = 8;
+    const _: () = assert!(GEMM_N == MV_MAX_TOK);
     /// Threads per RMSNorm block.
     pub const NORM_THREADS: u32 = 256;
     // A norm folded into a matvec (matvec.cu) repeats norm.cu's reduction with the
@@ -89,6 +98,8 @@ pub enum Family {
     Attention,
     Elementwise,
     Embed,
+    /// `gemm.cu`: the tensor-core prompt pass.
+    Gemm,
     Mask,
     Matvec,
     /// `matvec.cu` again, its batched entry points (`-DMV_PART=2`; Matvec holds the
@@ -101,11 +112,12 @@ pub enum Family {
 
 impl Family {
     /// Every family.
-    pub const ALL: [Family; 10] = [
+    pub const ALL: [Family; 11] = [
         Family::Argmax,
         Family::Attention,
         Family::Elementwise,
         Family::Embed,
+        Family::Gemm,
         Family::Mask,
         Family::Matvec,
         Family::MatvecBatch,
@@ -121,6 +133,7 @@ impl Family {
             Family::Attention => "attention.cu",
             Family::Elementwise => "elementwise.cu",
             Family::Embed => "embed.cu",
+            Family::Gemm => "gemm.cu",
             Family::Mask => "mask.cu",
             Family::Matvec | Family::MatvecBatch => "matvec.cu",
             Family::Norm => "norm.cu",
@@ -142,6 +155,10 @@ impl Family {
                     format!("-DMV_PART={}", if self == Family::Matvec { 1 } else { 2 }),
                 ]
             }
+            Family::Gemm => vec![
+                format!("-DGEMM_WARPS={GEMM_WARPS}"),
+                format!("-DGEMM_MT={GEMM_MT}"),
+            ],
             Family::Norm => vec![format!("-DNORM_THREADS={NORM_THREADS}")],
             Family::Attention => vec![
                 format!("-DATT_SPLIT={ATT_SPLIT}"),
@@ -184,6 +201,12 @@ impl Family {
                 ]
             }
             Family::Embed => per_format("embed"),
+            Family::Gemm => std::iter::once("gemm_stage_x".to_string())
+                .chain(super::select::GEMM_FORMATS.iter().flat_map(|f| {
+                    let s = super::select::format_suffix(*f);
+                    [format!("gemm_{s}"), format!("gemm_{s}_glu")]
+                }))
+                .collect(),
             Family::Mask => vec!["mask_logits".into()],
             Family::Matvec => per_format("matvec")
                 .into_iter()

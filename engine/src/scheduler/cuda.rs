@@ -44,7 +44,7 @@ use std::sync::Arc;
 mod batch;
 
 use super::{Executor, StepInput, StepOut, Want};
-use crate::cuda::{CudaDecoder, CudaError, Gpu};
+use crate::cuda::{CudaDecoder, CudaError, Gpu, shape_err};
 use crate::model_file::GgufModel;
 use crate::sampling::SamplerConfig;
 
@@ -113,6 +113,17 @@ impl CudaExecutor {
 
     fn run(&self, input: &mut StepInput<'_, CudaKv>) -> Result<StepOut, CudaError> {
         let dec = &mut input.kv.dec;
+        // Prompt tokens take the prompt pass (a lone one too: its bits must not depend on
+        // how the scheduler chunked the prompt), generated ones the row path.
+        let prompt = input.prompt.min(input.tokens.len());
+        if prompt > 0 && !matches!(input.want, Want::Rows { .. }) {
+            let (p, rest) = input.tokens.split_at(prompt);
+            dec.prefill(p)?;
+            if !rest.is_empty() {
+                dec.forward(rest)?;
+            }
+            return pick_after_feed(dec, &mut input.want);
+        }
         match &mut input.want {
             Want::Token(pick) => {
                 let argmax = device_argmax(pick.sampler.config());
@@ -240,6 +251,30 @@ impl crate::scheduler::ProposerFactory for CudaDraftFactory {
         )
         .map(|d| Box::new(d) as Box<dyn crate::spec::Proposer>)
         .map_err(|e| e.to_string())
+    }
+}
+
+/// What `want` asks for after the tokens were fed eagerly: the mask (if any) applied on
+/// the device, then the argmax or the device sampler; or the logits; or nothing.
+fn pick_after_feed(dec: &mut CudaDecoder, want: &mut Want<'_>) -> Result<StepOut, CudaError> {
+    match want {
+        Want::Token(pick) => {
+            if let Some(words) = pick.mask {
+                dec.set_mask(words)?;
+            }
+            let tok = if device_argmax(pick.sampler.config()) {
+                dec.argmax()?
+            } else {
+                dec.sample(pick.sampler)?
+            };
+            Ok(StepOut::Token(tok))
+        }
+        Want::Logits => Ok(StepOut::Logits(dec.logits()?)),
+        Want::Nothing => Ok(StepOut::Nothing),
+        Want::Rows { .. } => Err(shape_err(
+            "scheduler",
+            "a verification step has no prompt tokens",
+        )),
     }
 }
 

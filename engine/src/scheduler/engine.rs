@@ -119,6 +119,7 @@ impl<E: Executor> Engine<E> {
             let mut b = [StepInput {
                 kv: &mut kv,
                 tokens: &toks,
+                prompt: 0,
                 want: Want::Logits,
             }];
             if let Err(e) = self.exec.step(&mut b) {
@@ -428,6 +429,7 @@ impl<E: Executor> Engine<E> {
                     inputs.push(StepInput {
                         kv,
                         tokens: &sp.feed,
+                        prompt: 0,
                         want: Want::Rows { argmax: sp.argmax },
                     });
                     continue;
@@ -450,7 +452,13 @@ impl<E: Executor> Engine<E> {
                     want.kind(),
                     decoding && s.generated > 0 && s.spec.is_some(),
                 ));
-                inputs.push(StepInput { kv, tokens, want });
+                let prompt = s.prompt_len.saturating_sub(fed).min(n);
+                inputs.push(StepInput {
+                    kv,
+                    tokens,
+                    prompt,
+                    want,
+                });
             }
             if inputs.is_empty() {
                 None
@@ -712,9 +720,13 @@ impl<E: Executor> Engine<E> {
                     tracing::error!("KV accounting: {e}");
                 }
                 s.tokens.truncate(len);
-                let freed =
-                    self.cache
-                        .insert(&s.req.tenant, std::mem::take(&mut s.tokens), kv, blocks);
+                let freed = self.cache.insert_fed(
+                    &s.req.tenant,
+                    std::mem::take(&mut s.tokens),
+                    s.prompt_len,
+                    kv,
+                    blocks,
+                );
                 for t in freed {
                     self.release(t);
                 }

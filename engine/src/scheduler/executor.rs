@@ -116,6 +116,10 @@ pub fn pick_on_host(logits: &mut [f32], pick: &mut TokenPick<'_>) -> u32 {
 pub struct StepInput<'a, K> {
     pub kv: &'a mut K,
     pub tokens: &'a [u32],
+    /// How many of `tokens`, from the first, are PROMPT tokens (the rest are generated
+    /// tokens fed again, e.g. after a preemption): a backend may run its prompt pass on
+    /// those only (the CUDA decoder's tensor-core GEMMs, `CudaDecoder::prefill`).
+    pub prompt: usize,
     /// What to return for the last token fed.
     pub want: Want<'a>,
 }

@@ -2,12 +2,20 @@
 //! key), so a later request of the same tenant whose prompt starts with those tokens skips
 //! their prefill. Entries hold KV blocks of the pool; the least recently used one is
 //! evicted when the scheduler needs blocks (or when the entry count cap is reached).
+//!
+//! An entry also records how many of its leading positions were fed as PROMPT tokens
+//! (`prompt_fed`); a hit shares at most those. A backend may compute prompt positions by
+//! another path than generated ones (the CUDA decoder's tensor-core prompt pass), so a new
+//! prompt that repeats an earlier request's generated tokens recomputes them as prompt:
+//! the request's KV is then what it would be without the cache.
 
 use crate::kv::blocks::BlockTable;
 
 struct Entry<K> {
     tenant: String,
     tokens: Vec<u32>,
+    /// Leading positions of `tokens` that were fed as prompt tokens.
+    prompt_fed: usize,
     kv: K,
     blocks: BlockTable,
     last_used: u64,
@@ -51,15 +59,15 @@ impl<K> PrefixCache<K> {
         self.entries.is_empty()
     }
 
-    /// The entry of `tenant` sharing the longest prefix with `prompt` (at least one token),
-    /// marked as used.
+    /// The entry of `tenant` sharing the longest prefix with `prompt` (at least one token;
+    /// only positions the entry was fed as prompt count), marked as used.
     pub fn lookup(&mut self, tenant: &str, prompt: &[u32]) -> Option<Hit> {
         let best = self
             .entries
             .iter()
             .enumerate()
             .filter(|(_, e)| e.tenant == tenant)
-            .map(|(i, e)| (i, common_prefix(&e.tokens, prompt)))
+            .map(|(i, e)| (i, common_prefix(&e.tokens, prompt).min(e.prompt_fed)))
             .filter(|&(_, n)| n > 0)
             .max_by_key(|&(i, n)| (n, std::cmp::Reverse(i)))?;
         self.clock += 1;
@@ -85,6 +93,20 @@ impl<K> PrefixCache<K> {
         &mut self,
         tenant: &str,
         tokens: Vec<u32>,
+        kv: K,
+        blocks: BlockTable,
+    ) -> Vec<BlockTable> {
+        let n = tokens.len();
+        self.insert_fed(tenant, tokens, n, kv, blocks)
+    }
+
+    /// [`PrefixCache::insert`] of a sequence whose first `prompt_fed` positions were fed
+    /// as prompt tokens (the rest generated).
+    pub fn insert_fed(
+        &mut self,
+        tenant: &str,
+        tokens: Vec<u32>,
+        prompt_fed: usize,
         kv: K,
         blocks: BlockTable,
     ) -> Vec<BlockTable> {
@@ -114,6 +136,7 @@ impl<K> PrefixCache<K> {
         }
         self.entries.push(Entry {
             tenant: tenant.to_owned(),
+            prompt_fed: prompt_fed.min(tokens.len()),
             tokens,
             kv,
             blocks,
@@ -181,6 +204,23 @@ mod tests {
         let lru = c.evict_lru().unwrap();
         assert_eq!(lru.len(), 2, "B held 6 tokens = 2 blocks");
         assert_eq!(c.len(), 2);
+    }
+
+    #[test]
+    fn a_hit_shares_only_positions_fed_as_prompt() {
+        let mut a = BlockAllocator::new(100, 4).unwrap();
+        let mut c: PrefixCache<u8> = PrefixCache::new(4);
+        let b = a.allocate(8).unwrap();
+        // 5 prompt tokens, 3 generated.
+        assert!(
+            c.insert_fed("k", vec![1, 2, 3, 4, 5, 6, 7, 8], 5, 1, b)
+                .is_empty()
+        );
+        assert_eq!(
+            c.lookup("k", &[1, 2, 3, 4, 5, 6, 7, 8, 9]).unwrap().shared,
+            5
+        );
+        assert_eq!(c.lookup("k", &[1, 2, 3, 9]).unwrap().shared, 3);
     }
 
     #[test]

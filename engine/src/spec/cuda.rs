@@ -76,6 +76,16 @@ impl Target for CudaTarget {
         MAX_ROWS
     }
 
+    fn prefill_last(&mut self, prompt: &[u32]) -> Result<Vec<f32>, SpecError> {
+        self.dec.prefill(prompt).map_err(cuda)?;
+        self.dec.logits().map_err(cuda)
+    }
+
+    fn prefill_last_argmax(&mut self, prompt: &[u32]) -> Result<u32, SpecError> {
+        self.dec.prefill(prompt).map_err(cuda)?;
+        self.dec.argmax().map_err(cuda)
+    }
+
     fn forward_all(&mut self, tokens: &[u32]) -> Result<Vec<Vec<f32>>, SpecError> {
         let rows = self.dec.forward_rows_logits(tokens).map_err(cuda)?;
         if rows.len() != tokens.len() {

@@ -103,7 +103,11 @@ pub fn plain_generate(
         }
     };
     let t0 = Instant::now();
-    let mut next = step(target, sampler, prompt)?;
+    let mut next = if fast {
+        target.prefill_last_argmax(prompt)?
+    } else {
+        sampler.sample(&target.prefill_last(prompt)?)
+    };
     let prefill_s = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
     let mut tokens = Vec::new();
@@ -163,9 +167,9 @@ pub fn generate(
     let fast = argmax_only(sampler);
     let t0 = Instant::now();
     let first = if fast {
-        target.forward_last_argmax(prompt)?
+        target.prefill_last_argmax(prompt)?
     } else {
-        sampler.sample(&target.forward_last(prompt)?)
+        sampler.sample(&target.prefill_last(prompt)?)
     };
     let tp = Instant::now();
     if max_tokens > 1 {

@@ -361,7 +361,18 @@ impl Proposer for DraftModel {
     }
 
     fn prefill(&mut self, prompt: &[u32]) -> Result<(), SpecError> {
-        // All of the prompt: the first round then feeds only the target's first token.
+        // All of the prompt: the first round then feeds only the target's first token. A
+        // fresh target-backed draft takes it as a prompt pass (`Target::prefill_last_argmax`:
+        // the CUDA decoder's tensor-core GEMMs when on); anything after goes the row path.
+        if let (true, Backend::Target(t)) = (
+            self.fed.is_empty() && prompt.len() > SEQUENTIAL_FEED,
+            &mut self.backend,
+        ) {
+            self.forwards += 1;
+            self.fed.extend_from_slice(prompt);
+            t.prefill_last_argmax(prompt)?;
+            return Ok(());
+        }
         self.feed_prefix(prompt)
     }
 

@@ -29,6 +29,15 @@ pub trait Target {
     fn forward_last_argmax(&mut self, tokens: &[u32]) -> Result<u32, SpecError> {
         Ok(greedy(&self.forward_last(tokens)?))
     }
+    /// [`Target::forward_last`] for PROMPT tokens: a backend may run its prompt pass
+    /// (the CUDA decoder's tensor-core GEMMs); generated tokens never come here.
+    fn prefill_last(&mut self, prompt: &[u32]) -> Result<Vec<f32>, SpecError> {
+        self.forward_last(prompt)
+    }
+    /// [`Target::forward_last_argmax`] for PROMPT tokens (see [`Target::prefill_last`]).
+    fn prefill_last_argmax(&mut self, prompt: &[u32]) -> Result<u32, SpecError> {
+        self.forward_last_argmax(prompt)
+    }
     /// Rows one verification forward runs over the weights in one pass (a forward of more
     /// rows costs another pass); unlimited by default.
     fn rows_per_pass(&self) -> usize {

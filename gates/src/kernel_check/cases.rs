@@ -13,8 +13,10 @@ use engine::quant::QuantFormat;
 use half::f16;
 
 /// Every op name the cases report under (each must have one tolerance).
-pub const OPS: [&str; 17] = [
+pub const OPS: [&str; 19] = [
     "matvec",
+    "gemm",
+    "gemm_f16x",
     "embed",
     "rmsnorm",
     "qk_norm",
@@ -34,8 +36,9 @@ pub const OPS: [&str; 17] = [
 ];
 
 /// The case groups `run_all` can be limited to (`kernel-check --only`).
-pub const GROUPS: [&str; 8] = [
+pub const GROUPS: [&str; 9] = [
     "matvec",
+    "gemm",
     "embed",
     "norm",
     "rope",
@@ -187,6 +190,7 @@ pub fn run_all(gpu: &Gpu, seed: u64, only: &[String]) -> Vec<CheckLine> {
             super::attention::fused_attention_cases,
         ),
         ("pointwise", "pointwise", pointwise_cases),
+        ("gemm", "gemm", super::gemm::gemm_cases),
         ("sample", "sample", super::sample::sample_cases),
         ("mask", "mask", super::mask::mask_cases),
     ] {

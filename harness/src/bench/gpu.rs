@@ -175,7 +175,7 @@ impl GpuArm {
             Ok(tok)
         };
         dec.reset();
-        dec.forward(&self.prompt).context("prefill")?;
+        dec.prefill(&self.prompt).context("prefill")?;
         let mut tok = pick(dec, &mut c, &mut split)?;
         let mut out = vec![tok];
         let mut complete = false;
@@ -227,7 +227,7 @@ impl GpuArm {
             let decs = std::iter::once(&mut self.dec).chain(self.rows.iter_mut());
             for (d, p) in decs.zip(&prompts) {
                 d.reset();
-                d.forward(p).context("prefill")?;
+                d.prefill(p).context("prefill")?;
                 last.push(d.argmax().context("argmax")?);
             }
         }
@@ -255,7 +255,7 @@ impl GpuArm {
         let cell = &self.cell;
         self.dec.reset();
         let t = Instant::now();
-        self.dec.forward(&self.prompt).context("prefill")?;
+        self.dec.prefill(&self.prompt).context("prefill")?;
         let mut tok = self.dec.argmax().context("argmax")?;
         let prefill_s = t.elapsed().as_secs_f64();
         let mut out = vec![tok];
@@ -288,6 +288,7 @@ impl GpuArm {
             "kv=f16".into(),
             format!("warmup={}", self.cell.warmup),
             format!("capacity={}", self.capacity),
+            format!("prefill={}", self.dec.prefill_mode().name()),
         ];
         let mut detail = vec![
             self.same.detail(),

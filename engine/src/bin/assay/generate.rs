@@ -215,7 +215,7 @@ impl Exec {
         match self {
             Exec::Cpu { exec, kv } => Ok(sampler.sample(&exec.step(kv, prompt)?)),
             Exec::Cuda { dec, argmax, .. } => {
-                dec.forward(prompt)?;
+                dec.prefill(prompt)?;
                 Ok(if *argmax {
                     dec.argmax()?
                 } else {
@@ -312,7 +312,7 @@ impl Exec {
         match self {
             Exec::Cpu { .. } => self.pick_masked(Some(prompt), c, sampler, t),
             Exec::Cuda { dec, .. } => {
-                dec.forward(prompt)?;
+                dec.prefill(prompt)?;
                 self.pick_masked(None, c, sampler, t)
             }
         }

@@ -137,7 +137,7 @@ impl CudaDecoder {
         prompt: &[u32],
         n: usize,
     ) -> Result<Vec<u32>, CudaError> {
-        self.forward(prompt)?;
+        self.prefill(prompt)?;
         let mut out = Vec::with_capacity(n);
         if n == 0 {
             return Ok(out);
@@ -214,7 +214,7 @@ impl CudaDecoder {
         n: usize,
         sampler: &mut Sampler,
     ) -> Result<Vec<u32>, CudaError> {
-        self.forward(prompt)?;
+        self.prefill(prompt)?;
         let mut out = Vec::with_capacity(n);
         if n == 0 {
             return Ok(out);

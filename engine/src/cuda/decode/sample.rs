@@ -121,7 +121,7 @@ impl CudaDecoder {
         n: usize,
         sampler: &mut Sampler,
     ) -> Result<Vec<u32>, CudaError> {
-        self.forward(prompt)?;
+        self.prefill(prompt)?;
         let mut out = Vec::with_capacity(n);
         for i in 0..n {
             let t = self.sample(sampler)?;

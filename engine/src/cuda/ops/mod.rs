@@ -8,6 +8,7 @@
 //! kernels' raw indexing in bounds.
 
 mod attention;
+mod gemm;
 mod linear;
 mod mask;
 mod pointwise;
@@ -16,6 +17,7 @@ mod sample;
 pub use attention::{
     AttnScratch, AttnShape, RopeKvShape, attention, attention_two_pass, kv_store, rope_kv,
 };
+pub use gemm::{GemmOpts, GemmX, gemm, gemm_glu, gemm_stage_x};
 pub use linear::{NormIn, embed, matvec, matvec_fused, matvec_glu, matvec_residual};
 pub use mask::{MaskBuffer, apply_mask};
 pub use pointwise::{

@@ -25,15 +25,16 @@ impl CudaExecutor {
         &self,
         batch: &mut [StepInput<'_, CudaKv>],
     ) -> Result<Vec<StepOut>, CudaError> {
-        let decoding: Vec<usize> = (0..batch.len())
-            .filter(|&i| batch[i].tokens.len() == 1)
-            .collect();
+        // A lone PROMPT token (the tail of a chunked prompt) takes the prompt pass in
+        // `run`, not the batched row path.
+        let decodes = |b: &StepInput<'_, CudaKv>| b.tokens.len() == 1 && b.prompt == 0;
+        let decoding: Vec<usize> = (0..batch.len()).filter(|&i| decodes(&batch[i])).collect();
         if decoding.len() < 2 {
             return batch.iter_mut().map(|input| self.run(input)).collect();
         }
         let mut out: Vec<Option<StepOut>> = (0..batch.len()).map(|_| None).collect();
         for (i, input) in batch.iter_mut().enumerate() {
-            if input.tokens.len() != 1 {
+            if !decodes(input) {
                 out[i] = Some(self.run(input)?);
             }
         }
@@ -41,7 +42,7 @@ impl CudaExecutor {
         let greedy = {
             let mut decs: Vec<&mut CudaDecoder> = batch
                 .iter_mut()
-                .filter(|b| b.tokens.len() == 1)
+                .filter(|b| decodes(b))
                 .map(|b| &mut *b.kv.dec)
                 .collect();
             CudaDecoder::forward_batch_argmax(&mut decs, &tokens)?

@@ -1,0 +1,296 @@
+//! The prompt pass on tensor cores (issue 8): [`CudaDecoder::prefill`] feeds PROMPT tokens
+//! with the body's matrix products as `kernels/gemm.cu` GEMMs (the up to [`MAX_ROWS`] rows
+//! of a pass as the MMA's N = 8) where the weight format has one
+//! ([`select::GEMM_FORMATS`]); every other op, and the products of other formats, run as in
+//! [`CudaDecoder::forward`].
+//!
+//! Which path feeds what: the prompt goes through [`CudaDecoder::prefill`]; the decode step,
+//! re-fed GENERATED tokens (a preempted sequence's recompute, a speculative target's
+//! accepted tokens), spec verification (`verify.rs`) and batched decode (`batch.rs`) go
+//! through [`CudaDecoder::forward`] and the other row-path entry points, whose per-row bits
+//! are those of the one-token kernels. A GEMM row's bits depend only on its own token and
+//! position (kernel-check `gemm` cases: alone vs among 8), so a prompt fed in chunks of any
+//! size gives the same KV and logits (the `chunking` gate with `ASSAY_PREFILL=gemm`); they
+//! are not the row path's bits: the `prefill` gate bounds the difference (last-row argmax
+//! identical, logits within a tolerance).
+//!
+//! The switch: [`PrefillMode`], from `ASSAY_PREFILL=gemm|rows` when a decoder is made
+//! (default [`DEFAULT_PREFILL`]), or [`CudaDecoder::set_prefill`].
+
+use super::{CudaDecoder, MAX_ROWS, fuse, get, matrix, model_err, put, take, vector, w_ref};
+use crate::arch;
+use crate::cuda::ops::{self, Activation, GemmOpts, GemmX};
+use crate::cuda::{CudaError, select, shape_err};
+use cudarc::driver::DevicePtr;
+
+/// How prompt tokens are fed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PrefillMode {
+    /// The row path: the batched matvec, the bits of feeding the tokens one by one.
+    Rows,
+    /// Tensor-core GEMMs for the formats that have them.
+    Gemm,
+}
+
+/// The mode when `ASSAY_PREFILL` is unset.
+pub const DEFAULT_PREFILL: PrefillMode = PrefillMode::Rows;
+
+impl PrefillMode {
+    /// `gemm` or `rows`.
+    pub fn parse(s: &str) -> Option<PrefillMode> {
+        match s {
+            "gemm" => Some(PrefillMode::Gemm),
+            "rows" => Some(PrefillMode::Rows),
+            _ => None,
+        }
+    }
+
+    /// The mode named by `ASSAY_PREFILL`, [`DEFAULT_PREFILL`] when unset.
+    pub fn from_env() -> Result<PrefillMode, CudaError> {
+        match std::env::var("ASSAY_PREFILL") {
+            Err(_) => Ok(DEFAULT_PREFILL),
+            Ok(v) => PrefillMode::parse(&v).ok_or_else(|| {
+                shape_err(
+                    "decoder",
+                    format!("ASSAY_PREFILL={v:?}: expected gemm or rows"),
+                )
+            }),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            PrefillMode::Rows => "rows",
+            PrefillMode::Gemm => "gemm",
+        }
+    }
+}
+
+/// A decoder's prompt-pass state.
+pub(super) struct PrefillState {
+    mode: PrefillMode,
+    opts: GemmOpts,
+    /// Set while [`CudaDecoder::prefill`] runs the body.
+    active: bool,
+    /// Staged activations, made on first use (rows of the widest matrix).
+    x: Option<GemmX>,
+}
+
+impl PrefillState {
+    pub(super) fn from_env() -> Result<PrefillState, CudaError> {
+        // The planted fault of the `prefill` gate's red run (harness CLI).
+        let opts = GemmOpts {
+            fault: std::env::var("ASSAY_PREFILL_PLANT_FAULT").is_ok_and(|v| v == "1"),
+            ..GemmOpts::default()
+        };
+        Ok(PrefillState {
+            mode: PrefillMode::from_env()?,
+            opts,
+            active: false,
+            x: None,
+        })
+    }
+}
+
+impl CudaDecoder {
+    /// Choose how [`CudaDecoder::prefill`] feeds prompt tokens.
+    pub fn set_prefill(&mut self, mode: PrefillMode) {
+        self.prefill.mode = mode;
+    }
+
+    /// The prompt-pass mode.
+    pub fn prefill_mode(&self) -> PrefillMode {
+        self.prefill.mode
+    }
+
+    /// Whether [`CudaDecoder::prefill`] in [`PrefillMode::Gemm`] runs any product on
+    /// tensor cores here (a body matmul in a GEMM format, an sm_80+ device).
+    pub fn prefill_uses_gemm(&self) -> bool {
+        let cc = self.gpu.info().compute_capability;
+        self.program.body.iter().any(|op| match op {
+            arch::Op::MatMul { weight, .. } => matrix(&self.weights, *weight)
+                .and_then(|i| w_ref(&self.mats, i))
+                .is_ok_and(|m| select::gemm_supported(m.format, cc)),
+            _ => false,
+        })
+    }
+
+    /// Options of the GEMM path (the lo halves of x, the planted fault of the gate).
+    pub fn set_prefill_opts(&mut self, opts: GemmOpts) {
+        self.prefill.opts = opts;
+    }
+
+    /// Append PROMPT tokens and compute the logits of the last one: [`CudaDecoder::forward`]
+    /// with the body's products on tensor cores when the mode is [`PrefillMode::Gemm`]
+    /// and the device has them (sm_80+). Generated tokens must go through `forward`.
+    pub fn prefill(&mut self, tokens: &[u32]) -> Result<(), CudaError> {
+        let cc = self.gpu.info().compute_capability;
+        if self.prefill.mode == PrefillMode::Rows || cc.0 < 8 {
+            return self.forward(tokens);
+        }
+        self.prefill.active = true;
+        let r = self.forward(tokens);
+        self.prefill.active = false;
+        r
+    }
+
+    /// Whether the body now runs the GEMM path.
+    pub(super) fn gemm_active(&self) -> bool {
+        self.prefill.active
+    }
+
+    /// The staging buffers, made on first use for the widest matrix.
+    fn gemm_x(&mut self) -> Result<GemmX, CudaError> {
+        if let Some(x) = self.prefill.x.take() {
+            return Ok(x);
+        }
+        let k_max = self.mats.iter().map(|m| m.cols).max().unwrap_or(1);
+        GemmX::new(&self.gpu, k_max)
+    }
+
+    /// Run fused unit `f` for `n` rows as GEMMs; `Ok(false)` (nothing queued) when its
+    /// weight format has no GEMM.
+    pub(super) fn gemm_fused(&mut self, f: fuse::Fused, n: usize) -> Result<bool, CudaError> {
+        let (x, out, first, norm) = match f {
+            fuse::Fused::Glu {
+                x,
+                gate_w,
+                out,
+                norm,
+                ..
+            } => (x, out, gate_w, norm),
+            fuse::Fused::Residual {
+                x,
+                weight,
+                out,
+                norm,
+                ..
+            }
+            | fuse::Fused::Plain {
+                x,
+                weight,
+                out,
+                norm,
+                ..
+            } => (x, out, weight, norm),
+            fuse::Fused::RopeAttn { .. } => return Ok(false),
+        };
+        let cc = self.gpu.info().compute_capability;
+        let fmt = w_ref(&self.mats, matrix(&self.weights, first)?)?.format;
+        if !select::gemm_supported(fmt, cc) {
+            return Ok(false);
+        }
+        let mut xs = self.gemm_x()?;
+        let r = self.gemm_unit(f, x, out, norm, n, &mut xs);
+        self.prefill.x = Some(xs);
+        r.map(|()| true)
+    }
+
+    fn gemm_unit(
+        &mut self,
+        f: fuse::Fused,
+        x: arch::BufId,
+        out: arch::BufId,
+        norm: Option<fuse::NormFold>,
+        n: usize,
+        xs: &mut GemmX,
+    ) -> Result<(), CudaError> {
+        let CudaDecoder {
+            gpu,
+            mats,
+            weights,
+            bufs,
+            prefill,
+            ..
+        } = self;
+        let gpu = &**gpu;
+        let opts = prefill.opts;
+        let k = match f {
+            fuse::Fused::Glu { gate_w: w, .. }
+            | fuse::Fused::Residual { weight: w, .. }
+            | fuse::Fused::Plain { weight: w, .. } => w_ref(mats, matrix(weights, w)?)?.cols,
+            fuse::Fused::RopeAttn { .. } => {
+                return Err(model_err("rope + attention is not a GEMM"));
+            }
+        };
+        let norm_in = match norm {
+            Some(nf) => Some(ops::NormIn {
+                weight: vector(weights, nf.weight)?,
+                eps: nf.eps,
+                w_offset: 0.0,
+            }),
+            None => None,
+        };
+        ops::gemm_stage_x(gpu, get(bufs, x)?, n, k, norm_in, xs)?;
+        let mut o = take(bufs, out)?;
+        let r = (|| match f {
+            fuse::Fused::Glu {
+                gate_w, up_w, act, ..
+            } => {
+                let wg = w_ref(mats, matrix(weights, gate_w)?)?;
+                let wu = w_ref(mats, matrix(weights, up_w)?)?;
+                let act = match act {
+                    arch::Activation::Silu => Activation::Silu,
+                    arch::Activation::GeluTanh => Activation::GeluTanh,
+                };
+                ops::gemm_glu(gpu, wg, wu, xs, n, act, &mut o.slice, opts)
+            }
+            fuse::Fused::Residual { weight, bias, .. }
+            | fuse::Fused::Plain { weight, bias, .. } => {
+                let w = w_ref(mats, matrix(weights, weight)?)?;
+                let bias = match bias {
+                    Some(b) => Some(vector(weights, b)? as &dyn DevicePtr<f32>),
+                    None => None,
+                };
+                let residual = matches!(f, fuse::Fused::Residual { .. });
+                ops::gemm(gpu, w, xs, n, bias, residual, &mut o.slice, opts)
+            }
+            fuse::Fused::RopeAttn { .. } => Err(model_err("rope + attention is not a GEMM")),
+        })();
+        put(bufs, out, o);
+        r
+    }
+
+    /// A lone body matmul `out = weight x (+ bias)` for `n` rows as a GEMM; `Ok(false)`
+    /// when its format has none.
+    pub(super) fn gemm_matmul(
+        &mut self,
+        x: arch::BufId,
+        weight: arch::WeightId,
+        bias: Option<arch::WeightId>,
+        out: arch::BufId,
+        n: usize,
+    ) -> Result<bool, CudaError> {
+        if n > MAX_ROWS {
+            return Err(model_err("a GEMM pass takes at most MAX_ROWS rows"));
+        }
+        if x == out {
+            // In place: left to the row path, which refuses it.
+            return Ok(false);
+        }
+        self.gemm_fused(
+            fuse::Fused::Plain {
+                x,
+                weight,
+                bias,
+                out,
+                norm: None,
+            },
+            n,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_parse_and_name() {
+        for m in [PrefillMode::Rows, PrefillMode::Gemm] {
+            assert_eq!(PrefillMode::parse(m.name()), Some(m));
+        }
+        assert_eq!(PrefillMode::parse("GEMM"), None);
+        assert_eq!(PrefillMode::parse(""), None);
+    }
+}

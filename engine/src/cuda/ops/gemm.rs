@@ -1,0 +1,237 @@
+//! Wrappers of `gemm.cu`: the tensor-core prompt pass (up to [`GEMM_N`] token rows per pass
+//! over a weight matrix, `mma.sync.m16n8k16`, f16 x f16 -> f32).
+//!
+//! A product is two launches: [`gemm_stage_x`] turns x (optionally RMS-normalised as the
+//! matvec folds it) into the f16 halves hi / lo of every token slot ([`GemmX`]), then
+//! [`gemm`] or [`gemm_glu`] multiply. A token's outputs depend only on its own x and the
+//! weights (not on the other rows of the pass, nor on their number): kernel-check's `gemm`
+//! cases compare each row alone with the same row among 8, bit for bit. They are not the
+//! bits of the row path (`matvec`); the `prefill` gate bounds the difference.
+
+use super::{Arg, DeviceWeight, NormIn, aligned, cfg1, int, launch, need, rd, wr};
+use crate::cuda::select;
+use crate::cuda::sources::consts::{GEMM_MT, GEMM_N, GEMM_WARPS};
+use crate::cuda::{CudaError, Gpu, shape_err};
+use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig};
+
+/// How the tensor-core pass runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GemmOpts {
+    /// Also multiply the lo halves of x (x = hi + lo: near-f32 activations for twice the
+    /// MMAs); `false` = x rounded to f16.
+    pub lo: bool,
+    /// The planted fault of the `prefill` gate: every row's first chunk loses its scale.
+    pub fault: bool,
+}
+
+impl Default for GemmOpts {
+    fn default() -> Self {
+        GemmOpts {
+            lo: true,
+            fault: false,
+        }
+    }
+}
+
+/// The staged activations of one pass: `[GEMM_N][k]` f16 hi and lo halves, for rows of up
+/// to `k_max` values.
+pub struct GemmX {
+    pub hi: CudaSlice<u16>,
+    pub lo: CudaSlice<u16>,
+    pub k_max: usize,
+}
+
+impl GemmX {
+    /// Buffers for rows of up to `k_max` values.
+    pub fn new(gpu: &Gpu, k_max: usize) -> Result<GemmX, CudaError> {
+        let n = GEMM_N * k_max.max(1);
+        Ok(GemmX {
+            hi: gpu.zeros(n)?,
+            lo: gpu.zeros(n)?,
+            k_max: k_max.max(1),
+        })
+    }
+}
+
+/// Stage `n` token vectors of `k` values from x (`[n][k]`) into `xs`, normalised by `norm`
+/// when given (the matvec's folded RMSNorm); slots `n..GEMM_N` become zeros.
+pub fn gemm_stage_x(
+    gpu: &Gpu,
+    x: &dyn DevicePtr<f32>,
+    n: usize,
+    k: usize,
+    norm: Option<NormIn<'_>>,
+    xs: &mut GemmX,
+) -> Result<(), CudaError> {
+    const OP: &str = "gemm_stage_x";
+    if n == 0 || n > GEMM_N {
+        return Err(shape_err(
+            OP,
+            format!("{n} rows; one pass takes 1..={GEMM_N}"),
+        ));
+    }
+    if k == 0 || k % 32 != 0 || k > xs.k_max {
+        return Err(shape_err(
+            OP,
+            format!("k = {k}: a positive multiple of 32 up to {}", xs.k_max),
+        ));
+    }
+    need(OP, "x", x.len(), n * k)?;
+    let (np, eps, w_off) = match norm {
+        None => (0, 0.0, 0.0),
+        Some(nm) => {
+            need(OP, "norm weight", nm.weight.len(), k)?;
+            (rd(gpu, nm.weight), nm.eps, nm.w_offset)
+        }
+    };
+    let xp = rd(gpu, x);
+    let (hp, lp) = (wr(gpu, &mut xs.hi), wr(gpu, &mut xs.lo));
+    launch(
+        gpu,
+        "gemm_stage_x",
+        cfg1(GEMM_N as u32, 256),
+        &[
+            Arg::Ptr(xp),
+            Arg::I32(int(OP, "n", n)?),
+            Arg::I32(int(OP, "k", k)?),
+            Arg::Ptr(np),
+            Arg::F32(eps),
+            Arg::F32(w_off),
+            Arg::Ptr(hp),
+            Arg::Ptr(lp),
+        ],
+    )
+}
+
+/// The checks shared by [`gemm`] and [`gemm_glu`]; returns the launch shape.
+fn check(
+    op: &'static str,
+    gpu: &Gpu,
+    w: &DeviceWeight,
+    xs: &GemmX,
+    n: usize,
+    y_len: usize,
+) -> Result<LaunchConfig, CudaError> {
+    if !select::gemm_supported(w.format, gpu.info().compute_capability) {
+        return Err(CudaError::UnsupportedFormat {
+            op,
+            format: w.format,
+        });
+    }
+    let (block, _) = w.format.block_geometry();
+    if w.cols == 0 || w.cols % 32 != 0 || w.cols % block != 0 || w.cols > xs.k_max {
+        return Err(shape_err(
+            op,
+            format!(
+                "k = {}: a multiple of the {} block up to {}",
+                w.cols, w.format, xs.k_max
+            ),
+        ));
+    }
+    if n == 0 || n > GEMM_N {
+        return Err(shape_err(
+            op,
+            format!("{n} rows; one pass takes 1..={GEMM_N}"),
+        ));
+    }
+    need(op, "y", y_len, n * w.rows)?;
+    need(op, "weight", w.data.len(), w.rows * w.row_bytes)?;
+    let rows_per_block = GEMM_MT * 16;
+    let blocks = u32::try_from(w.rows.div_ceil(rows_per_block))
+        .map_err(|_| shape_err(op, "too many rows"))?;
+    Ok(LaunchConfig {
+        grid_dim: (blocks, 1, 1),
+        block_dim: (GEMM_WARPS * 32, 1, 1),
+        shared_mem_bytes: 0,
+    })
+}
+
+/// `y[t] = W xs[t] (+ bias) (+ y[t] when residual)` for the `n` staged rows.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm(
+    gpu: &Gpu,
+    w: &DeviceWeight,
+    xs: &GemmX,
+    n: usize,
+    bias: Option<&dyn DevicePtr<f32>>,
+    residual: bool,
+    y: &mut dyn DevicePtrMut<f32>,
+    opts: GemmOpts,
+) -> Result<(), CudaError> {
+    const OP: &str = "gemm";
+    let cfg = check(OP, gpu, w, xs, n, y.len())?;
+    let bias_ptr = match bias {
+        Some(b) => {
+            need(OP, "bias", b.len(), w.rows)?;
+            rd(gpu, b)
+        }
+        None => 0,
+    };
+    let (wp, hp, lp, yp) = (
+        rd(gpu, &w.data),
+        rd(gpu, &xs.hi),
+        rd(gpu, &xs.lo),
+        wr(gpu, y),
+    );
+    aligned(OP, "weight", wp, 16)?;
+    launch(
+        gpu,
+        &format!("gemm_{}", select::format_suffix(w.format)),
+        cfg,
+        &[
+            Arg::Ptr(wp),
+            Arg::Ptr(hp),
+            Arg::Ptr(lp),
+            Arg::Ptr(bias_ptr),
+            Arg::Ptr(if residual { yp } else { 0 }),
+            Arg::Ptr(yp),
+            Arg::I32(int(OP, "rows", w.rows)?),
+            Arg::I32(int(OP, "k", w.cols)?),
+            Arg::I32(int(OP, "n", n)?),
+            Arg::I32(i32::from(opts.lo)),
+            Arg::I32(i32::from(opts.fault)),
+        ],
+    )
+}
+
+/// `y[t] = act(Wg xs[t]) * (Wu xs[t])` for the `n` staged rows (same format and shape).
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_glu(
+    gpu: &Gpu,
+    wg: &DeviceWeight,
+    wu: &DeviceWeight,
+    xs: &GemmX,
+    n: usize,
+    act: super::Activation,
+    y: &mut dyn DevicePtrMut<f32>,
+    opts: GemmOpts,
+) -> Result<(), CudaError> {
+    const OP: &str = "gemm_glu";
+    if wg.format != wu.format || wg.rows != wu.rows || wg.cols != wu.cols {
+        return Err(shape_err(OP, "gate and up differ in format or shape"));
+    }
+    let cfg = check(OP, gpu, wg, xs, n, y.len())?;
+    need(OP, "up weight", wu.data.len(), wu.rows * wu.row_bytes)?;
+    let (gp, up) = (rd(gpu, &wg.data), rd(gpu, &wu.data));
+    let (hp, lp, yp) = (rd(gpu, &xs.hi), rd(gpu, &xs.lo), wr(gpu, y));
+    aligned(OP, "gate weight", gp, 16)?;
+    aligned(OP, "up weight", up, 16)?;
+    launch(
+        gpu,
+        &format!("gemm_{}_glu", select::format_suffix(wg.format)),
+        cfg,
+        &[
+            Arg::Ptr(gp),
+            Arg::Ptr(up),
+            Arg::Ptr(hp),
+            Arg::Ptr(lp),
+            Arg::Ptr(yp),
+            Arg::I32(int(OP, "rows", wg.rows)?),
+            Arg::I32(int(OP, "k", wg.cols)?),
+            Arg::I32(int(OP, "n", n)?),
+            Arg::I32(super::pointwise::act_code(act)),
+            Arg::I32(i32::from(opts.lo)),
+            Arg::I32(i32::from(opts.fault)),
+        ],
+    )
+}

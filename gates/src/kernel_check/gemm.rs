@@ -1,0 +1,240 @@
+//! kernel-check's tensor-core prompt-pass cases (`kernels/gemm.cu`), for every format of
+//! [`select::GEMM_FORMATS`]:
+//! - invariance (`batch_invariance`, exact): `n` in 1..=[`GEMM_N`] rows in one pass against
+//!   each row alone, bit for bit, for every epilogue (plain with bias, residual, RMSNorm
+//!   folded into the staging, gate/up with either activation, with and without the norm),
+//!   with x as hi + lo and as f16 only; one staging buffer serves every launch, so a slot
+//!   left over from a pass of 8 must not leak into a pass of 1;
+//! - `fusion` (exact): the residual epilogue is the plain result + res (one f32 add), and
+//!   the norm folded into the staging gives the bits of the `rmsnorm` kernel then a plain
+//!   staging;
+//! - against the CPU reference (`cpu::matvec`, f64): `gemm` (x as hi + lo) and `gemm_f16x`
+//!   (x rounded to f16), each error divided by the row's sum |w x| + |bias|.
+//!
+//! Shapes: 37 rows (a partial last block of 32 rows); k = 2304 (72 chunks: 9 per warp, an
+//! unrolled group of 4 (gate + up: 2) twice and a tail; k = 768 (24 chunks: 3 per warp, a tail
+//! only for the plain product).
+
+use super::cases::{dot_scales, e2s, poison, rand_vec, random_weight};
+use super::{CheckLine, Rng, compare_f32, compare_f32_scaled};
+use engine::cuda::cudarc::driver::{CudaSlice, DevicePtr};
+use engine::cuda::ops::{self, Activation, GemmOpts, GemmX};
+use engine::cuda::sources::consts::GEMM_N;
+use engine::cuda::{DeviceWeight, Gpu, cpu, select};
+use engine::quant::QuantFormat;
+
+/// The device inputs of one format's case.
+struct Inputs {
+    w: DeviceWeight,
+    wu: DeviceWeight,
+    bias: CudaSlice<f32>,
+    norm_w: CudaSlice<f32>,
+    rows: usize,
+    k: usize,
+}
+
+/// One pass's outputs, token-major.
+struct Outputs {
+    plain: Vec<f32>,
+    residual: Vec<f32>,
+    norm: Vec<f32>,
+    glu_silu_norm: Vec<f32>,
+    glu_gelu: Vec<f32>,
+}
+
+impl Outputs {
+    fn concat(&self) -> Vec<f32> {
+        [
+            &self.plain[..],
+            &self.residual,
+            &self.norm,
+            &self.glu_silu_norm,
+            &self.glu_gelu,
+        ]
+        .concat()
+    }
+}
+
+/// Run the five epilogues on the `n` rows of x with residual inputs `res` (`n * rows`).
+fn run(
+    gpu: &Gpu,
+    inp: &Inputs,
+    xs: &mut GemmX,
+    x: &[f32],
+    res: &[f32],
+    n: usize,
+    opts: GemmOpts,
+) -> Result<Outputs, String> {
+    let (rows, k) = (inp.rows, inp.k);
+    let dx = gpu.upload(x).map_err(e2s)?;
+    let bias = Some(&inp.bias as &dyn DevicePtr<f32>);
+    let norm = Some(ops::NormIn {
+        weight: &inp.norm_w,
+        eps: 1e-5,
+        w_offset: 0.0,
+    });
+    ops::gemm_stage_x(gpu, &dx, n, k, None, xs).map_err(e2s)?;
+    let mut y = poison(gpu, n * rows).map_err(e2s)?;
+    ops::gemm(gpu, &inp.w, xs, n, bias, false, &mut y, opts).map_err(e2s)?;
+    let plain = gpu.download(&y).map_err(e2s)?;
+    let mut y = gpu.upload(res).map_err(e2s)?;
+    ops::gemm(gpu, &inp.w, xs, n, bias, true, &mut y, opts).map_err(e2s)?;
+    let residual = gpu.download(&y).map_err(e2s)?;
+    let mut y = poison(gpu, n * rows).map_err(e2s)?;
+    ops::gemm_glu(
+        gpu,
+        &inp.w,
+        &inp.wu,
+        xs,
+        n,
+        Activation::GeluTanh,
+        &mut y,
+        opts,
+    )
+    .map_err(e2s)?;
+    let glu_gelu = gpu.download(&y).map_err(e2s)?;
+    ops::gemm_stage_x(gpu, &dx, n, k, norm, xs).map_err(e2s)?;
+    let mut y = poison(gpu, n * rows).map_err(e2s)?;
+    ops::gemm(gpu, &inp.w, xs, n, bias, false, &mut y, opts).map_err(e2s)?;
+    let norm_out = gpu.download(&y).map_err(e2s)?;
+    let mut y = poison(gpu, n * rows).map_err(e2s)?;
+    ops::gemm_glu(gpu, &inp.w, &inp.wu, xs, n, Activation::Silu, &mut y, opts).map_err(e2s)?;
+    let glu_silu_norm = gpu.download(&y).map_err(e2s)?;
+    Ok(Outputs {
+        plain,
+        residual,
+        norm: norm_out,
+        glu_silu_norm,
+        glu_gelu,
+    })
+}
+
+/// Every GEMM format's cases (an error becomes a failing line).
+pub fn gemm_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
+    let cc = gpu.info().compute_capability;
+    for format in select::GEMM_FORMATS {
+        if !select::gemm_supported(format, cc) {
+            continue;
+        }
+        for (rows, k) in [(37, 72 * 32), (37, 24 * 32)] {
+            let name = format!("{format} rows={rows} k={k}");
+            if let Err(e) = cases_of(gpu, rng, format, rows, k, &name, lines) {
+                lines.push(CheckLine::error("gemm", name, e));
+            }
+        }
+    }
+}
+
+fn cases_of(
+    gpu: &Gpu,
+    rng: &mut Rng,
+    format: QuantFormat,
+    rows: usize,
+    k: usize,
+    name: &str,
+    lines: &mut Vec<CheckLine>,
+) -> Result<(), String> {
+    let w = random_weight(rng, format, rows, k);
+    let wu = random_weight(rng, format, rows, k);
+    let x = rand_vec(rng, GEMM_N * k, 1.0);
+    let bias = rand_vec(rng, rows, 1.0);
+    let res = rand_vec(rng, GEMM_N * rows, 1.0);
+    let norm_w: Vec<f32> = (0..k).map(|_| 1.0 + 0.1 * rng.symmetric()).collect();
+    let inp = Inputs {
+        w: DeviceWeight::upload(gpu, format, rows, k, &w).map_err(e2s)?,
+        wu: DeviceWeight::upload(gpu, format, rows, k, &wu).map_err(e2s)?,
+        bias: gpu.upload(&bias).map_err(e2s)?,
+        norm_w: gpu.upload(&norm_w).map_err(e2s)?,
+        rows,
+        k,
+    };
+    let mut xs = GemmX::new(gpu, k).map_err(e2s)?;
+    let want = cpu::matvec(format, &w, rows, k, &x, GEMM_N, Some(&bias)).map_err(e2s)?;
+    let scale = dot_scales(format, &w, rows, k, &x, GEMM_N, Some(&bias))?;
+    for (lo, op) in [(true, "gemm"), (false, "gemm_f16x")] {
+        let opts = GemmOpts { lo, fault: false };
+        let tag = if lo { "x=hi+lo" } else { "x=f16" };
+        // The full pass first: its 8 slots are left in the staging buffer for the singles.
+        let full = run(gpu, &inp, &mut xs, &x, &res, GEMM_N, opts)?;
+        let mut single = Vec::with_capacity(GEMM_N);
+        for t in 0..GEMM_N {
+            let xt = &x[t * k..(t + 1) * k];
+            let rt = &res[t * rows..(t + 1) * rows];
+            single.push(run(gpu, &inp, &mut xs, xt, rt, 1, opts)?);
+        }
+        for n in 1..=GEMM_N {
+            let got = if n == GEMM_N {
+                None
+            } else {
+                match run(gpu, &inp, &mut xs, &x[..n * k], &res[..n * rows], n, opts) {
+                    Ok(o) => Some(o),
+                    Err(e) => {
+                        lines.push(CheckLine::error(
+                            "batch_invariance",
+                            format!("gemm {name} n={n} {tag}"),
+                            e,
+                        ));
+                        continue;
+                    }
+                }
+            };
+            let got = got.as_ref().unwrap_or(&full);
+            let pick = |f: fn(&Outputs) -> &Vec<f32>| -> Vec<f32> {
+                single[..n]
+                    .iter()
+                    .flat_map(|o| f(o).iter().copied())
+                    .collect()
+            };
+            let alone = [
+                pick(|o| &o.plain),
+                pick(|o| &o.residual),
+                pick(|o| &o.norm),
+                pick(|o| &o.glu_silu_norm),
+                pick(|o| &o.glu_gelu),
+            ]
+            .concat();
+            lines.push(compare_f32(
+                "batch_invariance",
+                format!(
+                    "gemm {name} {tag}: 1 vs {n} per pass, plain+bias, +residual, rmsnorm+, \
+                     rmsnorm+glu silu, glu gelu"
+                ),
+                &got.concat(),
+                &alone,
+            ));
+            lines.push(compare_f32_scaled(
+                op,
+                format!("{name} n={n} +bias {tag}"),
+                &got.plain,
+                &want[..n * rows],
+                &scale[..n * rows],
+            ));
+        }
+        // The residual epilogue: plain + res, one f32 add.
+        let sum: Vec<f32> = full.plain.iter().zip(&res).map(|(a, b)| a + b).collect();
+        lines.push(compare_f32(
+            "fusion",
+            format!("gemm {name} {tag}: residual epilogue == plain + res"),
+            &full.residual,
+            &sum,
+        ));
+    }
+    // The norm folded into the staging == the rmsnorm kernel, then a plain staging.
+    let opts = GemmOpts::default();
+    let dx = gpu.upload(&x).map_err(e2s)?;
+    let mut normed = poison(gpu, GEMM_N * k).map_err(e2s)?;
+    ops::rmsnorm(gpu, &dx, &inp.norm_w, &mut normed, GEMM_N, k, 1e-5, 0.0).map_err(e2s)?;
+    ops::gemm_stage_x(gpu, &normed, GEMM_N, k, None, &mut xs).map_err(e2s)?;
+    let mut y = poison(gpu, GEMM_N * rows).map_err(e2s)?;
+    let bias_d = Some(&inp.bias as &dyn DevicePtr<f32>);
+    ops::gemm(gpu, &inp.w, &xs, GEMM_N, bias_d, false, &mut y, opts).map_err(e2s)?;
+    let separate = gpu.download(&y).map_err(e2s)?;
+    let folded = run(gpu, &inp, &mut xs, &x, &res, GEMM_N, opts)?;
+    lines.push(compare_f32(
+        "fusion",
+        format!("gemm {name}: rmsnorm folded into the staging == rmsnorm kernel + staging"),
+        &folded.norm,
+        &separate,
+    ));
+    Ok(())
+}

@@ -1,0 +1,369 @@
+// gemm.cu — the prompt pass on tensor cores: y[t] = W x[t] for up to GEMM_N = 8 rows of a
+// prompt at once, with `mma.sync.aligned.m16n8k16` (f16 x f16 -> f32, sm_80+), the 8 rows
+// of the pass as the N = 8 dimension.
+//
+// Two launches per matrix product:
+// 1. `gemm_stage_x` (one block per token slot, GEMM_N blocks): x of each live token,
+//    optionally RMS-normalised exactly as matvec.cu folds the norm (same f64 sum order
+//    with 256 threads, same f32 multiplies), split into two f16 halves hi = f16(v),
+//    lo = f16(v - hi) (xh / xl, `[GEMM_N][k]`); the slots n..GEMM_N-1 are written as zeros.
+// 2. `gemm_<fmt>` / `gemm_<fmt>_glu`: GEMM_WARPS warps per block own GEMM_MT * 16 rows;
+//    warp w takes the contiguous chunk range [w * per, (w + 1) * per) of every row
+//    (per = ceil(chunks / GEMM_WARPS), a chunk = 32 values) and, per chunk and 16-row tile,
+//    turns the quants into f16 INTEGERS (exact: Q4_0 q - 8, Q8_0 q, Q6_K q - 32) and runs
+//    the MMAs of the chunk into a zeroed partial accumulator (hi then lo for each k16
+//    step), then adds scale * partial to the warp's accumulator (fmaf, in chunk order; the
+//    scale is the block's d, or for Q6_K the 16-value sub-block's d * sc, applied after each
+//    k16 step). The warps' sums are added in warp order in shared memory (a fixed order),
+//    then the epilogue of matvec.cu: + bias, + residual (res may be y), or act(gate) * up.
+// Invariance: an MMA output element (row m, token n) depends only on row m of A and column
+// n of B; the chunk split depends only on k; so a token's outputs are the same bits
+// whatever the other tokens of the pass are and whatever n is (kernel-check `gemm` cases).
+// They are NOT the bits of the row path (matvec.cu: f32 x per value, another order); the
+// `prefill` gate bounds the difference.
+//
+// Fragment mapping (PTX ISA, m16n8k16 .f16): lane = 4 g + t; A regs hold rows g and g + 8,
+// logical k columns 2t, 2t+1, 2t+8, 2t+9; B regs hold token g, the same logical k. A
+// logical k of a k16 step is mapped to a value of the chunk, the same map for A and B (a
+// permutation of the dot product's terms):
+// - "contiguous" formats (Q4_0, Q8_0): lane t holds values 8t .. 8t+7 of the chunk: step
+//   0 takes 8t .. 8t+3, step 1 takes 8t+4 .. 8t+7 (B: one 16-byte load of 8 f16).
+// - "split" formats (Q6_K, 16-value sub-blocks): step s holds values 16 s .. 16 s + 15,
+//   lane t values 16 s + 4t .. 16 s + 4t + 3 (B: two 8-byte loads).
+// Quants become f16 without conversions: a byte b under the f16 exponent of 1024
+// (0x6400 | b) is 1024 + b exactly, and one f16x2 subtraction gives b - offset exactly.
+#include "common/common.cuh"
+#include "common/formats.cuh"
+
+#ifndef GEMM_WARPS
+#define GEMM_WARPS 8
+#endif
+#ifndef GEMM_MT
+#define GEMM_MT 2
+#endif
+#define GEMM_N 8
+#define GEMM_ROWS (GEMM_MT * 16)
+
+// (lo, hi) = bytes (0, 1) or (2, 3) of w, each under 0x64 (f16 1024 + byte), minus `off`
+// (f16x2 of 1024 + offset): two exact f16 integers.
+__device__ __forceinline__ u32 gm_pair(u32 w, u32 sel, u32 off) {
+    u32 r, d;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(w), "r"(0x64u), "r"(sel));
+    asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(r), "r"(off));
+    return d;
+}
+
+__device__ __forceinline__ void gm_mma(float* c, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0,
+                                       u32 b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#else
+    __trap();
+#endif
+}
+
+// One row's share of a chunk for lane t: two words of four unsigned quant bytes (w0: the
+// values of k16 step 0, w1: step 1) and the scales of step 0 and step 1.
+struct GmA {
+    u32 w0, w1;
+    float s0, s1;
+};
+
+// Q4_0 (planar, formats.cuh): lane t takes the low (t < 2) or high nibbles of
+// qs[8 (t & 1) .. 8 (t & 1) + 7]: values 8t .. 8t + 7.
+struct GmQ4_0 {
+    static constexpr bool SPLIT = false;
+    static constexpr int ELEMS = 32;
+    static constexpr u32 OFF = 0x64086408u;  // 1032: q - 8
+    static __device__ __forceinline__ GmA load(const WMat& m, u64 row, int c, int t) {
+        const u64 bi = row * m.nb + (u64)c;
+        const uint2 q = *(const uint2*)(m.w + bi * 16 + 8 * (t & 1));
+        const int sh = 4 * (t >> 1);
+        const float d = f16_to_f32(*(const u16*)(m.w + m.rows * m.nb * 16 + bi * 2));
+        return {(q.x >> sh) & 0x0F0F0F0Fu, (q.y >> sh) & 0x0F0F0F0Fu, d, d};
+    }
+};
+
+// Q8_0 (planar): lane t takes qs[8t .. 8t + 7] (as q + 128).
+struct GmQ8_0 {
+    static constexpr bool SPLIT = false;
+    static constexpr int ELEMS = 32;
+    static constexpr u32 OFF = 0x64806480u;  // 1152: (q + 128) - 128
+    static __device__ __forceinline__ GmA load(const WMat& m, u64 row, int c, int t) {
+        const u64 bi = row * m.nb + (u64)c;
+        const uint2 q = *(const uint2*)(m.w + bi * 32 + 8 * t);
+        const float d = f16_to_f32(*(const u16*)(m.w + m.rows * m.nb * 32 + bi * 2));
+        return {q.x ^ 0x80808080u, q.y ^ 0x80808080u, d, d};
+    }
+};
+
+// Q6_K (planar): chunk c = sub-blocks 2(c & 7) and 2(c & 7) + 1 of block c >> 3 (16 values
+// each, scales d * sc); lane t takes values 4t .. 4t + 3 (word t) and 16 + 4t .. (word 4+t).
+struct GmQ6_K {
+    static constexpr bool SPLIT = true;
+    static constexpr int ELEMS = 256;
+    static constexpr u32 OFF = 0x64206420u;  // 1056: q - 32
+    static __device__ __forceinline__ GmA load(const WMat& m, u64 row, int c, int t) {
+        const u64 bi = row * m.nb + (u64)(c >> 3);
+        const int j = c & 7;
+        const int n = j >> 2, r = j & 3;
+        const u8* b = m.w + bi * 192;
+        const u32* pl = (const u32*)(b + 64 * n + 32 * (r & 1));
+        const u32* ph = (const u32*)(b + 128 + 32 * n);
+        const int shl = 4 * (r >> 1), shh = 2 * r;
+        const u32 l0 = pl[t], l1 = pl[4 + t], h0 = ph[t], h1 = ph[4 + t];
+        const u32 sc = *(const u16*)(m.w + m.rows * m.nb * 192 + bi * 16 + 8 * n + 2 * r);
+        const float d = f16_to_f32(*(const u16*)(m.w + m.rows * m.nb * 208 + bi * 2));
+        GmA a;
+        a.w0 = ((l0 >> shl) & 0x0F0F0F0Fu) | (((h0 >> shh) & 0x03030303u) << 4);
+        a.w1 = ((l1 >> shl) & 0x0F0F0F0Fu) | (((h1 >> shh) & 0x03030303u) << 4);
+        a.s0 = d * (float)(int)(i8)(sc & 0xffu);
+        a.s1 = d * (float)(int)(i8)(sc >> 8);
+        return a;
+    }
+};
+
+// x of each live token as f16 hi / lo (see the file comment); slots >= n become zeros.
+// One block of 256 threads per slot (grid GEMM_N). The norm is matvec.cu's, computed the
+// same way (f64 sum of f32 squares, 256 threads, fixed butterfly and warp order).
+extern "C" __global__ void __launch_bounds__(256)
+    gemm_stage_x(const float* __restrict__ x, int n, int k, const float* __restrict__ nw,
+                 float eps, float w_off, u16* __restrict__ xh, u16* __restrict__ xl) {
+    __shared__ double red[8];
+    const int tok = blockIdx.x;
+    u16* oh = xh + (u64)tok * k;
+    u16* ol = xl + (u64)tok * k;
+    if (tok >= n) {
+        for (int i = threadIdx.x; i < k; i += 256) {
+            oh[i] = 0;
+            ol[i] = 0;
+        }
+        return;
+    }
+    const float* xt = x + (u64)tok * k;
+    float inv = 1.f;
+    if (nw != 0) {
+        const int lane = threadIdx.x & 31;
+        double ss = 0.0;
+        for (int i = threadIdx.x; i < k; i += 256) ss += (double)__fmul_rn(xt[i], xt[i]);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        if (lane == 0) red[threadIdx.x >> 5] = ss;
+        __syncthreads();
+        double tot = 0.0;
+#pragma unroll
+        for (int i = 0; i < 8; i++) tot += red[i];
+        const float mean = (float)(tot / (double)k);
+        inv = 1.0f / sqrtf(mean + eps);
+    }
+    for (int i = threadIdx.x; i < k; i += 256) {
+        float v = xt[i];
+        if (nw != 0) v = __fmul_rn(__fmul_rn(v, inv), nw[i] + w_off);
+        const u16 h = f32_to_f16(v);
+        oh[i] = h;
+        ol[i] = f32_to_f16(v - f16_to_f32(h));
+    }
+}
+
+// The body: see the file comment. lo == 0 skips the lo MMAs (x as f16 only). fault != 0
+// (the `prefill` gate's planted fault) drops the scale of every row's chunk 0.
+template <class G, bool GLU>
+__device__ __forceinline__ void gemm_body(const u8* __restrict__ w, const u8* __restrict__ w2,
+                                          const u16* __restrict__ xh,
+                                          const u16* __restrict__ xl,
+                                          const float* __restrict__ bias, const float* res,
+                                          float* y, int rows, int k, int n, int act, int lo,
+                                          int fault) {
+    __shared__ float red[GEMM_WARPS][GEMM_ROWS][GEMM_N];
+    __shared__ float red2[GLU ? GEMM_WARPS : 1][GLU ? GEMM_ROWS : 1][GEMM_N];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int row0 = blockIdx.x * GEMM_ROWS;
+    const int nchunks = k >> 5;
+    const WMat m = {w, 0, (u64)rows, (u64)(k / G::ELEMS)};
+    const WMat m2 = {w2, 0, (u64)rows, (u64)(k / G::ELEMS)};
+    // Rows past the end compute row rows-1 again and write nothing.
+    u64 rr[GEMM_MT][2];
+#pragma unroll
+    for (int i = 0; i < GEMM_MT; i++) {
+        rr[i][0] = (u64)min(row0 + 16 * i + g, rows - 1);
+        rr[i][1] = (u64)min(row0 + 16 * i + g + 8, rows - 1);
+    }
+    float acc[GEMM_MT][4], acc2[GEMM_MT][4];
+#pragma unroll
+    for (int i = 0; i < GEMM_MT; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) acc[i][j] = acc2[i][j] = 0.f;
+    const int per = (nchunks + GEMM_WARPS - 1) / GEMM_WARPS;
+    const int c0 = warp * per, c1 = min(nchunks, c0 + per);
+    const u16* xht = xh + (u64)g * k;
+    const u16* xlt = xl + (u64)g * k;
+    // One chunk: B fragments of token g, then per tile the A fragments and the MMAs.
+    auto chunk = [&](int c, const GmA (&a)[GEMM_MT][2], const GmA (&a2)[GEMM_MT][2]) {
+        u32 bh[4], bl[4];
+        if (G::SPLIT) {
+            const uint2 h0 = *(const uint2*)(xht + c * 32 + 4 * t);
+            const uint2 h1 = *(const uint2*)(xht + c * 32 + 16 + 4 * t);
+            bh[0] = h0.x; bh[1] = h0.y; bh[2] = h1.x; bh[3] = h1.y;
+            if (lo) {
+                const uint2 l0 = *(const uint2*)(xlt + c * 32 + 4 * t);
+                const uint2 l1 = *(const uint2*)(xlt + c * 32 + 16 + 4 * t);
+                bl[0] = l0.x; bl[1] = l0.y; bl[2] = l1.x; bl[3] = l1.y;
+            }
+        } else {
+            const uint4 h = *(const uint4*)(xht + c * 32 + 8 * t);
+            bh[0] = h.x; bh[1] = h.y; bh[2] = h.z; bh[3] = h.w;
+            if (lo) {
+                const uint4 l = *(const uint4*)(xlt + c * 32 + 8 * t);
+                bl[0] = l.x; bl[1] = l.y; bl[2] = l.z; bl[3] = l.w;
+            }
+        }
+        const bool drop = fault != 0 && c == 0;
+#pragma unroll
+        for (int i = 0; i < GEMM_MT; i++) {
+#pragma unroll
+            for (int which = 0; which < (GLU ? 2 : 1); which++) {
+                const GmA& r0 = which ? a2[i][0] : a[i][0];
+                const GmA& r1 = which ? a2[i][1] : a[i][1];
+                float* ac = which ? acc2[i] : acc[i];
+                float p[4] = {0.f, 0.f, 0.f, 0.f};
+                // k16 step 0: A regs {row g: pair 0, row g+8: pair 0, row g: pair 1, ...}.
+                {
+                    const u32 a0 = gm_pair(r0.w0, 0x4140u, G::OFF);
+                    const u32 a1 = gm_pair(r1.w0, 0x4140u, G::OFF);
+                    const u32 a2r = gm_pair(r0.w0, 0x4342u, G::OFF);
+                    const u32 a3 = gm_pair(r1.w0, 0x4342u, G::OFF);
+                    gm_mma(p, a0, a1, a2r, a3, bh[0], bh[1]);
+                    if (lo) gm_mma(p, a0, a1, a2r, a3, bl[0], bl[1]);
+                }
+                if (G::SPLIT) {
+                    const float s0 = drop ? 0.f : r0.s0, s1 = drop ? 0.f : r1.s0;
+                    ac[0] = fmaf(s0, p[0], ac[0]);
+                    ac[1] = fmaf(s0, p[1], ac[1]);
+                    ac[2] = fmaf(s1, p[2], ac[2]);
+                    ac[3] = fmaf(s1, p[3], ac[3]);
+                    p[0] = p[1] = p[2] = p[3] = 0.f;
+                }
+                {
+                    const u32 a0 = gm_pair(r0.w1, 0x4140u, G::OFF);
+                    const u32 a1 = gm_pair(r1.w1, 0x4140u, G::OFF);
+                    const u32 a2r = gm_pair(r0.w1, 0x4342u, G::OFF);
+                    const u32 a3 = gm_pair(r1.w1, 0x4342u, G::OFF);
+                    gm_mma(p, a0, a1, a2r, a3, bh[2], bh[3]);
+                    if (lo) gm_mma(p, a0, a1, a2r, a3, bl[2], bl[3]);
+                }
+                const float s0 = drop ? 0.f : r0.s1, s1 = drop ? 0.f : r1.s1;
+                ac[0] = fmaf(s0, p[0], ac[0]);
+                ac[1] = fmaf(s0, p[1], ac[1]);
+                ac[2] = fmaf(s1, p[2], ac[2]);
+                ac[3] = fmaf(s1, p[3], ac[3]);
+            }
+        }
+    };
+    // U chunks' weights loaded before their MMAs (loads in flight: 4, or 2 for gate + up),
+    // then the rest one by one; the arithmetic is per chunk in chunk order either way.
+    constexpr int U = GLU ? 2 : 4;
+    int c = c0;
+    for (; c + U <= c1; c += U) {
+        GmA a[U][GEMM_MT][2], a2[U][GEMM_MT][2];
+#pragma unroll
+        for (int u = 0; u < U; u++)
+#pragma unroll
+            for (int i = 0; i < GEMM_MT; i++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    a[u][i][h] = G::load(m, rr[i][h], c + u, t);
+                    if (GLU) a2[u][i][h] = G::load(m2, rr[i][h], c + u, t);
+                }
+#pragma unroll
+        for (int u = 0; u < U; u++) chunk(c + u, a[u], a2[u]);
+    }
+    for (; c < c1; c++) {
+        GmA a[GEMM_MT][2], a2[GEMM_MT][2];
+#pragma unroll
+        for (int i = 0; i < GEMM_MT; i++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                a[i][h] = G::load(m, rr[i][h], c, t);
+                if (GLU) a2[i][h] = G::load(m2, rr[i][h], c, t);
+            }
+        chunk(c, a, a2);
+    }
+    // C fragment: acc[i][0..1] = row 16i + g, tokens 2t, 2t+1; [2..3] = row 16i + g + 8.
+#pragma unroll
+    for (int i = 0; i < GEMM_MT; i++) {
+        red[warp][16 * i + g][2 * t] = acc[i][0];
+        red[warp][16 * i + g][2 * t + 1] = acc[i][1];
+        red[warp][16 * i + g + 8][2 * t] = acc[i][2];
+        red[warp][16 * i + g + 8][2 * t + 1] = acc[i][3];
+        if (GLU) {
+            red2[warp][16 * i + g][2 * t] = acc2[i][0];
+            red2[warp][16 * i + g][2 * t + 1] = acc2[i][1];
+            red2[warp][16 * i + g + 8][2 * t] = acc2[i][2];
+            red2[warp][16 * i + g + 8][2 * t + 1] = acc2[i][3];
+        }
+    }
+    __syncthreads();
+    for (int o = threadIdx.x; o < GEMM_ROWS * GEMM_N; o += GEMM_WARPS * 32) {
+        const int tok = o / GEMM_ROWS, r = o % GEMM_ROWS;
+        const int row = row0 + r;
+        if (tok >= n || row >= rows) continue;
+        float s = red[0][r][tok], s2 = GLU ? red2[0][r][tok] : 0.f;
+#pragma unroll
+        for (int v = 1; v < GEMM_WARPS; v++) {
+            s += red[v][r][tok];
+            if (GLU) s2 += red2[v][r][tok];
+        }
+        const u64 oi = (u64)tok * rows + row;
+        if (GLU) {
+            y[oi] = __fmul_rn(act == 0 ? silu(s) : gelu_tanh(s), s2);
+        } else {
+            float v = bias != 0 ? s + bias[row] : s;
+            if (res != 0) v = v + res[oi];
+            y[oi] = v;
+        }
+    }
+}
+
+// Entry points: gemm_<fmt> (+ bias, + residual; res may be y) and gemm_<fmt>_glu, for
+// the formats with a tensor-core prompt pass (engine/src/cuda/select.rs: GEMM_FORMATS).
+extern "C" __global__ void __launch_bounds__(GEMM_WARPS * 32)
+    gemm_q4_0(const u8* __restrict__ w, const u16* __restrict__ xh, const u16* __restrict__ xl,
+              const float* __restrict__ bias, const float* res, float* y, int rows, int k, int n,
+              int lo, int fault) {
+    gemm_body<GmQ4_0, false>(w, w, xh, xl, bias, res, y, rows, k, n, 0, lo, fault);
+}
+extern "C" __global__ void __launch_bounds__(GEMM_WARPS * 32)
+    gemm_q4_0_glu(const u8* __restrict__ wg, const u8* __restrict__ wu, const u16* __restrict__ xh,
+                  const u16* __restrict__ xl, float* y, int rows, int k, int n, int act, int lo,
+                  int fault) {
+    gemm_body<GmQ4_0, true>(wg, wu, xh, xl, 0, 0, y, rows, k, n, act, lo, fault);
+}
+extern "C" __global__ void __launch_bounds__(GEMM_WARPS * 32)
+    gemm_q8_0(const u8* __restrict__ w, const u16* __restrict__ xh, const u16* __restrict__ xl,
+              const float* __restrict__ bias, const float* res, float* y, int rows, int k, int n,
+              int lo, int fault) {
+    gemm_body<GmQ8_0, false>(w, w, xh, xl, bias, res, y, rows, k, n, 0, lo, fault);
+}
+extern "C" __global__ void __launch_bounds__(GEMM_WARPS * 32)
+    gemm_q8_0_glu(const u8* __restrict__ wg, const u8* __restrict__ wu, const u16* __restrict__ xh,
+                  const u16* __restrict__ xl, float* y, int rows, int k, int n, int act, int lo,
+                  int fault) {
+    gemm_body<GmQ8_0, true>(wg, wu, xh, xl, 0, 0, y, rows, k, n, act, lo, fault);
+}
+extern "C" __global__ void __launch_bounds__(GEMM_WARPS * 32)
+    gemm_q6_k(const u8* __restrict__ w, const u16* __restrict__ xh, const u16* __restrict__ xl,
+              const float* __restrict__ bias, const float* res, float* y, int rows, int k, int n,
+              int lo, int fault) {
+    gemm_body<GmQ6_K, false>(w, w, xh, xl, bias, res, y, rows, k, n, 0, lo, fault);
+}
+extern "C" __global__ void __launch_bounds__(GEMM_WARPS * 32)
+    gemm_q6_k_glu(const u8* __restrict__ wg, const u8* __restrict__ wu, const u16* __restrict__ xh,
+                  const u16* __restrict__ xl, float* y, int rows, int k, int n, int act, int lo,
+                  int fault) {
+    gemm_body<GmQ6_K, true>(wg, wu, xh, xl, 0, 0, y, rows, k, n, act, lo, fault);
+}
