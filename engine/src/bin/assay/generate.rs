@@ -31,7 +31,7 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use engine::api::constrain::{Constrained, GrammarEnv, GrammarSpec};
-use engine::cuda::{CudaConfig, CudaDecoder, CudaError, Gpu};
+use engine::cuda::{CudaConfig, CudaDecoder, CudaError, Gpu, PrefillMode};
 use engine::kv::{KvDtype, SeqKv};
 use engine::model_file::GgufModel;
 use engine::reference::{Reference, ReferenceOptions};
@@ -100,6 +100,10 @@ pub struct Args {
     /// CUDA: run every decode step eagerly instead of replaying a captured CUDA graph.
     #[arg(long)]
     pub no_graph: bool,
+    /// CUDA: how the prompt is fed: `gemm` (tensor cores) or `rows` (the batched matvec,
+    /// the bits of feeding it token by token); default: `ASSAY_PREFILL`, else the engine's.
+    #[arg(long, value_parser = ["gemm", "rows"])]
+    pub prefill: Option<String>,
 
     /// Keep up to this many MiB of weights dequantized in memory (faster decode, same
     /// results); 0 = dequantize on every step.
@@ -383,8 +387,11 @@ fn load_exec(
         Resolved::Cuda(gpu) => {
             let program = engine::arch::build_program(model.header())
                 .with_context(|| format!("cannot run {}", path.display()))?;
-            let dec = CudaDecoder::new(gpu.clone(), model, program, capacity)
+            let mut dec = CudaDecoder::new(gpu.clone(), model, program, capacity)
                 .with_context(|| format!("cannot load {} on the GPU", path.display()))?;
+            if let Some(mode) = args.prefill.as_deref().and_then(PrefillMode::parse) {
+                dec.set_prefill(mode);
+            }
             let argmax = cfg.temperature <= 0.0
                 && cfg.repeat_penalty == 1.0
                 && cfg.presence_penalty == 0.0
