@@ -32,8 +32,10 @@ pub enum PrefillMode {
     Gemm,
 }
 
-/// The mode when `ASSAY_PREFILL` is unset.
-pub const DEFAULT_PREFILL: PrefillMode = PrefillMode::Rows;
+/// The mode when `ASSAY_PREFILL` is unset: the GEMMs, since the H200 window of b1a5add
+/// (kernel-check `gemm`, gates `prefill` and `chunking` in both modes, `argmax` / `graph` /
+/// `batch` with the GEMM prompt pass all green; research/notes/prefill.md).
+pub const DEFAULT_PREFILL: PrefillMode = PrefillMode::Gemm;
 
 impl PrefillMode {
     /// `gemm` or `rows`.
