@@ -7,6 +7,10 @@
 //! the f16 KV cache of each layer (`[n_kv_heads][capacity][head_dim]`), and the execution
 //! model of `arch::program`: the body runs on every new token, the head on the last one.
 //!
+//! Prompt tokens go through [`CudaDecoder::prefill`] (`decode/prefill.rs`: the body's
+//! matrix products on tensor cores for Q4_0 / Q8_0 / Q6_K, by default), generated tokens
+//! through [`CudaDecoder::forward`], the row path described next.
+//!
 //! A prompt is processed [`MAX_ROWS`] tokens per launch. Every kernel is batch-invariant
 //! (checked by kernel-check), so this gives exactly the logits of feeding the tokens one by
 //! one. Each op is one or two launches on the GPU's stream, and a step returns 4 bytes (the
