@@ -8,11 +8,13 @@
 // and matvec_<fmt>_glu_r<R> (R = 1, 2; gate and up rows in one pass, gated activation in
 // the epilogue), both with an optional RMSNorm of x folded into the staging: MV_WARPS
 // warps per block, each warp owns R consecutive rows. For each token the block stages x in
-// shared memory, transposed by chunk (element 32c + i at i*(T+1) + c for a tile of
-// T <= MV_TILE chunks, so that the 32 lanes reading element i of 32 consecutive chunks hit
-// 32 banks); a warp then reads each x value once for its R rows, and its loads of W are 16
-// bytes wide and contiguous across the lanes (each warp first asks L2 for its rows' first
-// tile, so that the DRAM reads overlap the staging of x).
+// shared memory, chunk by chunk (element 32c + i at c*MV_XCS + i for a tile of
+// T <= MV_TILE chunks: a lane's 32 reads of its chunk are at immediate offsets and 32
+// lanes reading 32 consecutive chunks hit 32 banks); a warp then reads each x value once
+// for its R rows, and its loads of W are 16 bytes wide and contiguous across the lanes
+// (each warp first asks L2 for its rows' first tile, so that the DRAM reads overlap the
+// staging of x). The weight loop goes in rounds of U chunks per lane: every load of a
+// round (U x R chunks, both matrices of a GLU pair) is issued before its first dot product.
 // Batched entry points matvec_<fmt>_tb_r2 and matvec_<fmt>_glu_tb_r1 (prompts, verification
 // rows): the same, but up to MV_BATCH_TOK tokens per pass over W: the block stages x of
 // all of them side by side (tiles of at most mv_tile_max<NT>() chunks, a multiple of 32),
@@ -50,12 +52,29 @@
 #ifndef MV_TB_MINB
 #define MV_TB_MINB 2
 #endif
+// Floats per staged x chunk in the one-token body's shared memory (32 values and a pad
+// word): chunk c of the tile at xs_sh + c * MV_XCS, its values at stride 1, so that a
+// lane's 32 x reads of a chunk are shared loads at immediate offsets and the 32 lanes
+// (chunks c..c+31) hit 32 banks. select.rs: mv_shared_bytes.
+#define MV_XCS 33
+#ifndef MV_LD_REGS
+#define MV_LD_REGS 64
+#endif
 
 // Most chunks per x tile for NT tokens staged at once: MV_TILE / NT rounded down to a
 // multiple of 32 (so that a lane's chunks stay l, l+32, ... across tiles), at least 32.
 template <int NT>
 __host__ __device__ constexpr int mv_tile_max() {
     return MV_TILE / NT >= 32 ? (MV_TILE / NT) / 32 * 32 : 32;
+}
+
+// Chunks per lane per round of the one-token weight loop: the most of 4, 2, 1 whose loaded
+// chunks (`F::Ld`, U x R, twice for GLU) fit in MV_LD_REGS registers, so that every load of
+// a round is issued before the first dot product without spilling.
+template <class F, int R, bool GLU>
+__host__ __device__ constexpr int mv_unroll() {
+    constexpr int regs = (int)(sizeof(typename F::Ld) / 4) * R * (GLU ? 2 : 1);
+    return 4 * regs <= MV_LD_REGS ? 4 : (2 * regs <= MV_LD_REGS ? 2 : 1);
 }
 
 // GLU == false: y = W x (+ bias[row]) (+ res[row]); res may be y itself (the residual
@@ -65,22 +84,26 @@ __host__ __device__ constexpr int mv_tile_max() {
 // nw != 0: x is first RMS-normalised with weight nw, exactly as norm.cu's rmsnorm does it
 // with NORM_THREADS == MV_WARPS * 32 threads (the same f64 sum order, the same f32
 // multiplies), so that the fused launch gives the bits of rmsnorm followed by matvec.
-// U: chunks per lane unrolled in the weight loop (loads in flight; no effect on the
-// arithmetic: each lane adds its chunks in order whatever U is).
-template <class F, int R, bool GLU, int U = 4>
+// U: chunks per lane loaded per round of the weight loop (U x R (x 2 for GLU) loaded chunks
+// in flight per lane; no effect on the arithmetic: each lane adds its chunks in order
+// whatever U is); 0 = mv_unroll's choice.
+template <class F, int R, bool GLU, int U = 0>
 __device__ __forceinline__ void matvec_body(const u8* __restrict__ w, const u8* __restrict__ w2,
                                             u64 row_bytes, const float* __restrict__ x,
                                             const float* __restrict__ bias, const float* res,
                                             float* y, int rows, int k, int ntok, int act,
                                             const float* __restrict__ nw, float eps,
                                             float w_off) {
+    constexpr int UU = U > 0 ? U : mv_unroll<F, R, GLU>();
+    // The loads of a round are held apart from its dot products only where they fit in
+    // MV_LD_REGS registers (not for the formats whose loaded chunk is 32 floats, R >= 2).
+    constexpr bool SPLIT = (int)(sizeof(typename F::Ld) / 4) * UU * R * (GLU ? 2 : 1) <= MV_LD_REGS;
     __shared__ double red[MV_WARPS];
     extern __shared__ float xs_sh[];
     const int lane = threadIdx.x & 31;
     const int row0 = (blockIdx.x * MV_WARPS + (threadIdx.x >> 5)) * R;
     const int nchunks = k >> 5;
     const int tile = nchunks < MV_TILE ? nchunks : MV_TILE;
-    const int xst = tile + 1;
     const WMat m = {w, row_bytes, (u64)rows, (u64)(k / F::ELEMS)};
     const WMat m2 = {w2, row_bytes, (u64)rows, (u64)(k / F::ELEMS)};
     // Rows past the end compute row rows-1 again (no guard between the loads) and write
@@ -138,19 +161,63 @@ __device__ __forceinline__ void matvec_body(const u8* __restrict__ w, const u8* 
                     a.z = __fmul_rn(__fmul_rn(a.z, inv), g.z + w_off);
                     a.w = __fmul_rn(__fmul_rn(a.w, inv), g.w + w_off);
                 }
-                const int cc = e >> 3, i = (e & 7) * 4;
-                xs_sh[i * xst + cc] = a.x;
-                xs_sh[(i + 1) * xst + cc] = a.y;
-                xs_sh[(i + 2) * xst + cc] = a.z;
-                xs_sh[(i + 3) * xst + cc] = a.w;
+                float* xd = xs_sh + (e >> 3) * MV_XCS + (e & 7) * 4;
+                xd[0] = a.x;
+                xd[1] = a.y;
+                xd[2] = a.z;
+                xd[3] = a.w;
             }
             __syncthreads();
-#pragma unroll(U)
-            for (int cc = lane; cc < tc; cc += 32) {
+            // Rounds of UU chunks per lane (lane l: chunks b + l, b + l + 32, ...,
+            // b + l + 32 (UU - 1) of round b): first every load of the round (all R rows,
+            // both GLU matrices), the chunk index clamped to the tile so that no load sits
+            // behind a guard; then the dot products, chunk by chunk in order and only for
+            // chunks inside the tile. __syncwarp between the two keeps ptxas from sinking
+            // loads into the arithmetic (without it the later rows' loads were issued after
+            // the first row's FFMAs: 2-5 of 8 16-byte loads in flight per lane); the trip
+            // count is warp-uniform, so every lane reaches it. Where the loaded chunks do not
+            // fit (!SPLIT: 32 floats per loaded chunk), each chunk is loaded and dotted row
+            // by row as before. Either way a lane adds its chunks l, l + 32, ... in order:
+            // the arithmetic does not depend on UU.
+#pragma unroll 1
+            for (int b = 0; b < tc; b += 32 * UU) {
+                if constexpr (SPLIT) {
+                    typename F::Ld L[UU][R], L2[GLU ? UU : 1][R];
 #pragma unroll
-                for (int r = 0; r < R; r++) {
-                    acc[r] += fmt_dot<F>(m, rr[r], c0 + cc, xs_sh + cc, xst);
-                    if (GLU) acc2[r] += fmt_dot<F>(m2, rr[r], c0 + cc, xs_sh + cc, xst);
+                    for (int u = 0; u < UU; u++) {
+                        const int c = min(b + lane + 32 * u, tc - 1);
+#pragma unroll
+                        for (int r = 0; r < R; r++) {
+                            F::ldc(m, rr[r], c0 + c, L[u][r]);
+                            if (GLU) F::ldc(m2, rr[r], c0 + c, L2[GLU ? u : 0][r]);
+                        }
+                    }
+                    __syncwarp();
+#pragma unroll
+                    for (int u = 0; u < UU; u++) {
+                        const int c = b + lane + 32 * u;
+                        if (c < tc) {
+                            const float* xc = xs_sh + c * MV_XCS;
+#pragma unroll
+                            for (int r = 0; r < R; r++) {
+                                acc[r] += F::dotc(L[u][r], xc, 1);
+                                if (GLU) acc2[r] += F::dotc(L2[GLU ? u : 0][r], xc, 1);
+                            }
+                        }
+                    }
+                } else {
+#pragma unroll
+                    for (int u = 0; u < UU; u++) {
+                        const int c = b + lane + 32 * u;
+                        if (c < tc) {
+                            const float* xc = xs_sh + c * MV_XCS;
+#pragma unroll
+                            for (int r = 0; r < R; r++) {
+                                acc[r] += fmt_dot<F>(m, rr[r], c0 + c, xc, 1);
+                                if (GLU) acc2[r] += fmt_dot<F>(m2, rr[r], c0 + c, xc, 1);
+                            }
+                        }
+                    }
                 }
             }
         }
@@ -326,7 +393,7 @@ __device__ __forceinline__ void matvec_body_tb(const u8* __restrict__ w, const u
 }
 
 // NT == 1: matvec_body (one token per pass); otherwise matvec_body_tb.
-template <class F, int R, int NT, bool GLU, int U = 4>
+template <class F, int R, int NT, bool GLU, int U = 0>
 __device__ __forceinline__ void matvec_run(const u8* __restrict__ w, const u8* __restrict__ w2,
                                            u64 row_bytes, const float* __restrict__ x,
                                            const float* __restrict__ bias, const float* res,

@@ -38,6 +38,22 @@ __device__ __forceinline__ float mag_byte(u32 w, int j) {
     return __uint_as_float(r);
 }
 #define ASSAY_MAG 8388608.f
+// mag_byte with the exponent word `mg` (== 0x4B000000, from mag_word) in a register: ptxas
+// then encodes the byte selector as the immediate of the PRMT, where with two constant
+// operands it moved the selector into a register before every PRMT (a third of the
+// instructions of the Q4_0 one-token loop besides the PRMT / FADD / FFMA per value).
+__device__ __forceinline__ float mag_byte_r(u32 w, u32 mg, int j) {
+    u32 r;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(w), "r"(mg), "r"(0x7440u | (u32)j));
+    return __uint_as_float(r);
+}
+// 0x4B000000 whatever w is ((w & M) | M, then & M), as a value ptxas does not fold into
+// the PRMTs that use it.
+__device__ __forceinline__ u32 mag_word(u32 w) {
+    u32 r;
+    asm("lop3.b32 %0, %1, 0x4B000000, 0x4B000000, 0xEA;" : "=r"(r) : "r"(w));
+    return r & 0x4B000000u;
+}
 
 __device__ __forceinline__ void u4w(const uint4 a, u32* w) {
     w[0] = a.x; w[1] = a.y; w[2] = a.z; w[3] = a.w;
@@ -181,6 +197,7 @@ struct FmtQ4_0 {
     static __device__ __forceinline__ float dotc(const Ld& L, const float* xs, int xst) {
         const u32* q = L.q;
         const float d = L.d;
+        const u32 mg = mag_word(q[0]);
         float s0 = 0.f, s1 = 0.f;
 #pragma unroll
         for (int i = 0; i < 4; i++) {
@@ -188,8 +205,8 @@ struct FmtQ4_0 {
 #pragma unroll
             for (int b = 0; b < 4; b++) {
                 const int j = 4 * i + b;
-                s0 = fmaf(mag_byte(lo, b) - (ASSAY_MAG + 8.f), xs[j * xst], s0);
-                s1 = fmaf(mag_byte(hi, b) - (ASSAY_MAG + 8.f), xs[(j + 16) * xst], s1);
+                s0 = fmaf(mag_byte_r(lo, mg, b) - (ASSAY_MAG + 8.f), xs[j * xst], s0);
+                s1 = fmaf(mag_byte_r(hi, mg, b) - (ASSAY_MAG + 8.f), xs[(j + 16) * xst], s1);
             }
         }
         return d * (s0 + s1);
@@ -318,13 +335,14 @@ struct FmtQ8_0 {
     static __device__ __forceinline__ float dotc(const Ld& L, const float* xs, int xst) {
         const u32* q = L.q;
         const float d = L.d;
+        const u32 mg = mag_word(q[0]);
         float s0 = 0.f, s1 = 0.f;
 #pragma unroll
         for (int i = 0; i < 8; i++) {
             const u32 u = q[i] ^ 0x80808080u;  // q + 128 per byte
 #pragma unroll
             for (int b = 0; b < 4; b++) {
-                const float v = mag_byte(u, b) - (ASSAY_MAG + 128.f);
+                const float v = mag_byte_r(u, mg, b) - (ASSAY_MAG + 128.f);
                 if (i & 1) s1 = fmaf(v, xs[(4 * i + b) * xst], s1);
                 else s0 = fmaf(v, xs[(4 * i + b) * xst], s0);
             }
@@ -425,6 +443,7 @@ struct FmtQ4_K {
     // dl * sum q_l x_l - ml * sum x_l.
     static __device__ __forceinline__ float dotc(const Ld& L, const float* xs, int xst) {
         const float dl = L.dl, ml = L.ml;
+        const u32 mg = mag_word(L.u[0]);
         float s = 0.f, sx = 0.f;
 #pragma unroll
         for (int i = 0; i < 8; i++) {
@@ -432,7 +451,7 @@ struct FmtQ4_K {
 #pragma unroll
             for (int b = 0; b < 4; b++) {
                 const float x = xs[(4 * i + b) * xst];
-                s = fmaf(mag_byte(u, b) - ASSAY_MAG, x, s);
+                s = fmaf(mag_byte_r(u, mg, b) - ASSAY_MAG, x, s);
                 sx += x;
             }
         }
@@ -542,12 +561,13 @@ struct FmtQ6_K {
     static __device__ __forceinline__ float dotc(const Ld& L, const float* xs, int xst) {
         const u32* q = L.q;
         const float ds0 = L.ds0, ds1 = L.ds1;
+        const u32 mg = mag_word(q[0]);
         float s0 = 0.f, s1 = 0.f;
 #pragma unroll
         for (int i = 0; i < 8; i++) {
 #pragma unroll
             for (int b = 0; b < 4; b++) {
-                const float v = mag_byte(q[i], b) - (ASSAY_MAG + 32.f);
+                const float v = mag_byte_r(q[i], mg, b) - (ASSAY_MAG + 32.f);
                 if (i < 4) s0 = fmaf(v, xs[(4 * i + b) * xst], s0);
                 else s1 = fmaf(v, xs[(4 * i + b) * xst], s1);
             }

@@ -113,19 +113,24 @@ pub const fn mv_tile_max(tokens_per_pass: usize) -> usize {
     if t >= 32 { t / 32 * 32 } else { 32 }
 }
 
+/// Floats per staged x chunk of the one-token matvec body (matvec.cu's `MV_XCS`: the
+/// chunk's 32 values at stride 1 and one pad word, so that 32 lanes reading 32 chunks hit
+/// 32 banks and every x read is a shared load at an immediate offset).
+pub const MV_XCS: usize = 33;
+
 /// Dynamic shared memory of a matvec launch taking `tokens_per_pass` tokens at a time,
-/// for rows of `k` values: each token's x tile transposed with one pad column. One token
-/// per pass: a tile of k/32 chunks (at most the maximum); several: always the maximum tile
-/// (matvec.cu's batched body stages x with the full tile's stride, a compile-time
-/// constant, whatever k).
+/// for rows of `k` values. One token per pass: a tile of k/32 chunks (at most the
+/// maximum), each chunk [`MV_XCS`] floats; several: each token's x tile transposed with
+/// one pad column, always the maximum tile (matvec.cu's batched body stages x with the full
+/// tile's stride, a compile-time constant, whatever k).
 pub const fn mv_shared_bytes(tokens_per_pass: usize, k: usize) -> usize {
     let max = mv_tile_max(tokens_per_pass);
-    let tile = if tokens_per_pass > 1 || k / 32 >= max {
-        max
+    if tokens_per_pass == 1 {
+        let tile = if k / 32 < max { k / 32 } else { max };
+        tile * MV_XCS * 4
     } else {
-        k / 32
-    };
-    tokens_per_pass * 32 * (tile + 1) * 4
+        tokens_per_pass * 32 * (max + 1) * 4
+    }
 }
 
 /// Blocks per SM the one-token Q6_K r4 entry point is compiled for (`matvec_q6_k_r4_o4`,
@@ -507,8 +512,8 @@ mod tests {
         let c = choose_matvec(QuantFormat::Q4_0, 4096, 4096, 1, &H200).unwrap();
         assert_eq!(c.rows_per_block(), 16);
         assert_eq!(c.entry(), "matvec_q4_0_r2");
-        // Shared memory: one tile of k/32 chunks plus a pad column, capped at MV_TILE.
-        assert_eq!(c.shared_bytes(4096), 32 * 129 * 4);
+        // Shared memory: one tile of k/32 chunks of 33 floats, capped at MV_TILE chunks.
+        assert_eq!(c.shared_bytes(4096), 128 * 33 * 4);
         assert_eq!(c.shared_bytes(1 << 20), MV_MAX_SHARED_BYTES);
         // Gate/up pairs: at most 2 rows of each matrix per warp; 14336-row gate/up on the
         // H200 -> 2, a small MLP -> 1; the same shape checks as a single matvec.
@@ -602,8 +607,17 @@ mod tests {
         // Batched: the full tile's stride whatever k (a compile-time stride in matvec.cu).
         assert_eq!(mv_shared_bytes(8, 1024), 8 * 32 * 65 * 4);
         assert_eq!(mv_shared_bytes(8, 32), 8 * 32 * 65 * 4);
+        // One token: k/32 chunks of 33 floats, at most 640 chunks.
         assert_eq!(mv_shared_bytes(1, 1024), 32 * 33 * 4);
-        assert_eq!(MV_MAX_SHARED_BYTES, 32 * 641 * 4);
+        assert_eq!(mv_shared_bytes(1, 14336), 448 * 33 * 4);
+        assert_eq!(mv_shared_bytes(1, 1 << 20), 640 * 33 * 4);
+        assert_eq!(MV_MAX_SHARED_BYTES, 640 * 33 * 4);
+        // The kernel's chunk stride is this one.
+        let mv = super::super::sources::SOURCES
+            .iter()
+            .find(|s| s.path == "matvec.cu")
+            .unwrap();
+        assert!(mv.text.contains(&format!("#define MV_XCS {MV_XCS}\n")));
     }
 
     #[test]
