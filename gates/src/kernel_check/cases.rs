@@ -217,6 +217,9 @@ fn matvec_cases(gpu: &Gpu, rng: &mut Rng, format: QuantFormat, lines: &mut Vec<C
         // Rows enough for 4 rows per warp alone (the Q6_K head's occupancy variant), each
         // token alone against the shared launch.
         (6400, unit, 2, false),
+        // A row longer than one x tile (MV_TILE = 640 chunks): 672 chunks, the second tile
+        // 32 chunks (the one-token body's rounds restart per tile).
+        (33, 21504, 2, false),
     ];
     for (si, (rows, k, ntok, with_bias)) in shapes.into_iter().enumerate() {
         let name = format!(
