@@ -448,16 +448,6 @@ __device__ __forceinline__ void matvec_run(const u8* __restrict__ w, const u8* _
 // halves compile in parallel.
 #if MV_PART != 2
 ASSAY_FOR_EACH_FORMAT(ASSAY_MATVEC_ONE)
-// The Q6_K output head (r4, one token) compiled for 4 resident blocks per SM (64
-// registers, one chunk per lane in flight): the plain entry point holds one or two blocks
-// per SM. Same arithmetic (select.rs: `MatvecKernel::occupancy`).
-extern "C" __global__ void __launch_bounds__(MV_WARPS * 32, 4)
-    matvec_q6_k_r4_o4(const u8* __restrict__ w, u64 row_bytes, const float* __restrict__ x,
-                      const float* __restrict__ bias, const float* res, float* y, int rows,
-                      int k, int ntok, const float* __restrict__ nw, float eps, float w_off) {
-    matvec_run<FmtQ6_K, 4, 1, false, 1>(w, w, row_bytes, x, bias, res, y, rows, k, ntok, 0, nw,
-                                        eps, w_off);
-}
 #endif
 #if MV_PART != 1
 ASSAY_FOR_EACH_FORMAT(ASSAY_MATVEC_TB)

@@ -133,37 +133,14 @@ pub const fn mv_shared_bytes(tokens_per_pass: usize, k: usize) -> usize {
     }
 }
 
-/// Blocks per SM the one-token Q6_K r4 entry point is compiled for (`matvec_q6_k_r4_o4`,
-/// one chunk per lane in flight): the output head of Llama-3 Q4_0 files. On the H200
-/// (ncu, session 4) the head took 316.5 µs with the plain entry point (178 registers, one
-/// block per SM) and 241.4 µs with this bound, measured on roofline3's branch body
-/// (research/notes/decode-roofline.md).
-pub const MV_Q6K_R4_OCC: u32 = 4;
-
 impl MatvecKernel {
-    /// The resident blocks per SM this choice's entry point is compiled for, when it is
-    /// an occupancy variant (`_o<B>`): the one-token Q6_K r4 matvec.
-    pub fn occupancy(&self) -> Option<u32> {
-        match self {
-            MatvecKernel::MultiRow {
-                format: QuantFormat::Q6_K,
-                rows_per_warp: 4,
-                tokens_per_pass: 1,
-            } => Some(MV_Q6K_R4_OCC),
-            _ => None,
-        }
-    }
-
-    /// The entry point of this choice.
+    /// The entry point of this choice. (The Q6_K output head, 4 rows per warp, is the
+    /// plain `matvec_q6_k_r4`: with the one-token body's load rounds it holds 128
+    /// registers, 2 blocks per SM, and the H200 decoded the 8B Q4_0 at 296.9 tok/s with it
+    /// against 288.0 with the former 4-blocks-per-SM compile `_o4`, which spilled 204
+    /// bytes per thread under that body; research/notes/decode-roofline.md, session 5.)
     pub fn entry(&self) -> String {
         let tb = |t: &u32| if *t > 1 { "_tb" } else { "" };
-        if let Some(b) = self.occupancy() {
-            return format!("{}_o{b}", self.plain_entry(tb));
-        }
-        self.plain_entry(tb)
-    }
-
-    fn plain_entry(&self, tb: impl Fn(&u32) -> &'static str) -> String {
         match self {
             MatvecKernel::MultiRow {
                 format,
@@ -238,11 +215,9 @@ impl std::fmt::Display for MatvecKernel {
                 tokens_per_pass,
             } => write!(
                 f,
-                "matvec_{}/multi-row(r={rows_per_warp},warps={MV_WARPS}{}{})",
+                "matvec_{}/multi-row(r={rows_per_warp},warps={MV_WARPS}{})",
                 format_suffix(*format),
-                tok(tokens_per_pass),
-                self.occupancy()
-                    .map_or(String::new(), |b| format!(",blocks/sm={b}"))
+                tok(tokens_per_pass)
             ),
             MatvecKernel::GluMultiRow {
                 format,
@@ -654,40 +629,18 @@ mod tests {
     }
 
     #[test]
-    fn only_the_one_token_q6_k_r4_takes_the_occupancy_variant() {
-        let head = MatvecKernel::MultiRow {
-            format: QuantFormat::Q6_K,
-            rows_per_warp: 4,
-            tokens_per_pass: 1,
-        };
-        assert_eq!(head.occupancy(), Some(4));
-        assert_eq!(head.entry(), "matvec_q6_k_r4_o4");
-        assert!(head.to_string().ends_with(",blocks/sm=4)"));
+    fn the_q6_k_head_is_the_plain_r4_entry_point() {
         let h200 = DeviceFacts {
             compute_capability: (9, 0),
             sm_count: 132,
         };
         let c = choose_matvec(QuantFormat::Q6_K, 128_256, 4096, 1, &h200).unwrap();
-        assert_eq!(c.entry(), "matvec_q6_k_r4_o4");
-        for other in [
-            MatvecKernel::MultiRow {
-                format: QuantFormat::Q6_K,
-                rows_per_warp: 2,
-                tokens_per_pass: 1,
-            },
-            MatvecKernel::MultiRow {
-                format: QuantFormat::Q4_0,
-                rows_per_warp: 4,
-                tokens_per_pass: 1,
-            },
-            MatvecKernel::MultiRow {
-                format: QuantFormat::Q6_K,
-                rows_per_warp: 2,
-                tokens_per_pass: 8,
-            },
-        ] {
-            assert_eq!(other.occupancy(), None);
-            assert!(!other.entry().ends_with("_o4"));
-        }
+        assert_eq!(c.entry(), "matvec_q6_k_r4");
+        assert_eq!(c.to_string(), "matvec_q6_k/multi-row(r=4,warps=8)");
+        // Every one-token entry point is one of the family's plain names.
+        use super::super::sources::Family;
+        let listed = Family::Matvec.entry_points();
+        assert!(listed.iter().all(|e| !e.contains("_o")), "{listed:?}");
+        assert!(listed.contains(&c.entry()));
     }
 }

@@ -218,7 +218,6 @@ impl Family {
                         .collect::<Vec<_>>();
                     plain.chain(glu).collect::<Vec<_>>()
                 })
-                .chain(["matvec_q6_k_r4_o4".to_string()])
                 .collect(),
             Family::MatvecBatch => per_format("matvec")
                 .into_iter()

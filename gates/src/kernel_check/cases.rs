@@ -214,8 +214,8 @@ fn matvec_cases(gpu: &Gpu, rng: &mut Rng, format: QuantFormat, lines: &mut Vec<C
         (67, k_odd, 3, true),
         (129, 4864, 8, false),
         (7, 2 * unit, 5, true),
-        // Rows enough for 4 rows per warp alone (the Q6_K head's occupancy variant), each
-        // token alone against the shared launch.
+        // Rows enough for 4 rows per warp alone (the output head's choice), each token
+        // alone against the shared launch.
         (6400, unit, 2, false),
         // A row longer than one x tile (MV_TILE = 640 chunks): 672 chunks, the second tile
         // 32 chunks (the one-token body's rounds restart per tile).
