@@ -6,7 +6,8 @@
 //! Per cell (a board file's `[[cell]]`: model or synthetic checkpoint, prompt and generated
 //! lengths, `batch` = concurrency): start `assay serve` and the competitor's server, check
 //! that both give the same first [`AGREE_TOKENS`] greedy tokens for the cell's first prompt
-//! (recorded either way, with the first position where they part), then time waves of
+//! (recorded either way, with the first position where they part; a parting is accepted
+//! only where it is a near-tie in both arms' own distributions, [`agree`]), then time waves of
 //! `batch` streamed greedy completions (`ignore_eos`, fixed `max_tokens`): time to first
 //! token, per-stream decode tok/s from the stream's token arrival times, and end-to-end
 //! tok/s (tokens over the request's whole time). One receipt (`kind = pair`) per cell with
@@ -36,6 +37,7 @@ use crate::bench::llama_server::{LlamaServer, ServerOptions};
 use crate::bench::serve_load::{self, AssayServer, Protocol, StreamTiming, Target};
 use crate::bench::{llamacpp, model_path};
 
+mod agree;
 pub mod plan;
 mod vllm;
 use crate::env::{EnvArgs, under};
@@ -171,6 +173,31 @@ fn first_tokens_llama(port: u16, prompt: &[u32], n: usize, timeout: Duration) ->
         timeout,
     )?;
     ids(&v["tokens"], "tokens")
+}
+
+/// Our server's top next tokens after `prompt` (completions with `logprobs`).
+fn top_ours(t: &Target, prompt: &[u32], timeout: Duration) -> Result<agree::Top> {
+    let v = post_json(
+        t.addr,
+        "/v1/completions",
+        &json!({"model": t.model, "prompt": prompt, "max_tokens": 1, "temperature": 0,
+                "logprobs": agree::TOP_K}),
+        timeout,
+    )?;
+    agree::parse_openai(&v).context("no choices[0].logprobs.top_logprobs[0] in the answer")
+}
+
+/// llama-server's top next tokens after `prompt` (native `/completion` with `n_probs`:
+/// log-probabilities of the raw distribution, before its samplers).
+fn top_llama(port: u16, prompt: &[u32], timeout: Duration) -> Result<agree::Top> {
+    let v = post_json(
+        SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
+        "/completion",
+        &json!({"prompt": prompt, "n_predict": 1, "temperature": 0, "top_k": 1,
+                "n_probs": agree::TOP_K, "cache_prompt": false}),
+        timeout,
+    )?;
+    agree::parse_llama(&v).context("no completion_probabilities[0].top_logprobs in the answer")
 }
 
 /// Where two token lists first differ (None when equal).
@@ -369,6 +396,38 @@ fn pair_cell(
             }
         ),
     }];
+    // A divergence is a near-tie or a real disagreement (`agree`): each arm's top next
+    // tokens over the shared prefix.
+    let near_tie = match divergence {
+        Some(i) if !differ => {
+            let mut prefix = prompt.clone();
+            prefix.extend_from_slice(&a[..i.min(a.len())]);
+            let tops = top_ours(&our_target, &prefix, timeout).and_then(|o| {
+                let t = match &theirs {
+                    TheirServer::Llama(l) => top_llama(l.port, &prefix, timeout),
+                    TheirServer::Vllm(_) => top_ours(&their_target, &prefix, timeout),
+                }?;
+                Ok((o, t))
+            });
+            let tie = match tops {
+                Ok((o, t)) => agree::judge(&o, &t, agree::NEAR_TIE),
+                Err(e) => agree::Tie::Real(format!("top tokens unavailable: {e:#}")),
+            };
+            detail.push(match &tie {
+                agree::Tie::Near { ours, theirs } => format!(
+                    "agreement: token {i} is a near-tie: assay ranks {}'s pick {ours:.4} nats below its own, {} ranks assay's {theirs:.4} below its own (<= {} each: green)",
+                    args.vs.name(),
+                    args.vs.name(),
+                    agree::NEAR_TIE
+                ),
+                agree::Tie::Real(why) => {
+                    format!("agreement: token {i} is not a near-tie: {why}")
+                }
+            });
+            matches!(tie, agree::Tie::Near { .. })
+        }
+        _ => false,
+    };
     if let (true, Some(q), Some(s)) = (differ, &cell.vllm_quantization, &cell.synth) {
         detail.push(format!(
             "formats: assay runs {} (GGUF), vllm runs --quantization {q} on the BF16 safetensors copy of the same weights",
@@ -431,11 +490,11 @@ fn pair_cell(
     ours.stop();
     theirs.stop();
 
-    let verdict = if divergence.is_none() || differ {
+    let verdict = if divergence.is_none() || differ || near_tie {
         Verdict::Green
     } else {
         Verdict::Red {
-            failures: vec!["the arms disagree on the first greedy tokens".into()],
+            failures: vec!["the arms disagree on the first greedy tokens (not a near-tie)".into()],
         }
     };
     let mut r = stamp.receipt(Kind::Pair, &cell.id, verdict);
