@@ -6,34 +6,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::PathBuf;
-use std::process::Command;
-
-const SMOL: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+mod cli_common;
+use cli_common::{SMOL, assay, model};
 const NO_DRIVER: &str = "no CUDA driver found; using the CPU backend";
-
-fn model() -> Option<String> {
-    let dir = match std::env::var_os("ASSAY_MODELS_DIR") {
-        Some(d) => PathBuf::from(d),
-        None => {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/assay/models")
-        }
-    };
-    let p = dir.join(SMOL);
-    p.exists().then(|| p.to_str().unwrap().to_string())
-}
-
-fn assay(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_assay"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
-}
 
 fn tokens(stdout: &str) -> serde_json::Value {
     let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();

@@ -9,37 +9,14 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-const SMOL: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+mod cli_common;
+use cli_common::{SMOL, assay, model};
 const N: usize = 16;
-
-fn model() -> Option<String> {
-    let dir = match std::env::var_os("ASSAY_MODELS_DIR") {
-        Some(d) => PathBuf::from(d),
-        None => {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/assay/models")
-        }
-    };
-    let p = dir.join(SMOL);
-    p.exists().then(|| p.to_str().unwrap().to_string())
-}
-
-fn assay(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_assay"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
-}
 
 /// A running `assay serve`, killed on drop.
 struct Server {
