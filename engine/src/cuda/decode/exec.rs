@@ -1,0 +1,503 @@
+//! The op interpreter of [`CudaDecoder`]: one body/head op (or one fused unit of
+//! `fuse::plan`) to its kernel launches, and the attention units (RoPE + KV store +
+//! split-KV attention); plus the buffer/weight lookups the other submodules share.
+
+use super::super::cudarc::driver::{CudaSlice, DevicePtr};
+use super::super::ops::{self, Activation, AttnShape, RopeStyle};
+use super::super::{CudaError, DeviceWeight};
+use super::{CudaDecoder, DevWeight, Feed, fuse, model_err};
+use crate::arch::{self, AttentionSpec, BufId, Op, WeightId};
+use std::sync::Arc;
+
+impl CudaDecoder {
+    pub(super) fn run_op(
+        &mut self,
+        idx: usize,
+        op: &Op,
+        n: usize,
+        head: bool,
+        feed: Feed,
+    ) -> Result<(), CudaError> {
+        if let Op::Attention(spec) = op {
+            if head {
+                return Err(model_err("attention in the head is not supported"));
+            }
+            return self.attention(spec, n, feed);
+        }
+        let CudaDecoder {
+            gpu,
+            program,
+            mats,
+            weights,
+            rope,
+            bufs,
+            head_bufs,
+            tokens,
+            pos,
+            head_pos,
+            step,
+            choices,
+            ..
+        } = self;
+        let gpu = &**gpu;
+        let width = |b: BufId| program.buffer(b).width;
+        let (step_tok, step_pos) = (step.slice(0..1), step.slice(1..2));
+        let (tokens, pos): (&dyn DevicePtr<i32>, &dyn DevicePtr<i32>) = match (feed, head) {
+            (Feed::Step, _) => (&step_tok, &step_pos),
+            (Feed::Rows, true) => (&*tokens, &*head_pos),
+            (Feed::Rows, false) => (&*tokens, &*pos),
+        };
+        let bufs = if head { head_bufs } else { bufs };
+        match op {
+            Op::Embed { table, out, scale } => {
+                let w = w_ref(mats, matrix(weights, *table)?)?;
+                let mut o = take(bufs, *out)?;
+                let r = ops::embed(gpu, w, tokens, n, *scale, &mut o.slice).map(|_| ());
+                put(bufs, *out, o);
+                r
+            }
+            Op::RmsNorm {
+                x,
+                weight,
+                out,
+                group,
+                eps,
+            } => {
+                let wv = vector(weights, *weight)?;
+                let group = (*group).max(1);
+                let groups = n * width(*x) / group;
+                let mut o = take(bufs, *out)?;
+                let r = if x == out {
+                    ops::rmsnorm_inplace(gpu, &mut o.slice, wv, groups, group, *eps, 0.0)
+                } else {
+                    ops::rmsnorm(
+                        gpu,
+                        get(bufs, *x)?,
+                        wv,
+                        &mut o.slice,
+                        groups,
+                        group,
+                        *eps,
+                        0.0,
+                    )
+                };
+                put(bufs, *out, o);
+                r
+            }
+            Op::MatMul {
+                x,
+                weight,
+                bias,
+                out,
+            } => {
+                let w = w_ref(mats, matrix(weights, *weight)?)?;
+                let bias = match bias {
+                    Some(b) => Some(vector(weights, *b)? as &dyn DevicePtr<f32>),
+                    None => None,
+                };
+                if x == out {
+                    return Err(model_err("matmul in place is not supported"));
+                }
+                let mut o = take(bufs, *out)?;
+                let r = ops::matvec(gpu, w, get(bufs, *x)?, n, bias, &mut o.slice);
+                put(bufs, *out, o);
+                let choice = r?;
+                let name = &program.weight(*weight).name;
+                if !choices.contains_key(name) {
+                    choices.insert(name.clone(), choice);
+                }
+                Ok(())
+            }
+            Op::Rope { x, rope: spec } => {
+                let table = rope
+                    .get(&idx)
+                    .ok_or_else(|| model_err("rope table missing"))?;
+                let style = match spec.style {
+                    arch::RopeStyle::Adjacent => RopeStyle::Normal,
+                    arch::RopeStyle::Neox => RopeStyle::Neox,
+                };
+                let mut o = take(bufs, *x)?;
+                let r = ops::rope(
+                    gpu,
+                    &mut o.slice,
+                    pos,
+                    table,
+                    n,
+                    spec.n_heads,
+                    spec.head_dim,
+                    style,
+                );
+                put(bufs, *x, o);
+                r
+            }
+            Op::Scale { x, factor } => {
+                let len = n * width(*x);
+                let mut o = take(bufs, *x)?;
+                let r = ops::scale_inplace(gpu, &mut o.slice, *factor, len);
+                put(bufs, *x, o);
+                r
+            }
+            Op::Softcap { x, cap } => {
+                let len = n * width(*x);
+                let mut o = take(bufs, *x)?;
+                let r = ops::softcap_inplace(gpu, &mut o.slice, *cap, len);
+                put(bufs, *x, o);
+                r
+            }
+            Op::Attention(_) => Err(model_err("unreachable: attention handled above")),
+            Op::GatedAct { gate, up, out, act } => {
+                let len = n * width(*out);
+                let act = match act {
+                    arch::Activation::Silu => Activation::Silu,
+                    arch::Activation::GeluTanh => Activation::GeluTanh,
+                };
+                let mut o = take(bufs, *out)?;
+                let r = if out == gate && out == up {
+                    Err(model_err("gated activation of a buffer with itself"))
+                } else if out == gate {
+                    ops::gated_act_inplace(gpu, &mut o.slice, get(bufs, *up)?, true, len, act)
+                } else if out == up {
+                    ops::gated_act_inplace(gpu, &mut o.slice, get(bufs, *gate)?, false, len, act)
+                } else {
+                    ops::gated_act(
+                        gpu,
+                        get(bufs, *gate)?,
+                        get(bufs, *up)?,
+                        &mut o.slice,
+                        len,
+                        act,
+                    )
+                };
+                put(bufs, *out, o);
+                r
+            }
+            Op::Add { a, b, out } => {
+                let len = n * width(*out);
+                let mut o = take(bufs, *out)?;
+                let r = if out == a && out == b {
+                    ops::scale_inplace(gpu, &mut o.slice, 2.0, len)
+                } else if out == a {
+                    ops::add_inplace(gpu, &mut o.slice, get(bufs, *b)?, len)
+                } else if out == b {
+                    ops::add_inplace(gpu, &mut o.slice, get(bufs, *a)?, len)
+                } else {
+                    ops::add(gpu, get(bufs, *a)?, get(bufs, *b)?, &mut o.slice, len)
+                };
+                put(bufs, *out, o);
+                r
+            }
+        }
+    }
+
+    /// Run a fused launch unit of the body ([`fuse::Fused`]) for `n` rows.
+    pub(super) fn run_fused(&mut self, f: fuse::Fused, n: usize) -> Result<(), CudaError> {
+        let CudaDecoder {
+            gpu,
+            program,
+            mats,
+            weights,
+            bufs,
+            choices,
+            ..
+        } = self;
+        let gpu = &**gpu;
+        let norm_in = |nf: Option<fuse::NormFold>| -> Result<Option<ops::NormIn<'_>>, CudaError> {
+            match nf {
+                Some(nf) => Ok(Some(ops::NormIn {
+                    weight: vector(weights, nf.weight)?,
+                    eps: nf.eps,
+                    w_offset: 0.0,
+                })),
+                None => Ok(None),
+            }
+        };
+        let (out, used): (BufId, Vec<WeightId>) = match f {
+            fuse::Fused::Glu {
+                gate_w, up_w, out, ..
+            } => (out, vec![gate_w, up_w]),
+            fuse::Fused::Residual { weight, out, .. } | fuse::Fused::Plain { weight, out, .. } => {
+                (out, vec![weight])
+            }
+            fuse::Fused::RopeAttn { .. } => {
+                return Err(model_err("rope + attention is not a matvec unit"));
+            }
+        };
+        let mut o = take(bufs, out)?;
+        let r = (|| match f {
+            fuse::Fused::Glu {
+                x,
+                gate_w,
+                up_w,
+                act,
+                norm,
+                ..
+            } => {
+                let wg = w_ref(mats, matrix(weights, gate_w)?)?;
+                let wu = w_ref(mats, matrix(weights, up_w)?)?;
+                let act = match act {
+                    arch::Activation::Silu => Activation::Silu,
+                    arch::Activation::GeluTanh => Activation::GeluTanh,
+                };
+                ops::matvec_glu(
+                    gpu,
+                    wg,
+                    wu,
+                    get(bufs, x)?,
+                    n,
+                    act,
+                    norm_in(norm)?,
+                    &mut o.slice,
+                )
+            }
+            fuse::Fused::Residual {
+                x,
+                weight,
+                bias,
+                norm,
+                ..
+            }
+            | fuse::Fused::Plain {
+                x,
+                weight,
+                bias,
+                norm,
+                ..
+            } => {
+                let w = w_ref(mats, matrix(weights, weight)?)?;
+                let bias = match bias {
+                    Some(b) => Some(vector(weights, b)? as &dyn DevicePtr<f32>),
+                    None => None,
+                };
+                let residual = matches!(f, fuse::Fused::Residual { .. });
+                ops::matvec_fused(
+                    gpu,
+                    w,
+                    get(bufs, x)?,
+                    n,
+                    bias,
+                    norm_in(norm)?,
+                    residual,
+                    &mut o.slice,
+                )
+            }
+            fuse::Fused::RopeAttn { .. } => Err(model_err("rope + attention is not a matvec unit")),
+        })();
+        put(bufs, out, o);
+        let choice = r?;
+        for w in used {
+            let name = &program.weight(w).name;
+            if !choices.contains_key(name) {
+                choices.insert(name.clone(), choice);
+            }
+        }
+        Ok(())
+    }
+
+    /// RoPE of q and k (body op `q_rope` and the one after or before it: one table, see
+    /// [`fuse::Fused::RopeAttn`]) with the KV-cache store in one launch, then the attention
+    /// (body op `attn`).
+    pub(super) fn rope_attention(
+        &mut self,
+        body: &[Op],
+        q_rope: usize,
+        attn: usize,
+        n: usize,
+        feed: Feed,
+    ) -> Result<(), CudaError> {
+        let (Some(Op::Rope { rope: rs, .. }), Some(Op::Attention(spec))) =
+            (body.get(q_rope), body.get(attn))
+        else {
+            return Err(model_err("rope + attention unit does not match the body"));
+        };
+        let table = self
+            .rope
+            .get(&q_rope)
+            .ok_or_else(|| model_err("rope table missing"))?;
+        let style = match rs.style {
+            arch::RopeStyle::Adjacent => RopeStyle::Normal,
+            arch::RopeStyle::Neox => RopeStyle::Neox,
+        };
+        let layer = self
+            .kv
+            .get_mut(spec.kv_layer)
+            .ok_or_else(|| model_err("kv layer out of range"))?;
+        if layer.n_kv_heads != spec.n_kv_heads || layer.head_dim != spec.head_dim {
+            return Err(model_err("attention spec does not match its KV layer"));
+        }
+        let gpu = &*self.gpu;
+        let bufs = &mut self.bufs;
+        let step_pos = self.step.slice(1..2);
+        let pos: &dyn DevicePtr<i32> = match feed {
+            Feed::Step => &step_pos,
+            Feed::Rows => &self.pos,
+        };
+        let mut q = take(bufs, spec.q)?;
+        let r = (|| {
+            let mut k = take(bufs, spec.k)?;
+            let r = ops::rope_kv(
+                gpu,
+                &mut q.slice,
+                &mut k.slice,
+                get(bufs, spec.v)?,
+                &mut layer.k,
+                &mut layer.v,
+                pos,
+                table,
+                style,
+                ops::RopeKvShape {
+                    ntok: n,
+                    n_heads: spec.n_heads,
+                    n_kv_heads: spec.n_kv_heads,
+                    head_dim: spec.head_dim,
+                    capacity: self.capacity,
+                },
+            );
+            put(bufs, spec.k, k);
+            r
+        })();
+        put(bufs, spec.q, q);
+        r?;
+        self.attend(spec, n, feed)
+    }
+
+    pub(super) fn attention(
+        &mut self,
+        spec: &AttentionSpec,
+        n: usize,
+        feed: Feed,
+    ) -> Result<(), CudaError> {
+        let gpu = Arc::clone(&self.gpu);
+        let gpu = &*gpu;
+        let layer = self
+            .kv
+            .get_mut(spec.kv_layer)
+            .ok_or_else(|| model_err("kv layer out of range"))?;
+        if layer.n_kv_heads != spec.n_kv_heads || layer.head_dim != spec.head_dim {
+            return Err(model_err("attention spec does not match its KV layer"));
+        }
+        let bufs = &mut self.bufs;
+        let step_pos = self.step.slice(1..2);
+        let pos: &dyn DevicePtr<i32> = match feed {
+            Feed::Step => &step_pos,
+            Feed::Rows => &self.pos,
+        };
+        ops::kv_store(
+            gpu,
+            get(bufs, spec.k)?,
+            get(bufs, spec.v)?,
+            &mut layer.k,
+            &mut layer.v,
+            pos,
+            n,
+            spec.n_kv_heads,
+            spec.head_dim,
+            self.capacity,
+        )?;
+        self.attend(spec, n, feed)
+    }
+
+    /// The attention launch of `spec` (K and V of the rows already in the cache).
+    pub(super) fn attend(
+        &mut self,
+        spec: &AttentionSpec,
+        n: usize,
+        feed: Feed,
+    ) -> Result<(), CudaError> {
+        let gpu = &*self.gpu;
+        let layer = self
+            .kv
+            .get(spec.kv_layer)
+            .ok_or_else(|| model_err("kv layer out of range"))?;
+        let bufs = &mut self.bufs;
+        let step_pos = self.step.slice(1..2);
+        let pos: &dyn DevicePtr<i32> = match feed {
+            Feed::Step => &step_pos,
+            Feed::Rows => &self.pos,
+        };
+        let shape = AttnShape {
+            ntok: n,
+            n_heads: spec.n_heads,
+            n_kv_heads: spec.n_kv_heads,
+            head_dim: spec.head_dim,
+            capacity: self.capacity,
+            window: spec.window.unwrap_or(0),
+        };
+        let scratch = self
+            .scratch
+            .get_mut(&(spec.n_heads, spec.head_dim))
+            .ok_or_else(|| model_err("attention scratch missing"))?;
+        let mut o = take(bufs, spec.out)?;
+        let r = ops::attention(
+            gpu,
+            get(bufs, spec.q)?,
+            &layer.k,
+            &layer.v,
+            pos,
+            shape,
+            spec.scale,
+            spec.softcap.unwrap_or(0.0),
+            scratch,
+            &mut o.slice,
+        );
+        put(bufs, spec.out, o);
+        r.map(|_| ())
+    }
+}
+
+pub(super) fn matrix(weights: &[DevWeight], id: WeightId) -> Result<usize, CudaError> {
+    match weights.get(id.0 as usize) {
+        Some(DevWeight::Matrix(i)) => Ok(*i),
+        _ => Err(model_err(format!("weight {} is not a matrix", id.0))),
+    }
+}
+
+pub(super) fn vector(weights: &[DevWeight], id: WeightId) -> Result<&CudaSlice<f32>, CudaError> {
+    match weights.get(id.0 as usize) {
+        Some(DevWeight::Vector(d, _)) => Ok(d),
+        _ => Err(model_err(format!("weight {} is not a vector", id.0))),
+    }
+}
+
+pub(super) fn vector_host(weights: &[DevWeight], id: WeightId) -> Result<&[f32], CudaError> {
+    match weights.get(id.0 as usize) {
+        Some(DevWeight::Vector(_, h)) => Ok(h),
+        _ => Err(model_err(format!("weight {} is not a vector", id.0))),
+    }
+}
+
+pub(super) fn w_ref(mats: &[DeviceWeight], i: usize) -> Result<&DeviceWeight, CudaError> {
+    mats.get(i)
+        .ok_or_else(|| model_err("matrix index out of range"))
+}
+
+/// A buffer taken out of its slot while an op writes it.
+pub(super) struct Taken {
+    pub(super) slice: CudaSlice<f32>,
+}
+
+pub(super) fn take(bufs: &mut [Option<CudaSlice<f32>>], id: BufId) -> Result<Taken, CudaError> {
+    bufs.get_mut(id.0 as usize)
+        .and_then(Option::take)
+        .map(|slice| Taken { slice })
+        .ok_or_else(|| model_err(format!("buffer {} missing or aliased", id.0)))
+}
+
+pub(super) fn put(bufs: &mut [Option<CudaSlice<f32>>], id: BufId, t: Taken) {
+    if let Some(slot) = bufs.get_mut(id.0 as usize) {
+        *slot = Some(t.slice);
+    }
+}
+
+pub(super) fn get(
+    bufs: &[Option<CudaSlice<f32>>],
+    id: BufId,
+) -> Result<&CudaSlice<f32>, CudaError> {
+    bufs.get(id.0 as usize)
+        .and_then(Option::as_ref)
+        .ok_or_else(|| {
+            model_err(format!(
+                "buffer {} missing or aliased with the output",
+                id.0
+            ))
+        })
+}
