@@ -1,0 +1,251 @@
+//! The depth and speed-policy state of one request.
+
+use super::{
+    DepthConfig, MAX_FAILED_PROBES, PLAIN_PROBE_STEPS, Replay, RoundCost, SpecWindow, Verdict,
+    judge, probes_can_pay, replay_cost,
+};
+
+/// What a recorded round changed in the policy (for statistics).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PolicyEvent {
+    /// Speculation turned off until the next probe.
+    Off,
+    /// Speculation turned off for the rest of the request.
+    Hopeless,
+    /// Speculation turned back on for a probe.
+    Probe,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// Speculating (after the plain probe steps).
+    On,
+    /// Plain steps; `left` more before the next probe.
+    Off { left: u64 },
+    /// Plain for the rest of the request.
+    Hopeless,
+}
+
+/// The depth state of one request.
+#[derive(Clone, Debug)]
+pub struct AdaptiveDepth {
+    cfg: DepthConfig,
+    acceptance: f64,
+    k: usize,
+    /// Largest depth adaptive rounds use (rows verified in one pass, minus one).
+    k_cap: usize,
+    /// Moving average of a plain step's seconds, and how many plain steps were timed.
+    plain_s: Option<f64>,
+    plain_steps: u64,
+    window: SpecWindow,
+    mode: Mode,
+    /// Plain tokens to wait after the next failed probe.
+    backoff: u64,
+    /// The proposer is free: no blind probes, replays ([`AdaptiveDepth::replay_verdict`]).
+    free_drafts: bool,
+    /// Probes that ended with speculation off again.
+    failed_probes: u32,
+    /// The current window is a probe after an off period.
+    probing: bool,
+}
+
+impl AdaptiveDepth {
+    pub fn new(cfg: DepthConfig) -> Self {
+        let k = if cfg.adaptive {
+            cfg.k_max.min(2)
+        } else {
+            cfg.k_max
+        };
+        let backoff = cfg.probe_every.max(1);
+        Self {
+            cfg,
+            acceptance: 0.5,
+            k,
+            k_cap: usize::MAX,
+            plain_s: None,
+            plain_steps: 0,
+            window: SpecWindow::default(),
+            mode: Mode::On,
+            backoff,
+            probing: false,
+            free_drafts: false,
+            failed_probes: 0,
+        }
+    }
+
+    /// The proposer drafts for free ([`super::Proposer::is_free`]): while speculation is off
+    /// the loop replays it ([`AdaptiveDepth::wants_replay`]) instead of probing blind.
+    pub fn with_free_drafts(mut self, free: bool) -> Self {
+        self.free_drafts = free;
+        self
+    }
+
+    /// Speculation is off until a replay of the free proposer says it pays.
+    pub fn wants_replay(&self) -> bool {
+        self.free_drafts && matches!(self.mode, Mode::Off { .. })
+    }
+
+    /// The depth a replay should draft with.
+    pub fn replay_k(&self) -> usize {
+        self.k_best()
+    }
+
+    /// Judge a replay of the free proposer over plain tokens: speculation back on (a
+    /// probe, measured like any other) when the replayed rounds, at the measured
+    /// verification cost, would beat a plain step.
+    pub fn replay_verdict(&mut self, r: &Replay) -> Option<PolicyEvent> {
+        if !self.wants_replay() {
+            return None;
+        }
+        let (plain, verify) = (self.plain_s?, self.window.verify_avg?);
+        if replay_cost(plain, verify, r)? < plain {
+            self.turn_on();
+            return Some(PolicyEvent::Probe);
+        }
+        None
+    }
+
+    fn turn_on(&mut self) {
+        self.mode = Mode::On;
+        self.window.restart();
+        self.probing = true;
+        if self.cfg.adaptive {
+            // A fresh estimate: acceptance may have changed while no draft was checked.
+            self.acceptance = 0.5;
+            self.k = 2.min(self.k_best());
+        }
+    }
+
+    /// Adaptive depth stays within what the target verifies in one pass (`rows` rows: at
+    /// most `rows - 1` drafts). Fixed depth is not capped.
+    pub fn with_rows_per_pass(mut self, rows: usize) -> Self {
+        self.k_cap = rows.saturating_sub(1).max(1);
+        if self.cfg.adaptive {
+            self.k = self.k.min(self.k_cap);
+        }
+        self
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &DepthConfig {
+        &self.cfg
+    }
+
+    /// Whether the policy has speculation off now.
+    pub fn is_off(&self) -> bool {
+        !matches!(self.mode, Mode::On)
+    }
+
+    /// The largest depth rounds may use.
+    fn k_best(&self) -> usize {
+        if self.cfg.adaptive {
+            self.cfg.k_max.min(self.k_cap).max(1)
+        } else {
+            self.cfg.k_max.max(1)
+        }
+    }
+
+    /// Seconds of a plain step as measured so far.
+    pub fn plain_s_per_token(&self) -> Option<f64> {
+        self.plain_s
+    }
+
+    /// The speculative rounds' costs.
+    pub fn window(&self) -> &SpecWindow {
+        &self.window
+    }
+
+    /// Depth of the next round (0 = a plain step).
+    pub fn next_k(&self) -> usize {
+        if !self.cfg.off_when_slower {
+            return self.k;
+        }
+        match self.mode {
+            Mode::On if self.plain_steps >= PLAIN_PROBE_STEPS => self.k,
+            _ => 0,
+        }
+    }
+
+    /// Record a round (what [`AdaptiveDepth::next_k`] asked for, as run). Returns what it
+    /// changed in the policy, if anything.
+    pub fn record(&mut self, r: &RoundCost) -> Option<PolicyEvent> {
+        if r.drafted == 0 {
+            return self.record_plain(r);
+        }
+        if self.cfg.adaptive {
+            let rate = r.accepted.min(r.drafted) as f64 / r.drafted as f64;
+            self.acceptance = 0.75 * self.acceptance + 0.25 * rate;
+            let a = self.acceptance.min(0.99);
+            let k = (a / (1.0 - a)).round() as usize + 1;
+            self.k = k.clamp(1, self.k_best());
+        }
+        if !self.cfg.off_when_slower || self.mode != Mode::On {
+            return None;
+        }
+        self.window.add(r);
+        let plain = self.plain_s?;
+        match judge(plain, &self.window, self.cfg.probe_rounds, self.k_best()) {
+            Verdict::Keep => {
+                if self.probing && self.window.rounds >= self.cfg.probe_rounds {
+                    // The probe passed: later off periods start short again.
+                    self.probing = false;
+                    self.backoff = self.cfg.probe_every.max(1);
+                }
+                None
+            }
+            Verdict::Off => {
+                if self.probing {
+                    // A failed probe: wait longer before the next one.
+                    self.backoff = (self.backoff * 2).min(8 * self.cfg.probe_every.max(1));
+                    self.failed_probes += 1;
+                }
+                self.probing = false;
+                if !self.free_drafts
+                    && (self.failed_probes >= MAX_FAILED_PROBES
+                        || !probes_can_pay(plain, &self.window, self.k_best()))
+                {
+                    // Each probe of a draft model first feeds it every token it missed:
+                    // stop paying for that (after failed probes, or at once when even
+                    // full acceptance would save too little to repay it).
+                    self.mode = Mode::Hopeless;
+                    return Some(PolicyEvent::Hopeless);
+                }
+                self.mode = Mode::Off { left: self.backoff };
+                Some(PolicyEvent::Off)
+            }
+            Verdict::Hopeless => {
+                self.mode = Mode::Hopeless;
+                Some(PolicyEvent::Hopeless)
+            }
+        }
+    }
+
+    fn record_plain(&mut self, r: &RoundCost) -> Option<PolicyEvent> {
+        if self.cfg.off_when_slower && self.mode == Mode::On && r.draft_s > 0.0 {
+            // A round that asked for a draft and got none.
+            self.window.add_attempt(r);
+        }
+        if r.emitted > 0 {
+            let s = r.verify_s / r.emitted as f64;
+            self.plain_s = Some(match self.plain_s {
+                None => s,
+                Some(p) => 0.8 * p + 0.2 * s,
+            });
+            self.plain_steps += 1;
+        }
+        if let Mode::Off { left } = self.mode {
+            if self.free_drafts {
+                // Back on only through a replay.
+                return None;
+            }
+            let left = left.saturating_sub(r.emitted as u64);
+            if left > 0 {
+                self.mode = Mode::Off { left };
+                return None;
+            }
+            self.turn_on();
+            return Some(PolicyEvent::Probe);
+        }
+        None
+    }
+}

@@ -1,0 +1,107 @@
+//! Depth per request: fixed K, or adaptive from recent acceptance; and the policy that
+//! turns speculation off for a request while it measures slower than plain decoding, and
+//! back on (a probe) when it may pay again.
+//!
+//! Adaptive rule: `a` is an exponential moving average (weight 1/4 per round, starting at
+//! 1/2) of the per-token acceptance rate of the last rounds (`accepted / drafted`). With
+//! acceptance `a` per token, a run of accepted drafts has expected length `a / (1 - a)`;
+//! the next depth is that, rounded, plus one, within `1..=k_max` — and, for adaptive depth,
+//! within the rows the target verifies in one pass ([`AdaptiveDepth::with_rows_per_pass`]:
+//! on the CUDA decoder 8 rows, so at most 7 drafts; a 9th row would cost a second pass over
+//! the weights). A fully accepted draft thus deepens the next one, a draft rejected at its
+//! first token makes it shallow.
+//!
+//! The depth stays acceptance-driven, not cost-driven: on the H200 a verification forward
+//! of SmolLM2 costs ~2 plain steps and grows with its rows at long context (attention runs
+//! per row: 2.3 ms per round at 866 tokens of context, 3.2 ms at 2530, 018bc70 receipts),
+//! so "verification costs the same whatever its rows" does not hold there.
+//!
+//! Confidence cut (in the proposer): drafting stops at the first position whose top draft
+//! probability is under `confidence`.
+//!
+//! Speed policy (`off_when_slower`), decided per request from the times the loop measures
+//! (pure decisions over those numbers: [`judge`], [`best_case_s_per_token`]):
+//! - the first [`PLAIN_PROBE_STEPS`] decode steps run plain and are timed; every later
+//!   plain step (no draft, or speculation off) refreshes that plain cost (moving average);
+//! - speculative rounds are costed as (draft + verification seconds) per emitted token over
+//!   a decaying window ([`SpecWindow`]); after `probe_rounds` rounds, a cost above the
+//!   plain step's turns speculation off (after 2 rounds already when it is above twice
+//!   the plain cost: a draft model's rounds cost a draft forward per token and a
+//!   verification each, so two bad rounds are already a measurable loss);
+//! - it is off for good ("hopeless") when even full acceptance at the largest depth could
+//!   not beat plain: `(k * draft_s_per_token + cheapest_verification) / (k + 1)` above the
+//!   plain step (verification of more rows never costs less than of fewer);
+//! - otherwise, after `probe_every` plain tokens it is turned back on for a probe (a fresh
+//!   window; the seconds of catching the draft model up on the plain tokens count in its
+//!   first round); each probe that fails doubles the wait (up to 8 x `probe_every`), one
+//!   that passes resets it; after [`MAX_FAILED_PROBES`] failed probes speculation stays off
+//!   for the request (each probe pays the draft's catch-up), and a draft model whose best
+//!   case ([`probes_can_pay`]) saves under [`PROBE_MIN_SAVING`] of a plain step is not
+//!   probed at all: its catch-up (the draft fed every token it missed) costs more than
+//!   the rounds could win back (session 5, H200: the synthetic 8B Q8_0 target with its
+//!   Q4_0 copy as draft probed twice per request and ran at 0.67x plain). So a request whose
+//!   acceptance recovers soon (an easy continuation for a draft model) speculates again;
+//! - a free proposer (n-gram lookup, [`super::Proposer::is_free`]) is never probed blind:
+//!   the loop replays it over the plain tokens since speculation went off (what it would
+//!   have drafted, how much of it plain decoding then produced) and turns speculation back
+//!   on when that replay, costed at the measured verification and plain step times, beats
+//!   plain ([`replay_cost`]).
+//!
+//! Greedy output never depends on the policy (every depth gives the plain tokens; the
+//! `spec` gates check it); sampled output does (which uniforms decide which token depends
+//! on the depth), so a seeded sampled run is reproducible with the policy off (fixed or
+//! acceptance-adaptive depth are both deterministic).
+
+mod cost;
+mod depth;
+#[cfg(test)]
+mod tests;
+
+pub use cost::{
+    Replay, RoundCost, SpecWindow, Verdict, best_case_s_per_token, judge, probes_can_pay,
+    replay_cost,
+};
+pub use depth::{AdaptiveDepth, PolicyEvent};
+
+/// Plain steps timed at the start of a request before speculation may run.
+pub const PLAIN_PROBE_STEPS: u64 = 2;
+
+/// Failed probes after which a (non-free) proposer stays off for the rest of the request.
+pub const MAX_FAILED_PROBES: u32 = 2;
+
+/// The share of a plain step a draft model must be able to save at full acceptance for
+/// the policy to probe it again after turning it off.
+pub const PROBE_MIN_SAVING: f64 = 0.25;
+
+/// Depth configuration of one request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DepthConfig {
+    /// Largest depth (drafted tokens per round).
+    pub k_max: usize,
+    /// Adapt the depth to recent acceptance (else always `k_max`).
+    pub adaptive: bool,
+    /// Confidence cut: stop drafting when the draft's top probability is under this
+    /// (0 = off).
+    pub confidence: f64,
+    /// Turn speculation off for the request while it measures slower than plain decode.
+    pub off_when_slower: bool,
+    /// Speculative rounds measured before the policy compares their cost with plain's.
+    pub probe_rounds: u64,
+    /// Plain tokens between the policy turning speculation off and the next probe (doubled
+    /// after each failed probe, up to 8 times this).
+    pub probe_every: u64,
+}
+
+impl DepthConfig {
+    /// Always `k` tokens, no cut, no policy: the configuration the gates use.
+    pub fn fixed(k: usize) -> Self {
+        Self {
+            k_max: k,
+            adaptive: false,
+            confidence: 0.0,
+            off_when_slower: false,
+            probe_rounds: 6,
+            probe_every: 32,
+        }
+    }
+}

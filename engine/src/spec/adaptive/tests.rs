@@ -1,0 +1,325 @@
+//! Unit tests of the depth and speed policy.
+
+use super::*;
+
+fn round(drafted: usize, accepted: usize, draft_s: f64, verify_s: f64) -> RoundCost {
+    RoundCost {
+        drafted,
+        accepted,
+        emitted: accepted + 1,
+        draft_s,
+        verify_s,
+        sync_s: 0.0,
+    }
+}
+
+fn plain(s: f64) -> RoundCost {
+    round(0, 0, 0.0, s)
+}
+
+fn policy(k: usize) -> DepthConfig {
+    DepthConfig {
+        off_when_slower: true,
+        probe_rounds: 4,
+        probe_every: 8,
+        ..DepthConfig::fixed(k)
+    }
+}
+
+#[test]
+fn fixed_depth_never_moves() {
+    let mut d = AdaptiveDepth::new(DepthConfig::fixed(5)).with_rows_per_pass(8);
+    for _ in 0..10 {
+        assert_eq!(d.next_k(), 5);
+        assert_eq!(d.record(&round(5, 0, 1.0, 1.0)), None);
+    }
+}
+
+#[test]
+fn adaptive_depth_follows_acceptance_within_one_pass() {
+    let cfg = DepthConfig {
+        adaptive: true,
+        ..DepthConfig::fixed(8)
+    };
+    let mut d = AdaptiveDepth::new(cfg.clone());
+    for _ in 0..20 {
+        let k = d.next_k();
+        d.record(&round(k, k, 1.0, 1.0));
+    }
+    assert_eq!(d.next_k(), 8);
+    for _ in 0..20 {
+        let k = d.next_k();
+        d.record(&round(k, 0, 1.0, 1.0));
+    }
+    assert_eq!(d.next_k(), 1);
+    // On a target verifying 8 rows per pass, 7 drafts at most.
+    let mut d = AdaptiveDepth::new(cfg).with_rows_per_pass(8);
+    for _ in 0..20 {
+        let k = d.next_k();
+        d.record(&round(k, k, 1.0, 1.0));
+    }
+    assert_eq!(d.next_k(), 7);
+}
+
+#[test]
+fn best_case_bound() {
+    let mut w = SpecWindow::default();
+    assert_eq!(best_case_s_per_token(&w, 4), None);
+    w.add(&round(1, 0, 4.0, 10.0));
+    w.add(&round(2, 0, 8.0, 12.0));
+    // 4 s per drafted token, cheapest verification 10 s: (7 * 4 + 10) / 8.
+    assert_eq!(best_case_s_per_token(&w, 7), Some(38.0 / 8.0));
+    // A free proposer (n-gram): verification spread over k + 1 tokens.
+    let mut w = SpecWindow::default();
+    w.add(&round(3, 0, 0.0, 2.0));
+    assert_eq!(best_case_s_per_token(&w, 7), Some(0.25));
+}
+
+#[test]
+fn judge_decisions() {
+    // Every draft rejected: 1 token per 1 s round; best case 1/8 s per token.
+    let mut w = SpecWindow::default();
+    w.add(&round(3, 0, 0.0, 1.0));
+    assert_eq!(
+        judge(0.1, &w, 4, 7),
+        Verdict::Keep,
+        "one round decides nothing"
+    );
+    w.add(&round(3, 0, 0.0, 1.0));
+    assert_eq!(judge(0.6, &w, 4, 7), Verdict::Keep, "above plain, under 2x");
+    assert_eq!(
+        judge(0.51, &w, 4, 7),
+        Verdict::Keep,
+        "above plain, under 2x"
+    );
+    assert_eq!(judge(0.4, &w, 4, 7), Verdict::Off, "above 2x plain");
+    assert_eq!(judge(0.3, &w, 4, 7), Verdict::Off, "above 3x plain");
+    assert_eq!(
+        judge(0.1, &w, 4, 7),
+        Verdict::Hopeless,
+        "best case 0.125 > 0.1"
+    );
+    // Every draft accepted: 4 tokens per 1 s round.
+    let mut w = SpecWindow::default();
+    for _ in 0..3 {
+        w.add(&round(3, 3, 0.0, 1.0));
+    }
+    assert_eq!(judge(0.2, &w, 4, 7), Verdict::Keep, "probe not done");
+    w.add(&round(3, 3, 0.0, 1.0));
+    assert_eq!(
+        judge(0.2, &w, 4, 7),
+        Verdict::Off,
+        "probe rounds done, above plain"
+    );
+    assert_eq!(judge(0.26, &w, 4, 7), Verdict::Keep);
+}
+
+#[test]
+fn policy_times_plain_first_then_speculates_when_faster() {
+    let mut d = AdaptiveDepth::new(policy(4));
+    for _ in 0..PLAIN_PROBE_STEPS {
+        assert_eq!(d.next_k(), 0, "timed plain steps first");
+        assert_eq!(d.record(&plain(1.0)), None);
+    }
+    assert_eq!(d.plain_s_per_token(), Some(1.0));
+    for _ in 0..20 {
+        assert_eq!(d.next_k(), 4);
+        // 5 tokens for 2 s: 0.4 s/token.
+        assert_eq!(d.record(&round(4, 4, 0.5, 1.5)), None);
+    }
+    assert!(!d.is_off());
+}
+
+#[test]
+fn policy_turns_off_when_slower_and_probes_again() {
+    let mut d = AdaptiveDepth::new(policy(4));
+    for _ in 0..PLAIN_PROBE_STEPS {
+        d.record(&plain(1.0));
+    }
+    // 1.5 s per token: over plain, under 2x; best case (4 * 0.1 + 1.4) / 5 = 0.36.
+    let slow = round(4, 0, 0.1, 1.4);
+    for _ in 0..3 {
+        assert_eq!(d.record(&slow), None);
+    }
+    assert_eq!(d.record(&slow), Some(PolicyEvent::Off));
+    assert!(d.is_off());
+    // 8 plain tokens, then a probe.
+    for i in 0..8 {
+        assert_eq!(d.next_k(), 0);
+        let ev = d.record(&plain(1.0));
+        assert_eq!(ev, (i == 7).then_some(PolicyEvent::Probe));
+    }
+    assert_eq!(d.next_k(), 4);
+    // The probe fails: 16 plain tokens before the next one.
+    for _ in 0..3 {
+        d.record(&slow);
+    }
+    assert_eq!(d.record(&slow), Some(PolicyEvent::Off));
+    let waited = (0..100)
+        .position(|_| d.record(&plain(1.0)) == Some(PolicyEvent::Probe))
+        .unwrap();
+    assert_eq!(waited + 1, 16);
+    // Acceptance recovered: the probe passes and speculation stays on.
+    let fast = round(4, 4, 0.1, 1.4);
+    for _ in 0..20 {
+        assert_eq!(d.record(&fast), None);
+    }
+    assert!(!d.is_off());
+    // ... and a later failure waits probe_every again (the backoff was reset).
+    let mut ev = None;
+    for _ in 0..20 {
+        ev = ev.or(d.record(&slow));
+    }
+    assert_eq!(ev, Some(PolicyEvent::Off));
+    let waited = (0..100)
+        .position(|_| d.record(&plain(1.0)) == Some(PolicyEvent::Probe))
+        .unwrap();
+    assert_eq!(waited + 1, 8);
+}
+
+#[test]
+fn policy_gives_up_when_even_full_acceptance_loses() {
+    // The measured synthetic 8B pair: a Q4_0 draft step ~4 ms, a 2-row verification
+    // ~10 ms, a plain Q8_0 step ~4.3 ms: even 7 accepted drafts would cost
+    // (7 * 4 + 10) / 8 = 4.75 ms per token.
+    let mut d = AdaptiveDepth::new(DepthConfig {
+        adaptive: true,
+        ..policy(8)
+    })
+    .with_rows_per_pass(8);
+    for _ in 0..PLAIN_PROBE_STEPS {
+        d.record(&plain(0.0043));
+    }
+    let k = d.next_k();
+    assert!(k > 0);
+    assert_eq!(d.record(&round(k, 0, 0.004 * k as f64, 0.010)), None);
+    let k = d.next_k();
+    assert_eq!(
+        d.record(&round(k, 0, 0.004 * k as f64, 0.010)),
+        Some(PolicyEvent::Hopeless)
+    );
+    for _ in 0..1000 {
+        assert_eq!(d.next_k(), 0);
+        assert_eq!(d.record(&plain(0.0043)), None, "never probes again");
+    }
+}
+
+#[test]
+fn a_draft_model_that_saves_too_little_is_not_probed() {
+    // The session-5 H200 pair: plain 4.26 ms, a draft token 3.0 ms, a verification
+    // 5.0 ms: full acceptance at depth 7 would cost (7 * 3.0 + 5.0) / 8 = 3.25 ms, a
+    // saving of 24% — under PROBE_MIN_SAVING, so no probe after the first Off.
+    let mut d = AdaptiveDepth::new(DepthConfig {
+        adaptive: true,
+        ..policy(8)
+    })
+    .with_rows_per_pass(8);
+    for _ in 0..PLAIN_PROBE_STEPS {
+        d.record(&plain(0.00426));
+    }
+    let mut events = Vec::new();
+    for _ in 0..500 {
+        let k = d.next_k();
+        let r = if k > 0 {
+            round(k, 0, 0.003 * k as f64, 0.005)
+        } else {
+            plain(0.00426)
+        };
+        events.extend(d.record(&r));
+    }
+    assert_eq!(events, [PolicyEvent::Hopeless]);
+    assert_eq!(d.window().rounds, 2, "two rounds decided it");
+    assert!(!probes_can_pay(0.00426, d.window(), 7));
+    // A cheaper draft (1 ms per token) can pay: (7 + 5) / 8 = 1.5 ms.
+    let mut w = SpecWindow::default();
+    w.add(&round(7, 0, 0.007, 0.005));
+    assert!(probes_can_pay(0.00426, &w, 7));
+    assert!(
+        probes_can_pay(0.00426, &SpecWindow::default(), 7),
+        "nothing measured"
+    );
+}
+
+#[test]
+fn a_draft_model_stays_off_after_two_failed_probes() {
+    let mut d = AdaptiveDepth::new(policy(4));
+    for _ in 0..PLAIN_PROBE_STEPS {
+        d.record(&plain(1.0));
+    }
+    let slow = round(4, 0, 0.1, 1.4);
+    let mut events = Vec::new();
+    for _ in 0..200 {
+        let r = if d.next_k() > 0 { slow } else { plain(1.0) };
+        events.extend(d.record(&r));
+    }
+    assert_eq!(
+        events,
+        [
+            PolicyEvent::Off,
+            PolicyEvent::Probe,
+            PolicyEvent::Off,
+            PolicyEvent::Probe,
+            PolicyEvent::Hopeless
+        ]
+    );
+    // The seconds of catching the draft up count in the round that follows them.
+    let mut d = AdaptiveDepth::new(policy(4));
+    for _ in 0..PLAIN_PROBE_STEPS {
+        d.record(&plain(1.0));
+    }
+    let fast = round(4, 4, 0.1, 1.4);
+    for _ in 0..10 {
+        assert_eq!(d.record(&fast), None);
+    }
+    let caught_up = RoundCost {
+        sync_s: 40.0,
+        ..fast
+    };
+    assert_eq!(d.record(&caught_up), Some(PolicyEvent::Off));
+}
+
+#[test]
+fn free_proposers_come_back_by_replay_not_blind_probes() {
+    let mut d = AdaptiveDepth::new(policy(4)).with_free_drafts(true);
+    for _ in 0..PLAIN_PROBE_STEPS {
+        d.record(&plain(1.0));
+    }
+    let slow = round(4, 0, 0.0, 1.5);
+    let mut ev = None;
+    for _ in 0..4 {
+        ev = ev.or(d.record(&slow));
+    }
+    assert_eq!(ev, Some(PolicyEvent::Off));
+    for _ in 0..200 {
+        assert_eq!(d.record(&plain(1.0)), None, "no blind probe");
+    }
+    assert!(d.wants_replay());
+    // 10 plain tokens replayed as 8 drafted rounds and 2 empty ones: (8 * 1.5 + 2) / 10
+    // = 1.4 s per token > 1 s: stays off; as 4 drafted and 2 empty: 0.8 s: back on.
+    let bad = Replay {
+        drafted_rounds: 8,
+        empty_rounds: 2,
+        tokens: 10,
+    };
+    assert_eq!(replay_cost(1.0, 1.5, &bad), Some(1.4));
+    assert_eq!(d.replay_verdict(&bad), None);
+    let good = Replay {
+        drafted_rounds: 4,
+        empty_rounds: 2,
+        tokens: 10,
+    };
+    assert_eq!(d.replay_verdict(&good), Some(PolicyEvent::Probe));
+    assert!(!d.is_off());
+    assert_eq!(d.next_k(), 4);
+    assert_eq!(d.replay_verdict(&good), None, "only while off");
+}
+
+#[test]
+fn no_policy_never_turns_off() {
+    let mut d = AdaptiveDepth::new(DepthConfig::fixed(3));
+    for _ in 0..50 {
+        assert_eq!(d.next_k(), 3);
+        assert_eq!(d.record(&round(3, 0, 10.0, 10.0)), None);
+    }
+    assert!(!d.is_off());
+}
