@@ -76,6 +76,10 @@ impl Target for CudaTarget {
         MAX_ROWS
     }
 
+    fn weight_bytes(&self) -> Option<u64> {
+        Some(self.dec.weight_bytes() as u64)
+    }
+
     fn prefill_last(&mut self, prompt: &[u32]) -> Result<Vec<f32>, SpecError> {
         self.dec.prefill(prompt).map_err(cuda)?;
         self.dec.logits().map_err(cuda)

@@ -5,8 +5,8 @@ use std::time::Instant;
 use crate::sampling::Sampler;
 
 use super::{
-    AdaptiveDepth, Draft, DraftMode, PolicyEvent, Proposer, Replay, RoundCost, SpecError,
-    SpecOptions, SpecStats, Target, Verifier,
+    AdaptiveDepth, CostModel, Draft, DraftMode, PolicyEvent, Proposer, Replay, RoundCost,
+    SpecError, SpecOptions, SpecStats, Target, Verifier,
 };
 
 /// Why generation stopped.
@@ -34,6 +34,9 @@ pub struct Generation {
 const REPLAY_EVERY: usize = 16;
 /// Most plain tokens one replay covers (the latest).
 const REPLAY_SPAN: usize = 32;
+/// Prompt tokens replayed before the first round (a free proposer's first acceptance
+/// estimate).
+const PROMPT_REPLAY_SPAN: usize = 64;
 
 /// The rounds a free proposer would have made over `context[from..]` (each drafting up to
 /// `k` tokens after the context before it, emitting its matching prefix plus one token).
@@ -58,6 +61,7 @@ pub fn replay(
             r.empty_rounds += 1;
         } else {
             r.drafted_rounds += 1;
+            r.drafted += d.tokens.len() as u64;
         }
         let step = (matched + 1).min(context.len() - pos);
         r.tokens += step as u64;
@@ -156,9 +160,18 @@ pub fn generate(
         return Err(SpecError::EmptyPrompt);
     }
     let mut stats = SpecStats::new(proposer.name(), opts.depth.k_max);
+    let free = proposer.is_free();
     let mut depth = AdaptiveDepth::new(opts.depth.clone())
         .with_rows_per_pass(target.rows_per_pass())
-        .with_free_drafts(proposer.is_free());
+        .with_free_drafts(free)
+        .with_cost_model(CostModel::new(
+            free,
+            proposer.weight_bytes(),
+            target.weight_bytes(),
+        ));
+    // With the speed policy on, a draft model's prompt pass waits for its first round: a
+    // request the policy never drafts for never pays it (the plan counts it as catch-up).
+    let defer_prompt = opts.depth.off_when_slower && !free;
     let mode = DraftMode {
         greedy: sampler.is_greedy(),
         confidence: opts.depth.confidence,
@@ -172,7 +185,7 @@ pub fn generate(
         sampler.sample(&target.prefill_last(prompt)?)
     };
     let tp = Instant::now();
-    if max_tokens > 1 {
+    if max_tokens > 1 && !defer_prompt {
         proposer.prefill(prompt)?;
     }
     stats.draft_prefill_s = tp.elapsed().as_secs_f64();
@@ -180,6 +193,10 @@ pub fn generate(
     let t1 = Instant::now();
     // The proposer missed the tokens of plain rounds (policy off) since it last drafted.
     let mut proposer_behind = false;
+    // The draft model has not seen the prompt yet (deferred prompt pass), and the context
+    // length it had seen when it last drafted.
+    let mut prompt_pending = defer_prompt && max_tokens > 1;
+    let mut draft_seen = if prompt_pending { 0 } else { prompt.len() };
     // Context length when the policy last turned speculation off, and at the last replay.
     let (mut off_from, mut replayed_at) = (0usize, 0usize);
     let mut tokens = Vec::new();
@@ -195,6 +212,15 @@ pub fn generate(
             on_token(first)?;
         }
     }
+    if free && opts.depth.off_when_slower && stop == StopReason::Length {
+        // What the free proposer would have drafted over the prompt's tail: the policy's
+        // first acceptance estimate, before anything is verified.
+        let from = context.len().saturating_sub(PROMPT_REPLAY_SPAN);
+        let ts = Instant::now();
+        let r = replay(proposer, &context, from, depth.replay_k(), mode)?;
+        stats.draft_s += ts.elapsed().as_secs_f64();
+        depth.observe_replay(&r);
+    }
     'rounds: while stop == StopReason::Length && tokens.len() < max_tokens {
         if depth.wants_replay() && context.len() >= replayed_at + REPLAY_EVERY {
             let from = off_from.max(context.len().saturating_sub(REPLAY_SPAN));
@@ -207,8 +233,42 @@ pub fn generate(
             }
         }
         let remaining = max_tokens - tokens.len();
+        let behind = if free {
+            0
+        } else {
+            context.len().saturating_sub(draft_seen)
+        };
+        match depth.before_round(Some(remaining as u64), behind as u64) {
+            Some(PolicyEvent::Off) => {
+                stats.policy_offs += 1;
+                stats.off_at.get_or_insert(tokens.len() as u64);
+                off_from = context.len();
+                replayed_at = off_from;
+            }
+            Some(PolicyEvent::Hopeless) => {
+                stats.policy_offs += 1;
+                stats.off_at.get_or_insert(tokens.len() as u64);
+                stats.hopeless_at = Some(tokens.len() as u64);
+            }
+            _ => {}
+        }
         let k = depth.next_k().min(remaining - 1);
         let mut sync_s = 0.0;
+        if k > 0 && prompt_pending {
+            // The deferred prompt pass (all of the context but its last token, which the
+            // proposal feeds): a cost the plan accounted for, kept out of the measured
+            // rounds' window (it is paid once, not per round).
+            let ts = Instant::now();
+            proposer.prefill(&context[..context.len() - 1])?;
+            let t = ts.elapsed().as_secs_f64();
+            stats.draft_prefill_s += t;
+            stats.draft_s += t;
+            prompt_pending = false;
+            proposer_behind = false;
+        }
+        if k > 0 {
+            draft_seen = context.len();
+        }
         if k > 0 && proposer_behind {
             let ts = Instant::now();
             proposer.sync(&context)?;
@@ -316,6 +376,7 @@ pub fn generate(
         }
     }
     stats.draft_forwards = proposer.forwards() - draft_forwards0;
+    stats.decisions = depth.decisions().to_vec();
     Ok(Generation {
         tokens,
         stop,

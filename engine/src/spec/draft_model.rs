@@ -360,6 +360,15 @@ impl Proposer for DraftModel {
         self.forwards
     }
 
+    fn weight_bytes(&self) -> Option<u64> {
+        match &self.backend {
+            Backend::Reference { exec, .. } => {
+                Some(super::target::model_weight_bytes(exec.model()))
+            }
+            Backend::Target(t) => t.weight_bytes(),
+        }
+    }
+
     fn prefill(&mut self, prompt: &[u32]) -> Result<(), SpecError> {
         // All of the prompt: the first round then feeds only the target's first token. A
         // fresh target-backed draft takes it as a prompt pass (`Target::prefill_last_argmax`:

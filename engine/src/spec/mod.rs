@@ -46,8 +46,8 @@ mod tests;
 mod verify;
 
 pub use adaptive::{
-    AdaptiveDepth, DepthConfig, PLAIN_PROBE_STEPS, PolicyEvent, Replay, RoundCost, SpecWindow,
-    Verdict, best_case_s_per_token, judge, replay_cost,
+    AdaptiveDepth, CostModel, DepthConfig, MARGIN, PLAIN_PROBE_STEPS, Plan, PolicyEvent, Replay,
+    RoundCost, SpecWindow, Verdict, best_case_s_per_token, expected_tokens, judge, replay_cost,
 };
 pub use cuda::CudaTarget;
 pub use decode::{Generation, StopReason, argmax_only, generate, plain_generate, replay};
@@ -112,6 +112,11 @@ pub trait Proposer {
     /// Forward passes of a draft network made so far (0 for lookup proposers).
     fn forwards(&self) -> u64 {
         0
+    }
+    /// Bytes of the draft network's weights, when it can tell (the speed policy's first
+    /// estimate of a draft step); `None` for lookup proposers.
+    fn weight_bytes(&self) -> Option<u64> {
+        None
     }
     /// Drafting costs nothing next to a target step and depends only on the context (a
     /// lookup): the speed policy may then replay it over plain tokens to see whether

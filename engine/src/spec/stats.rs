@@ -1,6 +1,9 @@
 //! Acceptance statistics of a speculative run, per draft position: printed by the CLI,
 //! serializable for `/metrics` and receipts.
 
+/// Planner decisions kept by [`SpecStats::merge`].
+pub const MAX_MERGED_DECISIONS: usize = 16;
+
 /// Counters of one speculative generation (or of many, [`SpecStats::merge`]d).
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(default)]
@@ -40,6 +43,11 @@ pub struct SpecStats {
     /// Seconds the proposer spent on the prompt during the prefill (a draft model's
     /// prompt pass; counted in the generation's prefill time, not in its decode time).
     pub draft_prefill_s: f64,
+    /// `k_hist[k]`: rounds that drafted `k` tokens (`k_hist[0]`: plain rounds).
+    pub k_hist: Vec<u64>,
+    /// What the speed policy's planner decided and the estimate behind it (the first
+    /// decisions of each request, see `AdaptiveDepth::decisions`).
+    pub decisions: Vec<String>,
 }
 
 impl SpecStats {
@@ -57,6 +65,10 @@ impl SpecStats {
     /// Count one round that drafted `proposed` tokens, `accepted` of them accepted.
     pub fn record(&mut self, proposed: usize, accepted: usize) {
         self.rounds += 1;
+        if self.k_hist.len() <= proposed {
+            self.k_hist.resize(proposed + 1, 0);
+        }
+        self.k_hist[proposed] += 1;
         if proposed == 0 {
             self.plain_rounds += 1;
         }
@@ -94,6 +106,15 @@ impl SpecStats {
         self.verify_s += o.verify_s;
         self.plain_s += o.plain_s;
         self.draft_prefill_s += o.draft_prefill_s;
+        if self.k_hist.len() < o.k_hist.len() {
+            self.k_hist.resize(o.k_hist.len(), 0);
+        }
+        for (a, b) in self.k_hist.iter_mut().zip(&o.k_hist) {
+            *a += b;
+        }
+        let room = MAX_MERGED_DECISIONS.saturating_sub(self.decisions.len());
+        self.decisions
+            .extend(o.decisions.iter().take(room).cloned());
     }
 
     /// Tokens drafted in all.
@@ -178,6 +199,12 @@ impl SpecStats {
             }
         )];
         lines.push(format!("  timing: {}", self.timing_line()));
+        if !self.k_hist.is_empty() {
+            lines.push(format!("  rounds by depth: {:?}", self.k_hist));
+        }
+        for d in &self.decisions {
+            lines.push(format!("  policy: {d}"));
+        }
         for (i, (p, a)) in self.proposed.iter().zip(&self.accepted).enumerate() {
             if *p == 0 {
                 continue;
@@ -209,7 +236,9 @@ mod tests {
         let mut m = SpecStats::new("ngram".into(), 1);
         m.merge(&s);
         assert_eq!(m.proposed, vec![2, 2, 1]);
-        assert_eq!(s.report().len(), 5);
+        assert_eq!(s.k_hist, vec![1, 0, 1, 1]);
+        assert_eq!(m.k_hist, vec![1, 0, 1, 1]);
+        assert_eq!(s.report().len(), 6);
         assert_eq!(m.k_max, 3, "merge keeps the largest depth");
         assert_eq!(s.drafted(), 5);
     }

@@ -38,6 +38,11 @@ pub trait Target {
     fn prefill_last_argmax(&mut self, prompt: &[u32]) -> Result<u32, SpecError> {
         self.forward_last_argmax(prompt)
     }
+    /// Bytes of the model's weights, when the backend can tell (the speed policy compares
+    /// a draft model's with the target's before drafting).
+    fn weight_bytes(&self) -> Option<u64> {
+        None
+    }
     /// Rows one verification forward runs over the weights in one pass (a forward of more
     /// rows costs another pass); unlimited by default.
     fn rows_per_pass(&self) -> usize {
@@ -102,4 +107,13 @@ impl Target for ReferenceTarget<'_> {
     fn truncate(&mut self, len: usize) {
         self.kv.truncate(len);
     }
+
+    fn weight_bytes(&self) -> Option<u64> {
+        Some(model_weight_bytes(self.exec.model()))
+    }
+}
+
+/// Bytes of a checkpoint's tensors.
+pub fn model_weight_bytes(m: &crate::model_file::GgufModel) -> u64 {
+    m.header().tensors.iter().map(|t| t.bytes).sum()
 }

@@ -312,7 +312,8 @@ fn replay_of_ngram_lookup_over_plain_tokens() {
         Replay {
             drafted_rounds: 0,
             empty_rounds: 10,
-            tokens: 10
+            tokens: 10,
+            drafted: 0
         }
     );
     // A repeated phrase: every round drafts 4 tokens, all of them right (5 tokens a round).
@@ -323,9 +324,11 @@ fn replay_of_ngram_lookup_over_plain_tokens() {
         Replay {
             drafted_rounds: 4,
             empty_rounds: 0,
-            tokens: 20
+            tokens: 20,
+            drafted: 16
         }
     );
+    assert_eq!(r.accepted(), 16);
     // Costed at a verification of 2 plain steps: 0.4 plain steps per token.
     assert_eq!(replay_cost(1.0, 2.0, &r), Some(0.4));
 }

@@ -105,6 +105,18 @@ pub struct Replay {
     pub drafted_rounds: u64,
     pub empty_rounds: u64,
     pub tokens: u64,
+    /// Tokens drafted over all rounds.
+    pub drafted: u64,
+}
+
+impl Replay {
+    /// Drafted tokens that matched (each round emits its matches plus one token; the last
+    /// round may be cut short by the end of the known tokens).
+    pub fn accepted(&self) -> u64 {
+        self.tokens
+            .saturating_sub(self.drafted_rounds + self.empty_rounds)
+            .min(self.drafted)
+    }
 }
 
 /// Seconds per token the replayed rounds would have cost: each drafted round one

@@ -1,9 +1,12 @@
 //! The depth and speed-policy state of one request.
 
 use super::{
-    DepthConfig, MAX_FAILED_PROBES, PLAIN_PROBE_STEPS, Replay, RoundCost, SpecWindow, Verdict,
-    judge, probes_can_pay, replay_cost,
+    CostModel, DepthConfig, MAX_FAILED_PROBES, PLAIN_PROBE_STEPS, Plan, Replay, RoundCost,
+    SpecWindow, Verdict, judge, probes_can_pay, replay_cost,
 };
+
+/// Decisions kept per request for statistics and receipts (the first ones).
+const MAX_DECISIONS: usize = 16;
 
 /// What a recorded round changed in the policy (for statistics).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,6 +50,19 @@ pub struct AdaptiveDepth {
     failed_probes: u32,
     /// The current window is a probe after an off period.
     probing: bool,
+    /// Plans before drafting ([`AdaptiveDepth::with_cost_model`]); `None`: the policy
+    /// judges only measured rounds.
+    model: Option<CostModel>,
+    /// The first plan (after the timed plain steps) was made.
+    planned: bool,
+    /// Tokens the request may still emit, and tokens a draft model has not seen, as the
+    /// loop last said ([`AdaptiveDepth::before_round`]).
+    remaining: Option<u64>,
+    behind: u64,
+    /// Tokens emitted through recorded rounds.
+    emitted: u64,
+    /// What the planner decided and why (the first [`MAX_DECISIONS`]).
+    decisions: Vec<String>,
 }
 
 impl AdaptiveDepth {
@@ -70,6 +86,89 @@ impl AdaptiveDepth {
             probing: false,
             free_drafts: false,
             failed_probes: 0,
+            model: None,
+            planned: false,
+            remaining: None,
+            behind: 0,
+            emitted: 0,
+            decisions: Vec::new(),
+        }
+    }
+
+    /// Plan before drafting with `model` (see [`CostModel`]): with the speed policy on, no
+    /// round drafts unless the estimate at the planned depth beats plain by
+    /// [`super::MARGIN`]; adaptive depth is the plan's depth.
+    pub fn with_cost_model(mut self, model: CostModel) -> Self {
+        self.model = Some(model);
+        self
+    }
+
+    fn planning(&self) -> bool {
+        self.cfg.off_when_slower && self.model.is_some()
+    }
+
+    /// The plan for the next round at the current estimates (`None` without a cost model
+    /// or before a plain step was timed).
+    pub fn plan(&self) -> Option<Plan> {
+        let m = self.model.as_ref()?;
+        let ks = if self.cfg.adaptive {
+            1..=self.k_best()
+        } else {
+            self.k_best()..=self.k_best()
+        };
+        Some(m.plan(self.plain_s?, ks, self.remaining, self.behind))
+    }
+
+    /// What the planner decided and why.
+    pub fn decisions(&self) -> &[String] {
+        &self.decisions
+    }
+
+    fn note(&mut self, what: &str, plan: &Plan) {
+        if self.decisions.len() < MAX_DECISIONS {
+            self.decisions.push(format!(
+                "token {}: {what}: {}",
+                self.emitted,
+                plan.describe()
+            ));
+        }
+    }
+
+    /// Tell the policy what the loop knows before a round: `remaining` tokens the request
+    /// may still emit, `behind` tokens a draft model would first be fed (its prompt when it
+    /// never drafted). Makes the first plan once the plain steps are timed: speculation
+    /// starts only when it promises to pay; otherwise off (re-checked after a back-off) or
+    /// off for good when even full acceptance cannot pay. Returns the policy change.
+    pub fn before_round(&mut self, remaining: Option<u64>, behind: u64) -> Option<PolicyEvent> {
+        self.remaining = remaining;
+        self.behind = behind;
+        if !self.planning() || self.planned || self.plain_steps < PLAIN_PROBE_STEPS {
+            return None;
+        }
+        self.planned = true;
+        let plan = self.plan()?;
+        if plan.k > 0 {
+            self.note("speculate", &plan);
+            if self.cfg.adaptive {
+                self.k = plan.k;
+            }
+            return None;
+        }
+        if plan.hopeless() {
+            self.note("hopeless, never drafts", &plan);
+            self.mode = Mode::Hopeless;
+            return Some(PolicyEvent::Hopeless);
+        }
+        self.note("plain", &plan);
+        self.mode = Mode::Off { left: self.backoff };
+        Some(PolicyEvent::Off)
+    }
+
+    /// Learn the acceptance of a free proposer replayed over known tokens (the prompt's
+    /// tail before the first round) without judging it.
+    pub fn observe_replay(&mut self, r: &Replay) {
+        if let Some(m) = self.model.as_mut() {
+            m.observe_acceptance(r.accepted(), r.drafted, r.drafted_rounds);
         }
     }
 
@@ -97,6 +196,16 @@ impl AdaptiveDepth {
         if !self.wants_replay() {
             return None;
         }
+        if self.planning() {
+            self.observe_replay(r);
+            let plan = self.plan()?;
+            if plan.k == 0 {
+                return None;
+            }
+            self.note("replay says speculate", &plan);
+            self.turn_on();
+            return Some(PolicyEvent::Probe);
+        }
         let (plain, verify) = (self.plain_s?, self.window.verify_avg?);
         if replay_cost(plain, verify, r)? < plain {
             self.turn_on();
@@ -109,7 +218,9 @@ impl AdaptiveDepth {
         self.mode = Mode::On;
         self.window.restart();
         self.probing = true;
-        if self.cfg.adaptive {
+        if let (true, Some(p)) = (self.cfg.adaptive, self.plan().filter(|p| p.k > 0)) {
+            self.k = p.k;
+        } else if self.cfg.adaptive {
             // A fresh estimate: acceptance may have changed while no draft was checked.
             self.acceptance = 0.5;
             self.k = 2.min(self.k_best());
@@ -169,10 +280,26 @@ impl AdaptiveDepth {
     /// Record a round (what [`AdaptiveDepth::next_k`] asked for, as run). Returns what it
     /// changed in the policy, if anything.
     pub fn record(&mut self, r: &RoundCost) -> Option<PolicyEvent> {
+        self.emitted += r.emitted as u64;
         if r.drafted == 0 {
             return self.record_plain(r);
         }
-        if self.cfg.adaptive {
+        if let Some(m) = self.model.as_mut() {
+            m.observe_round(r.drafted, r.accepted, r.draft_s, r.verify_s);
+        }
+        if self.planning() && self.mode == Mode::On {
+            if let Some(plan) = self.plan() {
+                if plan.k == 0 {
+                    // The measurements no longer promise a gain: off as if measured slower.
+                    self.note("measured, plain", &plan);
+                    self.window.add(r);
+                    return Some(self.turn_off(plan.hopeless()));
+                }
+                if self.cfg.adaptive {
+                    self.k = plan.k;
+                }
+            }
+        } else if self.cfg.adaptive {
             let rate = r.accepted.min(r.drafted) as f64 / r.drafted as f64;
             self.acceptance = 0.75 * self.acceptance + 0.25 * rate;
             let a = self.acceptance.min(0.99);
@@ -193,31 +320,38 @@ impl AdaptiveDepth {
                 }
                 None
             }
-            Verdict::Off => {
-                if self.probing {
-                    // A failed probe: wait longer before the next one.
-                    self.backoff = (self.backoff * 2).min(8 * self.cfg.probe_every.max(1));
-                    self.failed_probes += 1;
-                }
-                self.probing = false;
-                if !self.free_drafts
-                    && (self.failed_probes >= MAX_FAILED_PROBES
-                        || !probes_can_pay(plain, &self.window, self.k_best()))
-                {
-                    // Each probe of a draft model first feeds it every token it missed:
-                    // stop paying for that (after failed probes, or at once when even
-                    // full acceptance would save too little to repay it).
-                    self.mode = Mode::Hopeless;
-                    return Some(PolicyEvent::Hopeless);
-                }
-                self.mode = Mode::Off { left: self.backoff };
-                Some(PolicyEvent::Off)
-            }
+            Verdict::Off => Some(self.turn_off(false)),
             Verdict::Hopeless => {
                 self.mode = Mode::Hopeless;
                 Some(PolicyEvent::Hopeless)
             }
         }
+    }
+
+    /// Speculation off after measured rounds: for good when `hopeless`, or for a draft
+    /// model after failed probes or when even full acceptance saves too little; else until
+    /// the next probe (re-check), waiting longer after each failed probe.
+    fn turn_off(&mut self, hopeless: bool) -> PolicyEvent {
+        if self.probing {
+            // A failed probe: wait longer before the next one.
+            self.backoff = (self.backoff * 2).min(8 * self.cfg.probe_every.max(1));
+            self.failed_probes += 1;
+        }
+        self.probing = false;
+        let plain = self.plain_s.unwrap_or(0.0);
+        if hopeless
+            || (!self.free_drafts
+                && (self.failed_probes >= MAX_FAILED_PROBES
+                    || !probes_can_pay(plain, &self.window, self.k_best())))
+        {
+            // Each probe of a draft model first feeds it every token it missed:
+            // stop paying for that (after failed probes, or at once when even
+            // full acceptance would save too little to repay it).
+            self.mode = Mode::Hopeless;
+            return PolicyEvent::Hopeless;
+        }
+        self.mode = Mode::Off { left: self.backoff };
+        PolicyEvent::Off
     }
 
     fn record_plain(&mut self, r: &RoundCost) -> Option<PolicyEvent> {
@@ -242,6 +376,25 @@ impl AdaptiveDepth {
             if left > 0 {
                 self.mode = Mode::Off { left };
                 return None;
+            }
+            if self.planning() {
+                // A re-check, not a blind probe: the prior weighs again, and a draft
+                // model is probed only when the estimate (its catch-up included) pays.
+                if let Some(m) = self.model.as_mut() {
+                    m.relax();
+                }
+                let plan = self.plan()?;
+                if plan.hopeless() {
+                    self.note("re-check: hopeless", &plan);
+                    self.mode = Mode::Hopeless;
+                    return Some(PolicyEvent::Hopeless);
+                }
+                if plan.k == 0 {
+                    self.backoff = (self.backoff * 2).min(8 * self.cfg.probe_every.max(1));
+                    self.mode = Mode::Off { left: self.backoff };
+                    return None;
+                }
+                self.note("re-check: probe", &plan);
             }
             self.turn_on();
             return Some(PolicyEvent::Probe);

@@ -54,6 +54,7 @@
 
 mod cost;
 mod depth;
+mod plan;
 #[cfg(test)]
 mod tests;
 
@@ -62,6 +63,7 @@ pub use cost::{
     replay_cost,
 };
 pub use depth::{AdaptiveDepth, PolicyEvent};
+pub use plan::{CostModel, MARGIN, Plan, expected_tokens};
 
 /// Plain steps timed at the start of a request before speculation may run.
 pub const PLAIN_PROBE_STEPS: u64 = 2;

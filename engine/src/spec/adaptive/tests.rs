@@ -300,6 +300,7 @@ fn free_proposers_come_back_by_replay_not_blind_probes() {
         drafted_rounds: 8,
         empty_rounds: 2,
         tokens: 10,
+        ..Replay::default()
     };
     assert_eq!(replay_cost(1.0, 1.5, &bad), Some(1.4));
     assert_eq!(d.replay_verdict(&bad), None);
@@ -307,6 +308,7 @@ fn free_proposers_come_back_by_replay_not_blind_probes() {
         drafted_rounds: 4,
         empty_rounds: 2,
         tokens: 10,
+        ..Replay::default()
     };
     assert_eq!(d.replay_verdict(&good), Some(PolicyEvent::Probe));
     assert!(!d.is_off());
@@ -322,4 +324,217 @@ fn no_policy_never_turns_off() {
         assert_eq!(d.record(&round(3, 0, 10.0, 10.0)), None);
     }
     assert!(!d.is_off());
+}
+
+/// A simulated request on a fake target: `plain` seconds a plain step, `verify(rows)`
+/// seconds a verification, `draft` seconds a drafted token (0 = a free proposer),
+/// `accept(round, k)` drafts accepted of `k`, `replay_acc(token)` the acceptance a replay
+/// of a free proposer sees over known tokens at that point. Returns the total seconds of
+/// `n` tokens, the tokens at which drafted rounds started, and the events.
+struct Sim {
+    plain: f64,
+    verify: fn(usize) -> f64,
+    draft: f64,
+    bytes: Option<(u64, u64)>,
+    accept: fn(u64, usize) -> usize,
+    replay_acc: fn(u64) -> f64,
+}
+
+struct SimRun {
+    secs: f64,
+    drafted_at: Vec<u64>,
+    events: Vec<PolicyEvent>,
+    depth: AdaptiveDepth,
+}
+
+fn simulate(s: &Sim, n: u64) -> SimRun {
+    let free = s.draft == 0.0;
+    let (db, tb) = s.bytes.unzip();
+    let cfg = DepthConfig {
+        adaptive: true,
+        off_when_slower: true,
+        ..DepthConfig::fixed(8)
+    };
+    let mut d = AdaptiveDepth::new(cfg)
+        .with_rows_per_pass(8)
+        .with_free_drafts(free)
+        .with_cost_model(CostModel::new(free, db, tb));
+    let replay_at = |t: u64| {
+        let a = (s.replay_acc)(t);
+        // 8 rounds of 4 drafts each over the known tokens.
+        let acc = (32.0 * a).round() as u64;
+        Replay {
+            drafted_rounds: 8,
+            empty_rounds: 0,
+            tokens: 8 + acc,
+            drafted: 32,
+        }
+    };
+    if free {
+        d.observe_replay(&replay_at(0));
+    }
+    let (mut t, mut secs, mut rounds) = (1u64, 0.0, 0u64);
+    let (mut drafted_at, mut events) = (Vec::new(), Vec::new());
+    let mut seen = if free { u64::MAX } else { 0 };
+    let mut last_replay = 0;
+    while t < n {
+        if d.wants_replay() && t >= last_replay + 16 {
+            last_replay = t;
+            events.extend(d.replay_verdict(&replay_at(t)));
+        }
+        let behind = if free { 0 } else { t + 64 - seen.min(t + 64) };
+        events.extend(d.before_round(Some(n - t), behind));
+        let k = d.next_k().min((n - t - 1) as usize);
+        let r = if k == 0 {
+            RoundCost {
+                emitted: 1,
+                verify_s: s.plain,
+                ..RoundCost::default()
+            }
+        } else {
+            drafted_at.push(t);
+            // Catching the draft up: CATCHUP_SHARE of a draft step per missed token.
+            secs += behind as f64 * 0.5 * s.draft;
+            seen = t + 64;
+            let a = (s.accept)(rounds, k).min(k);
+            rounds += 1;
+            RoundCost {
+                drafted: k,
+                accepted: a,
+                emitted: a + 1,
+                draft_s: k as f64 * s.draft,
+                verify_s: (s.verify)(k + 1),
+                sync_s: 0.0,
+            }
+        };
+        secs += r.draft_s + r.verify_s;
+        t += r.emitted as u64;
+        events.extend(d.record(&r));
+    }
+    SimRun {
+        secs,
+        drafted_at,
+        events,
+        depth: d,
+    }
+}
+
+#[test]
+fn a_hopeless_draft_is_never_probed() {
+    // The session-5 H200 synthetic 8B pair: Q8_0 target 8.5 GB (plain 4.2 ms), its Q4_0
+    // copy 4.5 GB as draft (3.5 ms a token), verification ~2 plain steps and more.
+    let s = Sim {
+        plain: 4.2e-3,
+        verify: |r| 4.2e-3 * (1.0 + r as f64 / 3.0),
+        draft: 3.5e-3,
+        bytes: Some((4_500_000_000, 8_500_000_000)),
+        accept: |_, k| k,
+        replay_acc: |_| 0.0,
+    };
+    let run = simulate(&s, 128);
+    assert!(run.drafted_at.is_empty(), "drafted at {:?}", run.drafted_at);
+    assert_eq!(run.events, [PolicyEvent::Hopeless]);
+    assert!((run.secs - 127.0 * 4.2e-3).abs() < 1e-9, "exactly plain");
+    assert!(run.depth.decisions()[0].contains("hopeless"));
+    // The Qwen2.5-Coder pair: 1.5B Q4_K_M 1.12 GB (plain 2.06 ms), 0.5B draft ~0.5 GB at
+    // 1.32 ms a token, 7 rows ~6.1 ms: not hopeless at full acceptance by the estimate,
+    // but no gain at the prior: plain throughout, re-checked without drafting.
+    let s = Sim {
+        plain: 2.06e-3,
+        verify: |r| 2.06e-3 * (1.0 + (r - 1) as f64 / 3.0),
+        draft: 1.32e-3,
+        bytes: Some((500_000_000, 1_117_000_000)),
+        accept: |_, k| k,
+        replay_acc: |_| 0.0,
+    };
+    let run = simulate(&s, 128);
+    assert!(run.drafted_at.is_empty(), "drafted at {:?}", run.drafted_at);
+    assert!((run.secs - 127.0 * 2.06e-3).abs() < 1e-9, "exactly plain");
+}
+
+#[test]
+fn a_good_ngram_stream_speculates_from_the_first_rounds() {
+    // SmolLM2 long agentic on the H200: plain 1.46 ms, verification ~2 plain steps at 4-5
+    // rows; the prompt's tail replays at 80%, generation accepts every draft in 4 rounds of 5
+    // and half of them in the fifth.
+    let s = Sim {
+        plain: 1.46e-3,
+        verify: |r| 1.46e-3 * (1.0 + (r - 1) as f64 / 4.0),
+        draft: 0.0,
+        bytes: None,
+        accept: |i, k| if i % 5 == 4 { k / 2 } else { k },
+        replay_acc: |_| 0.8,
+    };
+    let run = simulate(&s, 128);
+    assert_eq!(
+        run.drafted_at[0],
+        1 + PLAIN_PROBE_STEPS,
+        "right after the timed steps"
+    );
+    assert!(run.events.is_empty(), "{:?}", run.events);
+    let speedup = 127.0 * 1.46e-3 / run.secs;
+    assert!(speedup > 1.5, "{speedup}");
+}
+
+#[test]
+fn collapsing_acceptance_turns_speculation_off_within_a_few_rounds() {
+    let s = Sim {
+        plain: 1.0,
+        verify: |r| 1.0 + (r - 1) as f64 / 4.0,
+        draft: 0.0,
+        bytes: None,
+        // Every draft accepted for 10 rounds, then none.
+        accept: |i, k| if i < 10 { k } else { 0 },
+        replay_acc: |t| if t < 40 { 0.9 } else { 0.0 },
+    };
+    let run = simulate(&s, 128);
+    assert_eq!(run.events.first(), Some(&PolicyEvent::Off));
+    let after = run.drafted_at.len() - 10;
+    assert!(after <= 4, "{after} drafted rounds after the collapse");
+    assert!(run.depth.is_off());
+}
+
+/// The loss bound: with the policy on, a request can lose against plain only in drafted
+/// rounds that the estimate promised to win (the first after the timed plain steps, and
+/// each re-check or replay that promised a gain); each costs at most one verification of
+/// `k_max + 1` rows plus `k_max` drafted tokens, less the plain step it replaces. Back-off
+/// doubles the plain tokens between re-checks (16, 32, … 128), so over `n` tokens a draft
+/// model is re-probed at most `log2(n / 16) + 1` times; a free proposer only when a replay
+/// over known tokens shows a gain. Worst case below: a prompt whose tail replays perfectly
+/// (the estimate sees acceptance ~1), then acceptance zero and every verification costing
+/// 3 plain steps whatever its rows: the loss stays under EPS = 5% of plain over 128 tokens.
+#[test]
+fn loss_against_plain_is_bounded_by_the_probes() {
+    const EPS: f64 = 0.05;
+    let s = Sim {
+        plain: 1.0,
+        verify: |_| 3.0,
+        draft: 0.0,
+        bytes: None,
+        accept: |_, _| 0,
+        replay_acc: |t| if t == 0 { 1.0 } else { 0.0 },
+    };
+    let run = simulate(&s, 128);
+    let plain = 127.0;
+    assert!(
+        !run.drafted_at.is_empty(),
+        "the estimate is tempted at first"
+    );
+    assert!(
+        run.secs <= plain * (1.0 + EPS),
+        "{} s against {plain} s plain ({} drafted rounds)",
+        run.secs,
+        run.drafted_at.len()
+    );
+    // The same with a cheap draft model whose prior tempts it: bounded too.
+    let s = Sim {
+        plain: 1.0,
+        verify: |_| 3.0,
+        draft: 0.05,
+        bytes: Some((1, 100)),
+        accept: |_, _| 0,
+        replay_acc: |_| 0.0,
+    };
+    let run = simulate(&s, 128);
+    assert!(run.secs <= plain * (1.0 + EPS), "{} s", run.secs);
 }
