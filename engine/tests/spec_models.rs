@@ -215,6 +215,14 @@ fn cli_spec_ngram_prints_the_plain_tokens_and_statistics() {
     let b: serde_json::Value = serde_json::from_str(spec_out.trim()).unwrap();
     assert_eq!(a["tokens"], b["tokens"]);
     assert_eq!(b["spec"]["proposer"], "ngram");
+    // The speed policy (on by default for greedy runs) says what it decided and why.
+    assert!(err.contains("policy: token "), "{err}");
+    // With the policy off every round drafts: per-position statistics.
+    args.extend(["--spec-policy", "off"]);
+    let (ok, spec_out, err) = assay(&args);
+    assert!(ok, "{err}");
+    let b: serde_json::Value = serde_json::from_str(spec_out.trim()).unwrap();
+    assert_eq!(a["tokens"], b["tokens"]);
     assert!(err.contains("position 1: accepted"), "{err}");
     let (ok, _, err) = assay(&["generate", p, "-n", "2", "-p", "x", "--spec", "medusa"]);
     assert!(
