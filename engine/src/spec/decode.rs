@@ -34,9 +34,6 @@ pub struct Generation {
 const REPLAY_EVERY: usize = 16;
 /// Most plain tokens one replay covers (the latest).
 const REPLAY_SPAN: usize = 32;
-/// Prompt tokens replayed before the first round (a free proposer's first acceptance
-/// estimate).
-const PROMPT_REPLAY_SPAN: usize = 64;
 
 /// The rounds a free proposer would have made over `context[from..]` (each drafting up to
 /// `k` tokens after the context before it, emitting its matching prefix plus one token).
@@ -211,15 +208,6 @@ pub fn generate(
             context.push(first);
             on_token(first)?;
         }
-    }
-    if free && opts.depth.off_when_slower && stop == StopReason::Length {
-        // What the free proposer would have drafted over the prompt's tail: the policy's
-        // first acceptance estimate, before anything is verified.
-        let from = context.len().saturating_sub(PROMPT_REPLAY_SPAN);
-        let ts = Instant::now();
-        let r = replay(proposer, &context, from, depth.replay_k(), mode)?;
-        stats.draft_s += ts.elapsed().as_secs_f64();
-        depth.observe_replay(&r);
     }
     'rounds: while stop == StopReason::Length && tokens.len() < max_tokens {
         if depth.wants_replay() && context.len() >= replayed_at + REPLAY_EVERY {

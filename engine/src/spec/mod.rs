@@ -46,8 +46,9 @@ mod tests;
 mod verify;
 
 pub use adaptive::{
-    AdaptiveDepth, CostModel, DepthConfig, MARGIN, PLAIN_PROBE_STEPS, Plan, PolicyEvent, Replay,
-    RoundCost, SpecWindow, Verdict, best_case_s_per_token, expected_tokens, judge, replay_cost,
+    AdaptiveDepth, CostModel, DepthConfig, MARGIN, MAX_MISSES, PLAIN_PROBE_STEPS, Plan,
+    PolicyEvent, Replay, RoundCost, SpecWindow, Verdict, best_case_s_per_token, expected_tokens,
+    judge, replay_cost,
 };
 pub use cuda::CudaTarget;
 pub use decode::{Generation, StopReason, argmax_only, generate, plain_generate, replay};

@@ -5,6 +5,10 @@ use super::{
     SpecWindow, Verdict, judge, probes_can_pay, replay_cost,
 };
 
+/// Drafted rounds in a row with no draft accepted after which the planner turns
+/// speculation off whatever its estimate (the bound on a collapse).
+pub const MAX_MISSES: u32 = 3;
+
 /// Decisions kept per request for statistics and receipts (the first ones).
 const MAX_DECISIONS: usize = 16;
 
@@ -63,6 +67,8 @@ pub struct AdaptiveDepth {
     emitted: u64,
     /// What the planner decided and why (the first [`MAX_DECISIONS`]).
     decisions: Vec<String>,
+    /// Drafted rounds in a row with nothing accepted.
+    misses: u32,
 }
 
 impl AdaptiveDepth {
@@ -92,6 +98,7 @@ impl AdaptiveDepth {
             behind: 0,
             emitted: 0,
             decisions: Vec::new(),
+            misses: 0,
         }
     }
 
@@ -164,15 +171,15 @@ impl AdaptiveDepth {
         Some(PolicyEvent::Off)
     }
 
-    /// Learn the acceptance of a free proposer replayed over known tokens (the prompt's
-    /// tail before the first round) without judging it.
+    /// Learn the acceptance of a free proposer replayed over known tokens without judging
+    /// it.
     pub fn observe_replay(&mut self, r: &Replay) {
         if let Some(m) = self.model.as_mut() {
             m.observe_acceptance(r.accepted(), r.drafted, r.drafted_rounds);
         }
     }
 
-    /// The proposer drafts for free ([`super::Proposer::is_free`]): while speculation is off
+    /// The proposer drafts for free ([`crate::spec::Proposer::is_free`]): while speculation is off
     /// the loop replays it ([`AdaptiveDepth::wants_replay`]) instead of probing blind.
     pub fn with_free_drafts(mut self, free: bool) -> Self {
         self.free_drafts = free;
@@ -287,8 +294,15 @@ impl AdaptiveDepth {
         if let Some(m) = self.model.as_mut() {
             m.observe_round(r.drafted, r.accepted, r.draft_s, r.verify_s);
         }
+        self.misses = if r.accepted == 0 { self.misses + 1 } else { 0 };
         if self.planning() && self.mode == Mode::On {
             if let Some(plan) = self.plan() {
+                if self.misses >= MAX_MISSES {
+                    self.note("measured, nothing accepted in a row, plain", &plan);
+                    self.misses = 0;
+                    self.window.add(r);
+                    return Some(self.turn_off(plan.hopeless()));
+                }
                 if plan.k == 0 {
                     // The measurements no longer promise a gain: off as if measured slower.
                     self.note("measured, plain", &plan);

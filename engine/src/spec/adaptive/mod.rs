@@ -1,8 +1,25 @@
-//! Depth per request: fixed K, or adaptive from recent acceptance; and the policy that
-//! turns speculation off for a request while it measures slower than plain decoding, and
-//! back on (a probe) when it may pay again.
+//! Depth per request: fixed K, or adaptive from recent acceptance; and the speed policy,
+//! which plans before it pays for a draft and turns speculation off for a request while it
+//! measures slower than plain decoding.
 //!
-//! Adaptive rule: `a` is an exponential moving average (weight 1/4 per round, starting at
+//! Planning policy (speed policy on, with a [`CostModel`]: what `generate` runs; the
+//! served path still runs the measured policy below alone). Before drafting at all, a
+//! round of depth `k` is costed from what is known ([`plan`]: plain step timed, a
+//! verification's seconds learned per row count from a pessimistic seed, a draft token
+//! from the weight bytes until measured, acceptance with a prior) and speculation runs only
+//! at the depth with the most expected tokens per second, and only when that beats plain
+//! by [`MARGIN`] (a draft model's catch-up on tokens it has not seen — its deferred prompt
+//! pass — spread over the tokens the request may still emit). A draft that cannot pay even
+//! at full acceptance is never probed; one whose estimate does not pay now is re-checked
+//! after an exponential back-off (re-check = the estimate again, not a blind probe); a
+//! free proposer comes back when a replay over generated tokens says it pays. Each drafted
+//! round updates the estimates and re-plans; [`MAX_MISSES`] rounds in a row with nothing
+//! accepted turn it off whatever the estimate. Worst-case loss against plain: the probes'
+//! rounds (bound and test in `tests.rs`, `loss_against_plain_is_bounded_by_the_probes`).
+//! The decisions and their estimates are kept ([`AdaptiveDepth::decisions`]) for the
+//! statistics and receipts.
+//!
+//! Adaptive rule without a cost model: `a` is an exponential moving average (weight 1/4 per round, starting at
 //! 1/2) of the per-token acceptance rate of the last rounds (`accepted / drafted`). With
 //! acceptance `a` per token, a run of accepted drafts has expected length `a / (1 - a)`;
 //! the next depth is that, rounded, plus one, within `1..=k_max` — and, for adaptive depth,
@@ -19,7 +36,8 @@
 //! Confidence cut (in the proposer): drafting stops at the first position whose top draft
 //! probability is under `confidence`.
 //!
-//! Speed policy (`off_when_slower`), decided per request from the times the loop measures
+//! Measured policy (`off_when_slower`; with a cost model it still judges the measured
+//! rounds next to the plan), decided per request from the times the loop measures
 //! (pure decisions over those numbers: [`judge`], [`best_case_s_per_token`]):
 //! - the first [`PLAIN_PROBE_STEPS`] decode steps run plain and are timed; every later
 //!   plain step (no draft, or speculation off) refreshes that plain cost (moving average);
@@ -62,7 +80,7 @@ pub use cost::{
     Replay, RoundCost, SpecWindow, Verdict, best_case_s_per_token, judge, probes_can_pay,
     replay_cost,
 };
-pub use depth::{AdaptiveDepth, PolicyEvent};
+pub use depth::{AdaptiveDepth, MAX_MISSES, PolicyEvent};
 pub use plan::{CostModel, MARGIN, Plan, expected_tokens};
 
 /// Plain steps timed at the start of a request before speculation may run.

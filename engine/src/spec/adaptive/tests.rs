@@ -370,9 +370,6 @@ fn simulate(s: &Sim, n: u64) -> SimRun {
             drafted: 32,
         }
     };
-    if free {
-        d.observe_replay(&replay_at(0));
-    }
     let (mut t, mut secs, mut rounds) = (1u64, 0.0, 0u64);
     let (mut drafted_at, mut events) = (Vec::new(), Vec::new());
     let mut seen = if free { u64::MAX } else { 0 };
@@ -473,7 +470,7 @@ fn a_good_ngram_stream_speculates_from_the_first_rounds() {
     );
     assert!(run.events.is_empty(), "{:?}", run.events);
     let speedup = 127.0 * 1.46e-3 / run.secs;
-    assert!(speedup > 1.5, "{speedup}");
+    assert!(speedup > 1.8, "{speedup}");
 }
 
 #[test]
@@ -490,19 +487,26 @@ fn collapsing_acceptance_turns_speculation_off_within_a_few_rounds() {
     let run = simulate(&s, 128);
     assert_eq!(run.events.first(), Some(&PolicyEvent::Off));
     let after = run.drafted_at.len() - 10;
-    assert!(after <= 4, "{after} drafted rounds after the collapse");
+    assert!(
+        after <= MAX_MISSES as usize,
+        "{after} drafted rounds after the collapse"
+    );
     assert!(run.depth.is_off());
 }
 
-/// The loss bound: with the policy on, a request can lose against plain only in drafted
-/// rounds that the estimate promised to win (the first after the timed plain steps, and
-/// each re-check or replay that promised a gain); each costs at most one verification of
-/// `k_max + 1` rows plus `k_max` drafted tokens, less the plain step it replaces. Back-off
-/// doubles the plain tokens between re-checks (16, 32, … 128), so over `n` tokens a draft
-/// model is re-probed at most `log2(n / 16) + 1` times; a free proposer only when a replay
-/// over known tokens shows a gain. Worst case below: a prompt whose tail replays perfectly
-/// (the estimate sees acceptance ~1), then acceptance zero and every verification costing
-/// 3 plain steps whatever its rows: the loss stays under EPS = 5% of plain over 128 tokens.
+/// The loss bound: with the policy on, a request loses against plain only in drafted
+/// rounds the estimate promised to win — the first after the timed plain steps, and each
+/// re-check (draft model, after an exponential back-off of 32, 64, ... 256 plain tokens)
+/// or replay over generated tokens (free proposer) that promised a gain — and each such
+/// probe lasts at most [`MAX_MISSES`] rounds when nothing is accepted (fewer when the
+/// learned verification cost already says plain). So the loss is at most
+/// `probes x MAX_MISSES x (verify(k + 1) + k x draft - plain)` plus a draft model's
+/// catch-up, and the plan counts the catch-up before it pays it. Worst case below: the
+/// prior tempts a free proposer into a round, every verification costs 3 plain steps
+/// whatever its rows, nothing is ever accepted (a replay over the generated tokens then
+/// shows no gain): one round of 3 plain steps, 129 against 127 plain steps over 128
+/// tokens, 1.6% (EPS = 5% asserted); a cheap draft model tempted over 1024 tokens loses
+/// 3.7 plain steps (0.4%, catch-up included).
 #[test]
 fn loss_against_plain_is_bounded_by_the_probes() {
     const EPS: f64 = 0.05;
@@ -512,7 +516,7 @@ fn loss_against_plain_is_bounded_by_the_probes() {
         draft: 0.0,
         bytes: None,
         accept: |_, _| 0,
-        replay_acc: |t| if t == 0 { 1.0 } else { 0.0 },
+        replay_acc: |_| 0.0,
     };
     let run = simulate(&s, 128);
     let plain = 127.0;
@@ -526,7 +530,10 @@ fn loss_against_plain_is_bounded_by_the_probes() {
         run.secs,
         run.drafted_at.len()
     );
-    // The same with a cheap draft model whose prior tempts it: bounded too.
+    // A cheap draft model (1% of the target's weights, 0.05 plain steps a token) that
+    // never gets a draft accepted: over 128 tokens its catch-up on the 64-token prompt
+    // keeps the plan plain (exactly plain); over 1024 tokens the prior tempts it into a
+    // probe, and the loss stays within the same bound.
     let s = Sim {
         plain: 1.0,
         verify: |_| 3.0,
@@ -536,5 +543,10 @@ fn loss_against_plain_is_bounded_by_the_probes() {
         replay_acc: |_| 0.0,
     };
     let run = simulate(&s, 128);
+    assert!(run.drafted_at.is_empty());
+    assert_eq!(run.secs, plain);
+    let run = simulate(&s, 1024);
+    assert!(!run.drafted_at.is_empty(), "tempted over 1024 tokens");
+    let plain = 1023.0;
     assert!(run.secs <= plain * (1.0 + EPS), "{} s", run.secs);
 }
