@@ -2,67 +2,104 @@
 // the KV length (flash-decoding) with a fixed-order combine; and the KV-cache store.
 //
 // Layouts: q and out are [ntok][nh][hd] f32; a layer's K and V caches are each
-// [nkv][cap][hd] f16; pos[t] is token t's position (it attends to positions
-// max(0, pos-window+1) ..= pos, window == 0 meaning no window). Query head h reads KV
-// head h / (nh / nkv). score = (q . k) * scale, then softcap * tanh(score / softcap) when
-// softcap > 0.
+// [nkv][cap][hd] f16 (hd a multiple of 8, <= ATT_MAX_HD); pos[t] is token t's position (it
+// attends to positions max(0, pos-window+1) ..= pos, window == 0 meaning no window). Query
+// head h reads KV head h / G, G = nh / nkv. score = (q . k) * scale, then
+// softcap * tanh(score / softcap) when softcap > 0.
 //
-// attn_partial: grid (nh, max_splits, ntok). Split s covers the absolute positions
+// attn_partial: grid (nkv, max_splits, ntok), blockDim.x = 32 * nw (nw <= ATT_WARPS warps,
+// chosen by the host from G alone). Split s covers the absolute positions
 // [s*ATT_SPLIT, (s+1)*ATT_SPLIT) — fixed boundaries, so a token's arithmetic depends only on
-// its position, never on how many tokens share the launch. Warp w takes positions
-// lo+w, lo+w+ATT_WARPS, ... with an online softmax (ATT_UNROLL positions' loads in
-// flight at once, updates in position order); the warps are then merged in warp
-// order. It writes the unnormalised output and (max, sum) per split; a split wholly
-// outside the window writes (-inf, 0). Splits past pos write nothing.
-// attn_combine: grid (nh, ntok); merges splits 0 .. pos/ATT_SPLIT in order.
+// its position, never on how many tokens share the launch. One block serves the G query
+// heads of its KV head: the block stages the split's K and V rows in shared memory with
+// 16-byte loads, all in flight at once (tiles of `tp` rows, tp = 64, or 32 when hd > 128),
+// read once from memory for all G heads; warp w takes heads w, w + nw, ... For its head a
+// lane scores the tile's rows lane, lane + 32 (q . k in dim order), the warp updates an
+// online softmax per tile (max and sum by the fixed butterflies), and lane l accumulates
+// dims l, l + 32, ... of sum p_j v_j in row order. It writes the unnormalised output and
+// (max, sum) per (token, head, split); a split wholly outside the window writes (-inf, 0).
+// Splits past pos write nothing. A token with a single split (pos < ATT_SPLIT) writes out
+// directly (the same values as merging its one split).
+// attn_combine: grid (nh, ntok), one warp per block; merges splits 0 .. pos/ATT_SPLIT in order.
 // With `count` non-null, attn_partial also does the combine: each block that wrote its
-// split bumps count[t*nh + h] (after a fence); the block that brings it to the number of
-// splits of its token merges them (the same function as attn_combine, so the same bits,
-// whichever block comes last) and resets the counter to 0 for the next launch. count
-// must start at 0 (the scratch is zeroed once at allocation). One launch instead of two.
+// split bumps count[t*nh + kvh*G] (after a fence); the block that brings it to the number of
+// splits of its token merges them for its G heads (the same function as attn_combine, so
+// the same bits, whichever block comes last) and resets the counter to 0 for the next
+// launch. count must start at 0 (the scratch is zeroed once at allocation). One launch
+// instead of two.
 #include "common/common.cuh"
 
 #ifndef ATT_SPLIT
-#define ATT_SPLIT 256
+#define ATT_SPLIT 64
 #endif
 #ifndef ATT_WARPS
-#define ATT_WARPS 4
+#define ATT_WARPS 8
 #endif
 #ifndef ATT_MAX_HD
 #define ATT_MAX_HD 256
 #endif
 #define ATT_DPL (ATT_MAX_HD / 32)
-#ifndef ATT_UNROLL
-#define ATT_UNROLL 4
-#endif
+// Heads per warp at most (G <= ATT_WARPS * ATT_HPW; the host checks).
+#define ATT_HPW 2
+// Rows of a K (or V) tile at most, and the shared staging of both tiles in halves (rows
+// padded by 8 halves: conflict-free 16-byte reads of 8 consecutive rows).
+#define ATT_TP 64
+#define ATT_KV_SMEM 17408
+// 16-byte loads per thread per staging round, for K and for V each.
+#define ATT_LDN 8
 
-__device__ __forceinline__ float ld_cg(const float* p) {
-    float v;
-    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
-    return v;
-}
+__device__ __forceinline__ float h_lo(u32 x) { return f16_to_f32((u16)(x & 0xffffu)); }
+__device__ __forceinline__ float h_hi(u32 x) { return f16_to_f32((u16)(x >> 16)); }
 
-// Merge splits 0 .. ns-1 of (token t, head h) into out; threads stride over the dims.
-// Loads bypass L1 (the partials may come from other blocks of the same launch).
-__device__ __forceinline__ void combine_splits(const float* __restrict__ part_o,
-                                               const float* __restrict__ part_ml,
-                                               float* __restrict__ out, int t, int h, int nh,
-                                               int hd, int max_splits, int ns) {
+// Merge splits 0 .. ns-1 of (token t, head h) into out, by one warp. Lane l owns dims
+// l, l + 32, ...; the splits' (max, sum) pairs are loaded 32 at a time (one per lane) and
+// broadcast; L = sum l_s e_s and acc = sum o_s e_s run as fmaf chains in split order (empty
+// splits, l_s = 0, skipped), e_s = exp(m_s - M), out = acc / L. Loads bypass L1 (the
+// partials may come from other blocks of the same launch) and do not depend on each other,
+// so they are in flight together.
+__device__ __forceinline__ void combine_head_warp(const float* __restrict__ part_o,
+                                                  const float* __restrict__ part_ml,
+                                                  float* __restrict__ out, int t, int h,
+                                                  int nh, int hd, int max_splits, int ns) {
+    const int lane = threadIdx.x & 31;
     const u64 base = ((u64)t * nh + h) * max_splits;
     float M = ASSAY_NEG_INF;
-    for (int s = 0; s < ns; s++)
-        if (ld_cg(part_ml + 2 * (base + s) + 1) > 0.f) M = fmaxf(M, ld_cg(part_ml + 2 * (base + s)));
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-        float L = 0.f, acc = 0.f;
-        for (int s = 0; s < ns; s++) {
-            const float ls = ld_cg(part_ml + 2 * (base + s) + 1);
+    for (int s = lane; s < ns; s += 32) {
+        const float2 ml = __ldcg(reinterpret_cast<const float2*>(part_ml + 2 * (base + s)));
+        if (ml.y > 0.f) M = fmaxf(M, ml.x);
+    }
+    M = warp_max(M);
+    float L = 0.f;
+    float acc[ATT_DPL];
+#pragma unroll
+    for (int j = 0; j < ATT_DPL; j++) acc[j] = 0.f;
+    for (int s0 = 0; s0 < ns; s0 += 32) {
+        const int cn = min(32, ns - s0);
+        float2 ml = make_float2(ASSAY_NEG_INF, 0.f);
+        if (lane < cn) ml = __ldcg(reinterpret_cast<const float2*>(part_ml + 2 * (base + s0 + lane)));
+        const float e = ml.y > 0.f ? expf(ml.x - M) : 0.f;
+        const float* po = part_o + (base + s0) * hd;
+#pragma unroll 8
+        for (int i = 0; i < cn; i++) {
+            const float ls = __shfl_sync(0xffffffffu, ml.y, i);
+            const float es = __shfl_sync(0xffffffffu, e, i);
+            float ov[ATT_DPL];
+#pragma unroll
+            for (int j = 0; j < ATT_DPL; j++) {
+                const int d = lane + 32 * j;
+                ov[j] = d < hd ? __ldcg(po + (u64)i * hd + d) : 0.f;
+            }
             if (ls > 0.f) {
-                const float e = expf(ld_cg(part_ml + 2 * (base + s)) - M);
-                L += ls * e;
-                acc += ld_cg(part_o + (base + s) * hd + d) * e;
+                L = fmaf(ls, es, L);
+#pragma unroll
+                for (int j = 0; j < ATT_DPL; j++) acc[j] = fmaf(ov[j], es, acc[j]);
             }
         }
-        out[((u64)t * nh + h) * hd + d] = acc / L;
+    }
+#pragma unroll
+    for (int j = 0; j < ATT_DPL; j++) {
+        const int d = lane + 32 * j;
+        if (d < hd) out[((u64)t * nh + h) * hd + d] = acc[j] / L;
     }
 }
 
@@ -74,116 +111,178 @@ extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
                  unsigned int* __restrict__ count, float* __restrict__ out) {
     pdl_wait();
     pdl_trigger();
-    const int h = blockIdx.x, s = blockIdx.y, t = blockIdx.z;
+    const int kvh = blockIdx.x, s = blockIdx.y, t = blockIdx.z;
     const int p = pos[t];
     const int split_lo = s * ATT_SPLIT;
     if (split_lo > p || p >= cap) return;
     int lo = split_lo;
     if (window > 0 && p - window + 1 > lo) lo = p - window + 1;
     const int hi = min(split_lo + ATT_SPLIT, p + 1);
-    const int kvh = h / (nh / nkv);
+    const int G = nh / nkv;
+    const int nw = blockDim.x >> 5;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const float* qh = q + ((u64)t * nh + h) * hd;
+    const int rs = hd + 8;
+    const int tp = 2 * ATT_TP * rs <= ATT_KV_SMEM ? ATT_TP : 32;
+    const int ch = hd >> 3;
+
+    __shared__ __align__(16) u16 skv[ATT_KV_SMEM];
+    __shared__ __align__(16) float sq[ATT_WARPS][ATT_MAX_HD];
+    __shared__ float sp[ATT_WARPS][ATT_TP];
+    u16* sk = skv;
+    u16* sv = skv + tp * rs;
     const u16* kb = kc + (u64)kvh * cap * hd;
     const u16* vb = vc + (u64)kvh * cap * hd;
 
-    float qr[ATT_DPL], o[ATT_DPL];
+    float m[ATT_HPW], l[ATT_HPW], o[ATT_HPW][ATT_DPL];
 #pragma unroll
-    for (int j = 0; j < ATT_DPL; j++) {
-        const int d = lane + 32 * j;
-        qr[j] = d < hd ? qh[d] : 0.f;
-        o[j] = 0.f;
+    for (int r = 0; r < ATT_HPW; r++) {
+        m[r] = ASSAY_NEG_INF;
+        l[r] = 0.f;
+#pragma unroll
+        for (int j = 0; j < ATT_DPL; j++) o[r][j] = 0.f;
     }
-    float m = ASSAY_NEG_INF, l = 0.f;
-    // ATT_UNROLL positions per round: their K and V loads are issued together, then the
-    // online-softmax updates run one position after the other in position order (the same
-    // arithmetic as one position per round).
-    for (int j0 = lo + warp; j0 < hi; j0 += ATT_WARPS * ATT_UNROLL) {
-        float sc[ATT_UNROLL];
-        u16 vv[ATT_UNROLL][ATT_DPL];
+
+    // The split's rows [lo, hi) in tiles of tp rows at fixed offsets from split_lo.
+    for (int tile_lo = split_lo; tile_lo < split_lo + ATT_SPLIT; tile_lo += tp) {
+        const int r0 = max(lo, tile_lo), r1 = min(hi, tile_lo + tp);
+        if (r0 >= r1) continue;  // block-uniform
+        const int nchunk = (r1 - r0) * ch;
+        __syncthreads();  // the previous tile's readers are done
+        for (int b0 = 0; b0 < nchunk; b0 += ATT_LDN * (int)blockDim.x) {
+            uint4 rk[ATT_LDN], rv[ATT_LDN];
 #pragma unroll
-        for (int u = 0; u < ATT_UNROLL; u++) {
-            const int j = min(j0 + u * ATT_WARPS, hi - 1);
-            const u16* kr = kb + (u64)j * hd;
-            const u16* vr = vb + (u64)j * hd;
-            float part = 0.f;
+            for (int u = 0; u < ATT_LDN; u++) {
+                const int idx = min(b0 + u * (int)blockDim.x + (int)threadIdx.x, nchunk - 1);
+                const int row = idx / ch, c = idx - row * ch;
+                const u64 off = (u64)(r0 + row) * hd + c * 8;
+                rk[u] = __ldg(reinterpret_cast<const uint4*>(kb + off));
+                rv[u] = __ldg(reinterpret_cast<const uint4*>(vb + off));
+            }
 #pragma unroll
-            for (int jj = 0; jj < ATT_DPL; jj++) {
-                const int d = lane + 32 * jj;
-                if (d < hd) {
-                    part = fmaf(qr[jj], f16_to_f32(kr[d]), part);
-                    vv[u][jj] = vr[d];
+            for (int u = 0; u < ATT_LDN; u++) {
+                const int idx = b0 + u * (int)blockDim.x + (int)threadIdx.x;
+                if (idx < nchunk) {
+                    const int row = idx / ch, c = idx - row * ch;
+                    const int so = (r0 - tile_lo + row) * rs + c * 8;
+                    *reinterpret_cast<uint4*>(sk + so) = rk[u];
+                    *reinterpret_cast<uint4*>(sv + so) = rv[u];
                 }
             }
-            sc[u] = part;
         }
+        __syncthreads();
 #pragma unroll
-        for (int u = 0; u < ATT_UNROLL; u++) sc[u] = warp_sum(sc[u]) * scale;
+        for (int r = 0; r < ATT_HPW; r++) {
+            const int hh = warp + r * nw;
+            if (hh >= G) continue;  // warp-uniform
+            const int h = kvh * G + hh;
+            {
+                // Stage this head's q (the warp's slot is shared by its heads and tiles).
+                const float* qh = q + ((u64)t * nh + h) * hd;
+                for (int d = lane; d < hd; d += 32) sq[warp][d] = qh[d];
+                __syncwarp();
+            }
+            float sc[ATT_TP / 32];
+            float mt = ASSAY_NEG_INF;
 #pragma unroll
-        for (int u = 0; u < ATT_UNROLL; u++) {
-            if (j0 + u * ATT_WARPS < hi) {
-                float scu = sc[u];
-                if (softcap > 0.f) scu = softcap * tanhf(scu / softcap);
-                const float mn = fmaxf(m, scu);
-                const float corr = expf(m - mn);
-                const float pw = expf(scu - mn);
-                l = l * corr + pw;
+            for (int u = 0; u < ATT_TP / 32; u++) {
+                const int jr = lane + 32 * u;  // row within the tile
+                const int j = tile_lo + jr;
+                sc[u] = ASSAY_NEG_INF;
+                if (jr < tp && j >= r0 && j < r1) {
+                    const u16* kr = sk + jr * rs;
+                    float a = 0.f;
+                    for (int c = 0; c < ch; c++) {
+                        const uint4 kk = *reinterpret_cast<const uint4*>(kr + c * 8);
+                        const float4 q0 = *reinterpret_cast<const float4*>(&sq[warp][c * 8]);
+                        const float4 q1 = *reinterpret_cast<const float4*>(&sq[warp][c * 8 + 4]);
+                        a = fmaf(q0.x, h_lo(kk.x), a);
+                        a = fmaf(q0.y, h_hi(kk.x), a);
+                        a = fmaf(q0.z, h_lo(kk.y), a);
+                        a = fmaf(q0.w, h_hi(kk.y), a);
+                        a = fmaf(q1.x, h_lo(kk.z), a);
+                        a = fmaf(q1.y, h_hi(kk.z), a);
+                        a = fmaf(q1.z, h_lo(kk.w), a);
+                        a = fmaf(q1.w, h_hi(kk.w), a);
+                    }
+                    float sv_ = a * scale;
+                    if (softcap > 0.f) sv_ = softcap * tanhf(sv_ / softcap);
+                    sc[u] = sv_;
+                    mt = fmaxf(mt, sv_);
+                }
+            }
+            mt = warp_max(mt);
+            const float mn = fmaxf(m[r], mt);
+            const float corr = expf(m[r] - mn);
+            float ps = 0.f;
+#pragma unroll
+            for (int u = 0; u < ATT_TP / 32; u++) {
+                const int jr = lane + 32 * u;
+                const float pj = sc[u] == ASSAY_NEG_INF ? 0.f : expf(sc[u] - mn);
+                if (jr < tp) sp[warp][jr] = pj;
+                ps += pj;
+            }
+            ps = warp_sum(ps);
+            l[r] = fmaf(l[r], corr, ps);
+            m[r] = mn;
+            __syncwarp();
+#pragma unroll
+            for (int jj = 0; jj < ATT_DPL; jj++) o[r][jj] *= corr;
+            for (int jr = r0 - tile_lo; jr < r1 - tile_lo; jr++) {
+                const float pj = sp[warp][jr];
+                const u16* vr = sv + jr * rs;
 #pragma unroll
                 for (int jj = 0; jj < ATT_DPL; jj++) {
                     const int d = lane + 32 * jj;
-                    if (d < hd) o[jj] = o[jj] * corr + pw * f16_to_f32(vv[u][jj]);
+                    if (d < hd) o[r][jj] = fmaf(pj, f16_to_f32(vr[d]), o[r][jj]);
                 }
-                m = mn;
             }
+            __syncwarp();
         }
     }
 
-    __shared__ float sm_m[ATT_WARPS], sm_l[ATT_WARPS];
-    __shared__ float sm_o[ATT_WARPS][ATT_MAX_HD];
-    if (lane == 0) { sm_m[warp] = m; sm_l[warp] = l; }
-#pragma unroll
-    for (int jj = 0; jj < ATT_DPL; jj++) {
-        const int d = lane + 32 * jj;
-        if (d < hd) sm_o[warp][d] = o[jj];
-    }
-    __syncthreads();
-    float M = ASSAY_NEG_INF;
-#pragma unroll
-    for (int w = 0; w < ATT_WARPS; w++)
-        if (sm_l[w] > 0.f) M = fmaxf(M, sm_m[w]);
-    float e[ATT_WARPS];
-    float L = 0.f;
-#pragma unroll
-    for (int w = 0; w < ATT_WARPS; w++) {
-        e[w] = sm_l[w] > 0.f ? expf(sm_m[w] - M) : 0.f;
-        L += sm_l[w] * e[w];
-    }
-    const u64 slot = ((u64)t * nh + h) * max_splits + s;
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-        float acc = 0.f;
-#pragma unroll
-        for (int w = 0; w < ATT_WARPS; w++) acc += sm_o[w][d] * e[w];
-        part_o[slot * hd + d] = acc;
-    }
-    if (threadIdx.x == 0) {
-        part_ml[2 * slot] = M;
-        part_ml[2 * slot + 1] = L;
-    }
-    if (count == nullptr) return;
     int ns = p / ATT_SPLIT + 1;
     if (ns > max_splits) ns = max_splits;
+#pragma unroll
+    for (int r = 0; r < ATT_HPW; r++) {
+        const int hh = warp + r * nw;
+        if (hh >= G) continue;
+        const int h = kvh * G + hh;
+        if (count != nullptr && ns == 1) {
+            // The token's only split: the same values as merging it (its weight is
+            // exp(0) = 1 and fmaf(v, 1, 0) = v, up to the sign of a zero).
+#pragma unroll
+            for (int jj = 0; jj < ATT_DPL; jj++) {
+                const int d = lane + 32 * jj;
+                if (d < hd) out[((u64)t * nh + h) * hd + d] = o[r][jj] / l[r];
+            }
+            continue;
+        }
+        const u64 slot = ((u64)t * nh + h) * max_splits + s;
+#pragma unroll
+        for (int jj = 0; jj < ATT_DPL; jj++) {
+            const int d = lane + 32 * jj;
+            if (d < hd) part_o[slot * hd + d] = o[r][jj];
+        }
+        if (lane == 0) {
+            part_ml[2 * slot] = m[r];
+            part_ml[2 * slot + 1] = l[r];
+        }
+    }
+    if (count == nullptr || ns == 1) return;
     __shared__ int last;
     __threadfence();
     __syncthreads();
+    unsigned int* cnt = count + (u64)t * nh + (u64)kvh * G;
     if (threadIdx.x == 0) {
-        const unsigned int done = atomicAdd(count + (u64)t * nh + h, 1u);
+        const unsigned int done = atomicAdd(cnt, 1u);
         last = done == (unsigned int)(ns - 1);
     }
     __syncthreads();
     if (!last) return;
     __threadfence();
-    combine_splits(part_o, part_ml, out, t, h, nh, hd, max_splits, ns);
-    if (threadIdx.x == 0) count[(u64)t * nh + h] = 0u;
+    for (int hh = warp; hh < G; hh += nw)
+        combine_head_warp(part_o, part_ml, out, t, kvh * G + hh, nh, hd, max_splits, ns);
+    if (threadIdx.x == 0) *cnt = 0u;
 }
 
 extern "C" __global__ void attn_combine(const float* __restrict__ part_o,
@@ -195,7 +294,7 @@ extern "C" __global__ void attn_combine(const float* __restrict__ part_o,
     const int h = blockIdx.x, t = blockIdx.y;
     int ns = pos[t] / ATT_SPLIT + 1;
     if (ns > max_splits) ns = max_splits;
-    combine_splits(part_o, part_ml, out, t, h, nh, hd, max_splits, ns);
+    combine_head_warp(part_o, part_ml, out, t, h, nh, hd, max_splits, ns);
 }
 
 // kv_store: K and V of `ntok` tokens ([ntok][nkv][hd] f32) into a layer's f16 caches at

@@ -8,8 +8,8 @@
 
 use super::CudaError;
 use super::sources::consts::{
-    ATT_MAX_HD, ATT_SPLIT, MV_BATCH_GLU_ROWS_PER_WARP, MV_BATCH_ROWS_PER_WARP, MV_BATCH_TOK,
-    MV_MAX_TOK, MV_TILE, MV_WARPS,
+    ATT_MAX_GROUP, ATT_MAX_HD, ATT_SPLIT, ATT_WARPS, MV_BATCH_GLU_ROWS_PER_WARP,
+    MV_BATCH_ROWS_PER_WARP, MV_BATCH_TOK, MV_MAX_TOK, MV_TILE, MV_WARPS,
 };
 use crate::quant::QuantFormat;
 
@@ -387,6 +387,14 @@ impl std::fmt::Display for AttentionKernel {
 
 /// Choose the attention kernel for `n_heads` query heads over `n_kv_heads` KV heads of size
 /// `head_dim`, with a KV cache of `capacity` positions.
+/// Warps of an attention split block for `group` query heads per KV head: one block stages
+/// the KV head's rows once for all of them; 4 warps up to 4 heads, else 8 (2 heads per warp
+/// beyond 8). A function of the model's shape alone, so a head's arithmetic never depends on
+/// the launch.
+pub fn attention_warps(group: usize) -> u32 {
+    if group <= 4 { 4 } else { ATT_WARPS }
+}
+
 pub fn choose_attention(
     head_dim: usize,
     n_heads: usize,
@@ -394,16 +402,25 @@ pub fn choose_attention(
     capacity: usize,
     _dev: &DeviceFacts,
 ) -> Result<AttentionKernel, CudaError> {
-    if head_dim == 0 || head_dim > ATT_MAX_HD {
+    if head_dim == 0 || head_dim > ATT_MAX_HD || head_dim % 8 != 0 {
         return Err(super::shape_err(
             "attention",
-            format!("head size {head_dim} not in 1..={ATT_MAX_HD}"),
+            format!("head size {head_dim} is not a multiple of 8 in 8..={ATT_MAX_HD}"),
         ));
     }
     if n_kv_heads == 0 || n_heads == 0 || n_heads % n_kv_heads != 0 {
         return Err(super::shape_err(
             "attention",
             format!("{n_heads} query heads do not share {n_kv_heads} KV heads evenly"),
+        ));
+    }
+    if n_heads / n_kv_heads > ATT_MAX_GROUP {
+        return Err(super::shape_err(
+            "attention",
+            format!(
+                "{} query heads per KV head; the attention kernel takes at most {ATT_MAX_GROUP}",
+                n_heads / n_kv_heads
+            ),
         ));
     }
     if capacity == 0 || capacity > i32::MAX as usize / 2 {
@@ -626,6 +643,22 @@ mod tests {
         assert!(choose_attention(512, 8, 8, 100, &H200).is_err());
         assert!(choose_attention(64, 9, 2, 100, &H200).is_err());
         assert!(choose_attention(64, 8, 2, 0, &H200).is_err());
+        // 16-byte staging of K/V rows: head sizes are multiples of 8
+        assert!(choose_attention(60, 8, 8, 100, &H200).is_err());
+        assert!(choose_attention(80, 8, 8, 100, &H200).is_ok());
+        // at most 2 heads per warp of the widest block
+        assert!(choose_attention(64, ATT_MAX_GROUP, 1, 100, &H200).is_ok());
+        assert!(choose_attention(64, 2 * ATT_MAX_GROUP, 1, 100, &H200).is_err());
+    }
+
+    #[test]
+    fn attention_warps_by_group() {
+        assert_eq!(attention_warps(1), 4);
+        assert_eq!(attention_warps(4), 4);
+        assert_eq!(attention_warps(7), 8);
+        assert_eq!(attention_warps(ATT_MAX_GROUP), ATT_WARPS);
+        // every head of the largest group has a warp slot (2 per warp)
+        assert!(ATT_MAX_GROUP <= 2 * ATT_WARPS as usize);
     }
 
     #[test]

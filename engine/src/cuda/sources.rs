@@ -79,8 +79,11 @@ pub mod consts {
     const _: () = assert!(NORM_THREADS == MV_WARPS * 32);
     /// KV positions per attention split (absolute, fixed boundaries).
     pub const ATT_SPLIT: usize = 64;
-    /// Warps per attention split block.
-    pub const ATT_WARPS: u32 = 4;
+    /// Most warps per attention split block (one block serves the query heads of one KV
+    /// head: `select::attention_warps`).
+    pub const ATT_WARPS: u32 = 8;
+    /// Most query heads per KV head the attention kernel takes (2 per warp).
+    pub const ATT_MAX_GROUP: usize = 2 * ATT_WARPS as usize;
     /// Largest head size the attention kernel takes.
     pub const ATT_MAX_HD: usize = 256;
     /// Threads of the one sampling block.

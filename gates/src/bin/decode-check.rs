@@ -4,7 +4,7 @@
 //! CUDA greedy decode vs the CPU reference (the `argmax` gate's engine; last, as the CPU
 //! reference is the slow part).
 //!
-//! Usage: `decode-check [--tokens N] [--time-tokens N] [--reps N] [--near-tie X]
+//! Usage: `decode-check [--tokens N] [--time-tokens N] [--reps N] [--prompt-tokens N] [--near-tie X]
 //! [--skip-argmax] [--skip-synthetic] [--json FILE] [--cubin-cache DIR] [MODEL.gguf ...]`.
 //! `--skip-synthetic` checks and times only the given models (e.g. under a profiler, where
 //! every launch of the synthetic families costs tens of milliseconds). Exit status: 0 green,
@@ -24,7 +24,7 @@ const PROMPT: &str = "The history of the printing press begins in the fifteenth 
 
 fn usage(msg: &str) -> ExitCode {
     eprintln!(
-        "decode-check: {msg}\nusage: decode-check [--tokens N] [--time-tokens N] [--reps N] [--near-tie X] [--skip-argmax] [--skip-synthetic] [--json FILE] [--cubin-cache DIR] [MODEL.gguf ...]"
+        "decode-check: {msg}\nusage: decode-check [--tokens N] [--time-tokens N] [--reps N] [--prompt-tokens N] [--near-tie X] [--skip-argmax] [--skip-synthetic] [--json FILE] [--cubin-cache DIR] [MODEL.gguf ...]"
     );
     ExitCode::from(3)
 }
@@ -35,6 +35,7 @@ fn main() -> ExitCode {
     let mut reps = 5usize;
     let mut skip_argmax = false;
     let mut skip_synthetic = false;
+    let mut prompt_tokens: Option<usize> = None;
     let mut json: Option<PathBuf> = None;
     let mut cuda = CudaConfig {
         ordinal: 0,
@@ -62,6 +63,10 @@ fn main() -> ExitCode {
                 Ok(v) => reps = (v as usize).max(1),
                 Err(e) => return usage(&e),
             },
+            "--prompt-tokens" => match num("--prompt-tokens needs a number") {
+                Ok(v) if v >= 1.0 => prompt_tokens = Some(v as usize),
+                _ => return usage("--prompt-tokens needs a number >= 1"),
+            },
             "--skip-argmax" => skip_argmax = true,
             "--skip-synthetic" => skip_synthetic = true,
             "--near-tie" => match num("--near-tie needs a number") {
@@ -80,6 +85,11 @@ fn main() -> ExitCode {
             p if p.starts_with("--") => return usage(&format!("unknown flag {p}")),
             p => models.push(PathBuf::from(p)),
         }
+    }
+    if let Some(n) = prompt_tokens {
+        // Long-context timing: the model prompts are repeated to n tokens; the decoder's
+        // KV capacity grows to hold them and the timed tokens.
+        cfg.capacity = cfg.capacity.max(n + time_tokens.max(cfg.n_tokens) + 64);
     }
     if skip_synthetic && models.is_empty() {
         return usage("--skip-synthetic needs at least one MODEL.gguf");
@@ -121,7 +131,10 @@ fn main() -> ExitCode {
             .map_err(|e| e.to_string())
             .and_then(|m| {
                 let tok = Tokenizer::from_gguf(m.header()).map_err(|e| e.to_string())?;
-                let prompt = tok.encode(PROMPT, true, false).map_err(|e| e.to_string())?;
+                let mut prompt = tok.encode(PROMPT, true, false).map_err(|e| e.to_string())?;
+                if let Some(n) = prompt_tokens {
+                    prompt = prompt.iter().copied().cycle().take(n).collect();
+                }
                 Ok((m, prompt))
             });
         match loaded {

@@ -13,8 +13,10 @@ use half::f16;
 pub(super) fn attention_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
     // (heads, kv heads, head_dim, capacity, window, softcap, positions of the query tokens)
     type Shape = (usize, usize, usize, usize, usize, f32, Vec<i32>);
-    let shapes: [Shape; 7] = [
+    let shapes: [Shape; 8] = [
         (9, 3, 64, 700, 0, 0.0, vec![650]),
+        // more than ATT_CMB (128) splits: the combine's second round of split weights
+        (8, 2, 64, 9000, 0, 0.0, vec![64, 8500]),
         (14, 2, 64, 300, 0, 0.0, vec![0]),
         (14, 2, 64, 300, 0, 0.0, vec![257]),
         (4, 1, 256, 1500, 512, 0.0, vec![1300]),
@@ -249,8 +251,10 @@ pub(super) fn fused_attention_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<Ch
     }
     // (heads, kv heads, head_dim, capacity, window, softcap, positions of the query tokens)
     type AShape = (usize, usize, usize, usize, usize, f32, Vec<i32>);
-    let shapes: [AShape; 5] = [
+    let shapes: [AShape; 6] = [
         (32, 8, 128, 700, 0, 0.0, vec![600]),
+        // more than ATT_CMB (128) splits: the combine's second round of split weights
+        (8, 2, 64, 9000, 0, 0.0, vec![64, 8500]),
         (14, 2, 64, 300, 0, 0.0, vec![0]),
         (4, 1, 256, 1500, 512, 0.0, vec![1100, 1101, 1499]),
         (8, 4, 128, 600, 0, 0.3, vec![63, 64, 65, 511]),

@@ -3,7 +3,6 @@
 
 use super::{Arg, RopeStyle, RopeTable, int, launch, need, rd, wr};
 use crate::cuda::select::{self, AttentionKernel};
-use crate::cuda::sources::consts::ATT_WARPS;
 use crate::cuda::{CudaError, Gpu};
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig};
 use half::f16;
@@ -173,8 +172,8 @@ fn attention_launch(
         gpu,
         "attn_partial",
         LaunchConfig {
-            grid_dim: (nh as u32, ms as u32, nt),
-            block_dim: (ATT_WARPS * 32, 1, 1),
+            grid_dim: (s.n_kv_heads as u32, ms as u32, nt),
+            block_dim: (select::attention_warps(s.n_heads / s.n_kv_heads) * 32, 1, 1),
             shared_mem_bytes: 0,
         },
         &[
@@ -199,13 +198,12 @@ fn attention_launch(
     if one_launch {
         return Ok(choice);
     }
-    let threads = (s.head_dim.div_ceil(32) * 32) as u32;
     launch(
         gpu,
         "attn_combine",
         LaunchConfig {
             grid_dim: (nh as u32, nt, 1),
-            block_dim: (threads, 1, 1),
+            block_dim: (32, 1, 1),
             shared_mem_bytes: 0,
         },
         &[
