@@ -18,9 +18,14 @@
 //! ends with a plain pick where the loop had a round). Requests with logprobs, a
 //! grammar (`response_format` / tools) or greedy with penalties decode plain.
 //!
-//! Depth and the speed policy are the spec module's ([`AdaptiveDepth`]): fixed or adaptive
-//! `k`, and (policy on: greedy requests by default, as `assay generate`) speculation off
-//! for a request while it measures slower than its plain steps. The policy's clock: a
+//! Depth and the speed policy are the spec module's ([`AdaptiveDepth`] with its
+//! [`CostModel`], as `assay generate`): fixed or adaptive `k`, and (policy on: greedy
+//! requests by default) a plan before each draft — speculation only where the estimate
+//! from the timed plain steps, the verification cost learned per row count, the weight
+//! bytes ([`SpecServe::weight_bytes`]) and the acceptance beats plain — and speculation
+//! off for a request while it measures slower than its plain steps. A draft model's
+//! proposer (its prompt pass) is made at its first drafted round, so a request the policy
+//! never drafts for never pays it. The policy's clock: a
 //! step's wall time shared equally among its inputs (exact with one stream; with several
 //! it is a rough share, which can only change how fast greedy output comes, never which
 //! tokens). Drafting time is measured per sequence.
@@ -35,8 +40,8 @@ use std::time::Instant;
 
 use crate::sampling::{Sampler, SamplerConfig};
 use crate::spec::{
-    AdaptiveDepth, DepthConfig, Draft, DraftMode, PolicyEvent, Proposer, RoundCost, SpecStats,
-    Verifier, argmax_only, replay,
+    AdaptiveDepth, CostModel, DepthConfig, Draft, DraftMode, PolicyEvent, Proposer, RoundCost,
+    SpecStats, Verifier, argmax_only, replay,
 };
 
 /// Largest depth `assay serve` drafts (the per-position counters of `/metrics`).
@@ -138,6 +143,9 @@ pub struct SpecServe {
     /// Decides which drafts are accepted: [`crate::spec::ExactVerifier`] ([`SpecServe::new`]);
     /// a test plants a faulty one to see the served-spec checks go red.
     pub verifier: Box<dyn Verifier + Send>,
+    /// Weight bytes of the draft model and of the target, when known (the speed policy's
+    /// first estimate of a draft step; `None`: an assumed ratio).
+    pub weight_bytes: (Option<u64>, Option<u64>),
 }
 
 impl SpecServe {
@@ -158,6 +166,7 @@ impl SpecServe {
             sampled: true,
             rows_per_pass,
             verifier: Box::new(crate::spec::ExactVerifier),
+            weight_bytes: (None, None),
         }
     }
 }
@@ -205,6 +214,9 @@ pub(super) struct SeqSpec {
     pub(super) feed: Vec<u32>,
     draft_s: f64,
     sync_s: f64,
+    /// Context length the proposer had seen when it last drafted (0: never).
+    seen: usize,
+    free: bool,
 }
 
 impl SeqSpec {
@@ -225,7 +237,12 @@ impl SeqSpec {
             proposer: None,
             depth: AdaptiveDepth::new(cfg)
                 .with_rows_per_pass(spec.rows_per_pass)
-                .with_free_drafts(spec.factory.free()),
+                .with_free_drafts(spec.factory.free())
+                .with_cost_model(CostModel::new(
+                    spec.factory.free(),
+                    spec.weight_bytes.0,
+                    spec.weight_bytes.1,
+                )),
             stats: SpecStats::new(spec.factory.name(), spec.k_max),
             behind: true,
             off_from: 0,
@@ -241,6 +258,8 @@ impl SeqSpec {
             feed: Vec::new(),
             draft_s: 0.0,
             sync_s: 0.0,
+            seen: 0,
+            free: spec.factory.free(),
         }
     }
 
@@ -248,6 +267,7 @@ impl SeqSpec {
     pub(super) fn drop_proposer(&mut self) {
         self.proposer = None;
         self.behind = true;
+        self.seen = 0;
         self.clear_round();
     }
 
@@ -275,6 +295,10 @@ impl SeqSpec {
             return Err("speculation on an empty context".into());
         };
         self.feed.push(last);
+        if self.free && self.proposer.is_none() && self.depth.wants_replay() {
+            // A lookup proposer costs nothing to make: the policy's replays need it.
+            self.proposer = Some(spec.factory.make(self.capacity, sampling)?);
+        }
         if self.depth.wants_replay()
             && context.len() >= self.replayed_at + REPLAY_EVERY
             && let Some(p) = self.proposer.as_mut()
@@ -289,8 +313,20 @@ impl SeqSpec {
                 self.stats.policy_probes += 1;
             }
         }
+        let behind = if self.free {
+            0
+        } else {
+            context.len().saturating_sub(self.seen)
+        };
+        let event = self
+            .depth
+            .before_round(Some(room as u64 + 1), behind as u64);
+        self.note_event(event, context.len());
         let k = self.depth.next_k().min(room);
         self.k = k;
+        if k > 0 {
+            self.seen = context.len();
+        }
         if k == 0 {
             return Ok(());
         }
@@ -299,7 +335,10 @@ impl SeqSpec {
             // (a draft model's prompt pass), outside the policy's clock as in `generate`.
             let t = Instant::now();
             let mut p = spec.factory.make(self.capacity, sampling)?;
-            p.sync(context).map_err(|e| e.to_string())?;
+            // All of the context but its last token (the proposal feeds it): a fresh draft
+            // model takes it as a prompt pass.
+            let before = &context[..context.len() - 1];
+            p.prefill(before).map_err(|e| e.to_string())?;
             self.stats.draft_prefill_s += t.elapsed().as_secs_f64();
             self.proposer = Some(p);
             self.behind = false;
@@ -352,9 +391,18 @@ impl SeqSpec {
             sync_s: self.sync_s,
         };
         let event = self.depth.record(&round);
+        self.note_event(event, context_len + accepted + 1);
+        if self.stats.decisions.len() != self.depth.decisions().len() {
+            self.stats.decisions = self.depth.decisions().to_vec();
+        }
+        self.clear_round();
+    }
+
+    /// Count a policy change; `off_from` = the context length from which replays start.
+    fn note_event(&mut self, event: Option<PolicyEvent>, off_from: usize) {
         if matches!(event, Some(PolicyEvent::Off | PolicyEvent::Hopeless)) {
-            self.off_from = context_len + accepted + 1;
-            self.replayed_at = self.off_from;
+            self.off_from = off_from;
+            self.replayed_at = off_from;
         }
         let at = self.stats.emitted;
         match event {
@@ -370,6 +418,5 @@ impl SeqSpec {
             Some(PolicyEvent::Probe) => self.stats.policy_probes += 1,
             None => {}
         }
-        self.clear_round();
     }
 }

@@ -55,7 +55,7 @@ pub use decode::{Generation, StopReason, argmax_only, generate, plain_generate, 
 pub use draft_model::{DraftModel, check_vocab};
 pub use ngram::NgramProposer;
 pub use stats::SpecStats;
-pub use target::{ReferenceTarget, Target};
+pub use target::{ReferenceTarget, Target, model_weight_bytes};
 pub use verify::{ExactVerifier, RoundResult, Verifier, greedy_match, residual_draw};
 
 use crate::reference::ReferenceError;

@@ -188,6 +188,7 @@ fn spec_config(
         Loaded::Cpu(r) => (r.program().shape.n_vocab, false),
         Loaded::Cuda(c) => (c.program().shape.n_vocab, true),
     };
+    let mut draft_bytes = None;
     let factory: Box<dyn ProposerFactory> = if spec == "ngram" {
         Box::new(NgramFactory)
     } else {
@@ -195,6 +196,7 @@ fn spec_config(
         let path = crate::common::resolve_model(Some(name), args.models_dir.clone())?;
         let draft = GgufModel::open(&path)
             .with_context(|| format!("cannot open draft model {}", path.display()))?;
+        draft_bytes = Some(engine::spec::model_weight_bytes(&draft));
         let label = path
             .file_name()
             .map_or_else(|| name.to_owned(), |f| f.to_string_lossy().into_owned());
@@ -230,6 +232,7 @@ fn spec_config(
             Policy::Off => SpecPolicy::Off,
         },
         sampled: !args.spec_greedy_only,
+        weight_bytes: (draft_bytes, Some(engine::spec::model_weight_bytes(model))),
         ..SpecServe::new(
             factory,
             args.spec_k,
