@@ -4,9 +4,9 @@
 // for Q4_0 / Q8_0 / Q6_K, GGUF block layout otherwise). x holds `ntok` f32 vectors of
 // length k (ntok <= MV_MAX_TOK), y holds `ntok` f32 vectors of length `rows`.
 //
-// Entry points matvec_<fmt>_r<R> (R = 1, 2, 4; optional residual added in the epilogue)
-// and matvec_<fmt>_glu_r<R> (R = 1, 2; gate and up rows in one pass, gated activation in
-// the epilogue), both with an optional RMSNorm of x folded into the staging: MV_WARPS
+// Entry points matvec_<fmt>_r<R> (R = 1, 2, 4; optional residual added in the epilogue),
+// matvec_<fmt>_glu_r<R> (R = 1, 2; gate and up rows in one pass, gated activation in
+// the epilogue) and matvec_<fmt>_pair_r1 (two matrices of one shape on one x, one launch), both with an optional RMSNorm of x folded into the staging: MV_WARPS
 // warps per block, each warp owns R consecutive rows. For each token the block stages x in
 // shared memory, chunk by chunk (element 32c + i at c*MV_XCS + i for a tile of
 // T <= MV_TILE chunks: a lane's 32 reads of its chunk are at immediate offsets and 32
@@ -93,7 +93,7 @@ __device__ __forceinline__ void matvec_body(const u8* __restrict__ w, const u8* 
                                             const float* __restrict__ bias, const float* res,
                                             float* y, int rows, int k, int ntok, int act,
                                             const float* __restrict__ nw, float eps,
-                                            float w_off) {
+                                            float w_off, int blk) {
     constexpr int UU = U > 0 ? U : mv_unroll<F, R, GLU>();
     // The loads of a round are held apart from its dot products only where they fit in
     // MV_LD_REGS registers (not for the formats whose loaded chunk is 32 floats, R >= 2).
@@ -101,7 +101,7 @@ __device__ __forceinline__ void matvec_body(const u8* __restrict__ w, const u8* 
     __shared__ double red[MV_WARPS];
     extern __shared__ float xs_sh[];
     const int lane = threadIdx.x & 31;
-    const int row0 = (blockIdx.x * MV_WARPS + (threadIdx.x >> 5)) * R;
+    const int row0 = (blk * MV_WARPS + (threadIdx.x >> 5)) * R;
     const int nchunks = k >> 5;
     const int tile = nchunks < MV_TILE ? nchunks : MV_TILE;
     const WMat m = {w, row_bytes, (u64)rows, (u64)(k / F::ELEMS)};
@@ -402,7 +402,7 @@ __device__ __forceinline__ void matvec_run(const u8* __restrict__ w, const u8* _
                                            float w_off) {
     if constexpr (NT == 1) {
         matvec_body<F, R, GLU, U>(w, w2, row_bytes, x, bias, res, y, rows, k, ntok, act, nw, eps,
-                               w_off);
+                                  w_off, (int)blockIdx.x);
     } else {
         matvec_body_tb<F, R, NT, GLU>(w, w2, row_bytes, x, bias, res, y, rows, k, ntok, act, nw,
                                       eps, w_off);
@@ -431,6 +431,23 @@ __device__ __forceinline__ void matvec_run(const u8* __restrict__ w, const u8* _
         matvec_run<F, R, NT, true>(wg, wu, row_bytes, x, 0, 0, y, rows, k, ntok, act, nw,    \
                                     eps, w_off);                                            \
     }
+// Two matrices of one shape and format on the same x in one launch (k and v of an
+// attention block): blocks [0, nblk) compute matrix a, the rest matrix b, each block exactly
+// as in its own launch (the one-token body with its block index), so the same bits.
+#define ASSAY_MATVEC_PAIR_R(name, F, R, LB)                                                   \
+    extern "C" __global__ void LB                                                           \
+        matvec_##name##_pair_r##R(const u8* __restrict__ wa, const u8* __restrict__ wb,     \
+                                  u64 row_bytes, const float* __restrict__ x,               \
+                                  const float* __restrict__ bias_a,                         \
+                                  const float* __restrict__ bias_b, float* ya, float* yb,   \
+                                  int rows, int k, int ntok, const float* __restrict__ nw,  \
+                                  float eps, float w_off, int nblk) {                       \
+        const bool second = (int)blockIdx.x >= nblk;                                       \
+        const u8* w = second ? wb : wa;                                                     \
+        matvec_body<F, R, false>(w, w, row_bytes, x, second ? bias_b : bias_a, 0,           \
+                                 second ? yb : ya, rows, k, ntok, 0, nw, eps, w_off,        \
+                                 second ? (int)blockIdx.x - nblk : (int)blockIdx.x);        \
+    }
 #define MV_LB_ONE __launch_bounds__(MV_WARPS * 32)
 #define MV_LB_TB __launch_bounds__(MV_WARPS * 32, MV_TB_MINB)
 #define ASSAY_MATVEC_ONE(name, F)                  \
@@ -438,7 +455,8 @@ __device__ __forceinline__ void matvec_run(const u8* __restrict__ w, const u8* _
     ASSAY_MATVEC_R(name, F, 1, , 2, MV_LB_ONE)     \
     ASSAY_MATVEC_R(name, F, 1, , 4, MV_LB_ONE)     \
     ASSAY_MATVEC_GLU_R(name, F, 1, , 1, MV_LB_ONE) \
-    ASSAY_MATVEC_GLU_R(name, F, 1, , 2, MV_LB_ONE)
+    ASSAY_MATVEC_GLU_R(name, F, 1, , 2, MV_LB_ONE) \
+    ASSAY_MATVEC_PAIR_R(name, F, 1, MV_LB_ONE)
 #define ASSAY_MATVEC_TB(name, F)                                \
     ASSAY_MATVEC_R(name, F, MV_BATCH_TOK, _tb, 2, MV_LB_TB)     \
     ASSAY_MATVEC_GLU_R(name, F, MV_BATCH_TOK, _tb, 1, MV_LB_TB)

@@ -382,10 +382,27 @@ impl CudaDecoder {
         let body = std::mem::take(&mut self.program.body);
         let plan = std::mem::take(&mut self.plan);
         let res = (|| {
-            for step in &plan {
+            let mut paired = false;
+            for (si, step) in plan.iter().enumerate() {
+                if std::mem::take(&mut paired) {
+                    continue; // ran with the step before it
+                }
                 if let Some(fuse::Fused::RopeAttn { q_rope, attn, .. }) = step.fused {
                     self.rope_attention(&body, q_rope, attn, n, feed)?;
                     continue;
+                }
+                // k and v in one launch on the row path ([`fuse::pair`]; the same bits as
+                // their own launches).
+                if let (Some(a), Some(b), false) = (
+                    step.fused,
+                    plan.get(si + 1).and_then(|s| s.fused),
+                    self.gemm_active(),
+                ) {
+                    if let Some(pr) = fuse::pair(&self.program, &a, &b) {
+                        self.run_pair(pr, n)?;
+                        paired = true;
+                        continue;
+                    }
                 }
                 if let Some(f) = step.fused {
                     if !(self.gemm_active() && self.gemm_fused(f, n)?) {

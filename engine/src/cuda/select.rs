@@ -9,7 +9,7 @@
 use super::CudaError;
 use super::sources::consts::{
     ATT_MAX_GROUP, ATT_MAX_HD, ATT_SPLIT, ATT_WARPS, MV_BATCH_GLU_ROWS_PER_WARP,
-    MV_BATCH_ROWS_PER_WARP, MV_BATCH_TOK, MV_MAX_TOK, MV_TILE, MV_WARPS,
+    MV_BATCH_ROWS_PER_WARP, MV_BATCH_TOK, MV_MAX_TOK, MV_PAIR_ROWS_PER_WARP, MV_TILE, MV_WARPS,
 };
 use crate::quant::QuantFormat;
 
@@ -103,6 +103,13 @@ pub enum MatvecKernel {
         rows_per_warp: u32,
         tokens_per_pass: u32,
     },
+    /// Two matrices of one format and shape on the same x in one launch (one token per
+    /// pass): the first blocks compute the first matrix, the rest the second, each block
+    /// as in its own [`MatvecKernel::MultiRow`] launch (the same bits).
+    Pair {
+        format: QuantFormat,
+        rows_per_warp: u32,
+    },
 }
 
 /// Most x chunks a matvec block stages per token group of `tokens_per_pass` tokens:
@@ -160,6 +167,10 @@ impl MatvecKernel {
                 format_suffix(*format),
                 tb(tokens_per_pass)
             ),
+            MatvecKernel::Pair {
+                format,
+                rows_per_warp,
+            } => format!("matvec_{}_pair_r{rows_per_warp}", format_suffix(*format)),
         }
     }
 
@@ -167,9 +178,8 @@ impl MatvecKernel {
     pub fn rows_per_block(&self) -> usize {
         match self {
             MatvecKernel::MultiRow { rows_per_warp, .. }
-            | MatvecKernel::GluMultiRow { rows_per_warp, .. } => {
-                (*rows_per_warp * MV_WARPS) as usize
-            }
+            | MatvecKernel::GluMultiRow { rows_per_warp, .. }
+            | MatvecKernel::Pair { rows_per_warp, .. } => (*rows_per_warp * MV_WARPS) as usize,
         }
     }
 
@@ -182,6 +192,7 @@ impl MatvecKernel {
             | MatvecKernel::GluMultiRow {
                 tokens_per_pass, ..
             } => *tokens_per_pass as usize,
+            MatvecKernel::Pair { .. } => 1,
         }
     }
 
@@ -228,6 +239,14 @@ impl std::fmt::Display for MatvecKernel {
                 "matvec_{}/glu-multi-row(r={rows_per_warp},warps={MV_WARPS}{})",
                 format_suffix(*format),
                 tok(tokens_per_pass)
+            ),
+            MatvecKernel::Pair {
+                format,
+                rows_per_warp,
+            } => write!(
+                f,
+                "matvec_{}/pair-multi-row(r={rows_per_warp},warps={MV_WARPS})",
+                format_suffix(*format)
             ),
         }
     }
@@ -327,6 +346,31 @@ pub fn choose_matvec_glu(
         },
         tokens_per_pass,
     })
+}
+
+/// Choose the two-matrix kernel for two `rows x k` weights in `format` on one x, if there is
+/// one: only for a lone token (the decode step) and where [`choose_matvec`]'s rule for
+/// `2 * rows` rows picks a compiled rows-per-warp ([`MV_PAIR_ROWS_PER_WARP`]: small
+/// matrices such as k and v, whose separate launches are too short to fill the GPU).
+/// `None`: run the two matrices as two [`choose_matvec`] launches (the same bits).
+pub fn choose_matvec_pair(
+    format: QuantFormat,
+    rows: usize,
+    k: usize,
+    ntok: usize,
+    dev: &DeviceFacts,
+) -> Result<Option<MatvecKernel>, CudaError> {
+    check_matvec(format, rows, k, ntok)?;
+    if ntok != 1 {
+        return Ok(None);
+    }
+    let r = matvec_rows_per_warp(2 * rows, dev.sm_count);
+    Ok(MV_PAIR_ROWS_PER_WARP
+        .contains(&r)
+        .then_some(MatvecKernel::Pair {
+            format,
+            rows_per_warp: r,
+        }))
 }
 
 /// Embedding lookup kernels.
@@ -492,7 +536,7 @@ mod tests {
             .unwrap()
         {
             MatvecKernel::MultiRow { rows_per_warp, .. } => rows_per_warp,
-            MatvecKernel::GluMultiRow { .. } => 0,
+            MatvecKernel::GluMultiRow { .. } | MatvecKernel::Pair { .. } => 0,
         };
         assert_eq!(r(1024, &H200), 1);
         assert_eq!(r(4096, &H200), 2);
@@ -649,6 +693,22 @@ mod tests {
         // at most 2 heads per warp of the widest block
         assert!(choose_attention(64, ATT_MAX_GROUP, 1, 100, &H200).is_ok());
         assert!(choose_attention(64, 2 * ATT_MAX_GROUP, 1, 100, &H200).is_err());
+    }
+
+    #[test]
+    fn pair_only_for_small_matrices_and_one_token() {
+        let f = QuantFormat::Q4_0;
+        // k and v of Llama-3.1-8B: 1024 rows each -> 256 blocks of one row per warp
+        let c = choose_matvec_pair(f, 1024, 4096, 1, &H200)
+            .unwrap()
+            .unwrap();
+        assert_eq!(c.entry(), "matvec_q4_0_pair_r1");
+        assert_eq!(c.rows_per_block(), MV_WARPS as usize);
+        assert_eq!(c.tokens_per_pass(), 1);
+        // several tokens, or matrices big enough for 2+ rows per warp: separate launches
+        assert_eq!(choose_matvec_pair(f, 1024, 4096, 2, &H200).unwrap(), None);
+        assert_eq!(choose_matvec_pair(f, 14336, 4096, 1, &H200).unwrap(), None);
+        assert!(choose_matvec_pair(f, 1024, 4095, 1, &H200).is_err());
     }
 
     #[test]

@@ -54,6 +54,9 @@ pub mod consts {
     /// Rows per warp (of each matrix) of the fused gate/up entry points
     /// (`matvec_<fmt>_glu_r<R>`).
     pub const MV_GLU_ROWS_PER_WARP: [u32; 2] = [1, 2];
+    /// Rows per warp (of each matrix) of the two-matrix entry points
+    /// (`matvec_<fmt>_pair_r<R>`: k and v of an attention block in one launch).
+    pub const MV_PAIR_ROWS_PER_WARP: [u32; 1] = [1];
     /// Most token vectors one matvec launch takes.
     pub const MV_MAX_TOK: usize = 8;
     /// Token vectors the batched matvec entry points (`matvec_<fmt>_tb_r<R>`,
@@ -217,9 +220,11 @@ impl Family {
                     let plain = consts::MV_ROWS_PER_WARP.iter().map(|r| format!("{n}_r{r}"));
                     let glu = consts::MV_GLU_ROWS_PER_WARP
                         .iter()
-                        .map(|r| format!("{n}_glu_r{r}"))
-                        .collect::<Vec<_>>();
-                    plain.chain(glu).collect::<Vec<_>>()
+                        .map(|r| format!("{n}_glu_r{r}"));
+                    let pair = consts::MV_PAIR_ROWS_PER_WARP
+                        .iter()
+                        .map(|r| format!("{n}_pair_r{r}"));
+                    plain.chain(glu).chain(pair).collect::<Vec<_>>()
                 })
                 .collect(),
             Family::MatvecBatch => per_format("matvec")
@@ -399,6 +404,7 @@ mod tests {
                         ("_glu_tb_r", "##_glu##sfx##_r##R(", ", _tb, "),
                         ("_tb_r", "##sfx##_r##R(", ", _tb, "),
                         ("_glu_r", "##_glu##sfx##_r##R(", ""),
+                        ("_pair_r", "##_pair_r##R(", ""),
                         ("_r", "##sfx##_r##R(", ""),
                     ];
                     let matvec = (prefix == "matvec")

@@ -364,6 +364,63 @@ fn matvec_cases(gpu: &Gpu, rng: &mut Rng, format: QuantFormat, lines: &mut Vec<C
             Ok(out)
         });
     }
+    // Two matrices in one launch (k and v of an attention block) = their own launches, bit
+    // for bit: with biases and the input norm folded, and without either.
+    for (rows, k, extras) in [(67, k_odd, true), (1, unit, false)] {
+        let name = format!("{format} pair rows={rows} k={k}");
+        case(lines, "matvec", name, |name| {
+            let wa = random_weight(rng, format, rows, k);
+            let wb = random_weight(rng, format, rows, k);
+            let x = rand_vec(rng, k, 1.0);
+            let (ba, bb) = (rand_vec(rng, rows, 1.0), rand_vec(rng, rows, 1.0));
+            let nw: Vec<f32> = (0..k).map(|_| 1.0 + 0.1 * rng.symmetric()).collect();
+            let dwa = DeviceWeight::upload(gpu, format, rows, k, &wa).map_err(e2s)?;
+            let dwb = DeviceWeight::upload(gpu, format, rows, k, &wb).map_err(e2s)?;
+            let dx = gpu.upload(&x).map_err(e2s)?;
+            let (dba, dbb) = (gpu.upload(&ba).map_err(e2s)?, gpu.upload(&bb).map_err(e2s)?);
+            let dnw = gpu.upload(&nw).map_err(e2s)?;
+            type Dp<'a> = &'a dyn engine::cuda::cudarc::driver::DevicePtr<f32>;
+            let (bias_a, bias_b): (Option<Dp>, Option<Dp>) = if extras {
+                (Some(&dba), Some(&dbb))
+            } else {
+                (None, None)
+            };
+            let norm = extras.then_some(ops::NormIn {
+                weight: &dnw,
+                eps: 1e-5,
+                w_offset: 0.0,
+            });
+            let mut sa = poison(gpu, rows).map_err(e2s)?;
+            ops::matvec_fused(gpu, &dwa, &dx, 1, bias_a, norm, false, &mut sa).map_err(e2s)?;
+            let mut sb = poison(gpu, rows).map_err(e2s)?;
+            ops::matvec_fused(gpu, &dwb, &dx, 1, bias_b, norm, false, &mut sb).map_err(e2s)?;
+            let (mut ya, mut yb) = (
+                poison(gpu, rows).map_err(e2s)?,
+                poison(gpu, rows).map_err(e2s)?,
+            );
+            let c = ops::matvec_pair(
+                gpu, &dwa, &dwb, &dx, 1, bias_a, bias_b, norm, &mut ya, &mut yb,
+            )
+            .map_err(e2s)?;
+            if !c.entry().contains("_pair_") {
+                return Err(format!("the pair kernel was not chosen ({c})"));
+            }
+            Ok(vec![
+                compare_f32(
+                    "fusion",
+                    format!("matvec pair {name} a [{c}]"),
+                    &gpu.download(&ya).map_err(e2s)?,
+                    &gpu.download(&sa).map_err(e2s)?,
+                ),
+                compare_f32(
+                    "fusion",
+                    format!("matvec pair {name} b [{c}]"),
+                    &gpu.download(&yb).map_err(e2s)?,
+                    &gpu.download(&sb).map_err(e2s)?,
+                ),
+            ])
+        });
+    }
 }
 
 /// `sum_j |w_rj * x_tj| + |bias_r|` for every output (token-major like the result): the

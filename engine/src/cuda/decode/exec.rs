@@ -293,6 +293,65 @@ impl CudaDecoder {
         Ok(())
     }
 
+    /// Two matvec units run as one launch ([`fuse::Pair`]) for `n` rows.
+    pub(super) fn run_pair(&mut self, pr: fuse::Pair, n: usize) -> Result<(), CudaError> {
+        let CudaDecoder {
+            gpu,
+            program,
+            mats,
+            weights,
+            bufs,
+            choices,
+            ..
+        } = self;
+        let gpu = &**gpu;
+        let norm = match pr.norm {
+            Some(nf) => Some(ops::NormIn {
+                weight: vector(weights, nf.weight)?,
+                eps: nf.eps,
+                w_offset: 0.0,
+            }),
+            None => None,
+        };
+        let bias = |b: Option<WeightId>| -> Result<Option<&dyn DevicePtr<f32>>, CudaError> {
+            match b {
+                Some(b) => Ok(Some(vector(weights, b)? as &dyn DevicePtr<f32>)),
+                None => Ok(None),
+            }
+        };
+        let (wa, wb) = (
+            w_ref(mats, matrix(weights, pr.a.0)?)?,
+            w_ref(mats, matrix(weights, pr.b.0)?)?,
+        );
+        let mut ya = take(bufs, pr.a.2)?;
+        let r = (|| {
+            let mut yb = take(bufs, pr.b.2)?;
+            let r = ops::matvec_pair(
+                gpu,
+                wa,
+                wb,
+                get(bufs, pr.x)?,
+                n,
+                bias(pr.a.1)?,
+                bias(pr.b.1)?,
+                norm,
+                &mut ya.slice,
+                &mut yb.slice,
+            );
+            put(bufs, pr.b.2, yb);
+            r
+        })();
+        put(bufs, pr.a.2, ya);
+        let choice = r?;
+        for w in [pr.a.0, pr.b.0] {
+            let name = &program.weight(w).name;
+            if !choices.contains_key(name) {
+                choices.insert(name.clone(), choice);
+            }
+        }
+        Ok(())
+    }
+
     /// RoPE of q and k (body op `q_rope` and the one after or before it: one table, see
     /// [`fuse::Fused::RopeAttn`]) with the KV-cache store in one launch, then the attention
     /// (body op `attn`).

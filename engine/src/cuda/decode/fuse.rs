@@ -348,6 +348,56 @@ fn norm_fold_at(p: &Program, i: usize) -> Option<(Vec<FoldedUnit>, usize)> {
     Some((units, j))
 }
 
+/// Two consecutive [`Fused::Plain`] units (matmuls with the same folded norm on the same x,
+/// weights of one format and shape, distinct outputs that are not x: k and v of an
+/// attention block) that may run as one two-matrix launch (`ops::matvec_pair`). Each
+/// matrix's rows get the bits of its own launch, so pairing changes nothing but the launch
+/// count; the units stay separate steps of the plan (the prompt and batched paths run them
+/// one by one).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Pair {
+    pub x: BufId,
+    pub norm: Option<NormFold>,
+    pub a: (WeightId, Option<WeightId>, BufId),
+    pub b: (WeightId, Option<WeightId>, BufId),
+}
+
+/// The [`Pair`] of units `a` then `b` of `p`'s plan, if they make one.
+pub fn pair(p: &Program, a: &Fused, b: &Fused) -> Option<Pair> {
+    let (
+        Fused::Plain {
+            x: xa,
+            weight: wa,
+            bias: ba,
+            out: oa,
+            norm: na,
+        },
+        Fused::Plain {
+            x: xb,
+            weight: wb,
+            bias: bb,
+            out: ob,
+            norm: nb,
+        },
+    ) = (a, b)
+    else {
+        return None;
+    };
+    if xa != xb || na != nb || oa == ob || oa == xa || ob == xa {
+        return None;
+    }
+    let (sa, sb) = (p.weight(*wa), p.weight(*wb));
+    if sa.format != sb.format || sa.rows != sb.rows || sa.cols != sb.cols {
+        return None;
+    }
+    Some(Pair {
+        x: *xa,
+        norm: *na,
+        a: (*wa, *ba, *oa),
+        b: (*wb, *bb, *ob),
+    })
+}
+
 /// The body of `p` as launch units, in order, covering every op once.
 pub fn plan(p: &Program) -> Vec<Step> {
     let mut steps = Vec::new();
@@ -460,6 +510,67 @@ mod tests {
                 assert!(p.weight(gate_w).name.ends_with("ffn_gate.weight"));
                 assert!(p.weight(up_w).name.ends_with("ffn_up.weight"));
             }
+        }
+    }
+
+    /// The pairs a greedy scan of the plan finds (as `CudaDecoder::body_pass` runs them).
+    fn pairs(p: &Program) -> Vec<Pair> {
+        let steps = plan(p);
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i + 1 < steps.len() {
+            if let (Some(a), Some(b)) = (steps[i].fused, steps[i + 1].fused) {
+                if let Some(pr) = pair(p, &a, &b) {
+                    out.push(pr);
+                    i += 2;
+                    continue;
+                }
+            }
+            i += 1;
+        }
+        out
+    }
+
+    #[test]
+    fn k_and_v_pair_up_in_every_layer() {
+        // tiny llama: 4 query heads, 2 KV heads -> q is twice k's rows, k and v alike
+        let p = llama_like();
+        let pr = pairs(&p);
+        assert_eq!(pr.len(), p.shape.n_layers);
+        for x in &pr {
+            assert!(p.weight(x.a.0).name.ends_with("attn_k.weight"));
+            assert!(p.weight(x.b.0).name.ends_with("attn_v.weight"));
+            assert!(x.norm.is_some());
+            assert_ne!(x.a.2, x.b.2);
+        }
+        // Units that differ in shape, input or norm do not pair.
+        let steps = plan(&p);
+        let plain: Vec<Fused> = steps
+            .iter()
+            .filter_map(|s| match s.fused {
+                Some(f @ Fused::Plain { .. }) => Some(f),
+                _ => None,
+            })
+            .collect();
+        let (q, k) = (plain[0], plain[1]);
+        assert!(pair(&p, &q, &k).is_none(), "q and k differ in rows");
+        assert!(pair(&p, &k, &k).is_none(), "one output twice");
+        if let Fused::Plain {
+            x,
+            weight,
+            bias,
+            out,
+            ..
+        } = k
+        {
+            let no_norm = Fused::Plain {
+                x,
+                weight,
+                bias,
+                out,
+                norm: None,
+            };
+            assert!(pair(&p, &no_norm, &plain[2]).is_none(), "norms differ");
         }
     }
 

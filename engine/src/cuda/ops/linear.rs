@@ -190,6 +190,88 @@ pub fn matvec_glu(
     Ok(choice)
 }
 
+/// `ya[t] = Wa norm(x[t]) (+ bias_a)` and `yb[t] = Wb norm(x[t]) (+ bias_b)` for two
+/// matrices of one format and shape (k and v of an attention block): one launch when
+/// [`select::choose_matvec_pair`] has a kernel (a lone token, small matrices), else two
+/// [`matvec_fused`] launches; the same bits either way. Returns the kernel used (the first
+/// matrix's when there were two launches).
+#[allow(clippy::too_many_arguments)]
+pub fn matvec_pair(
+    gpu: &Gpu,
+    wa: &DeviceWeight,
+    wb: &DeviceWeight,
+    x: &dyn DevicePtr<f32>,
+    ntok: usize,
+    bias_a: Option<&dyn DevicePtr<f32>>,
+    bias_b: Option<&dyn DevicePtr<f32>>,
+    norm: Option<NormIn<'_>>,
+    ya: &mut dyn DevicePtrMut<f32>,
+    yb: &mut dyn DevicePtrMut<f32>,
+) -> Result<MatvecKernel, CudaError> {
+    const OP: &str = "matvec_pair";
+    if wa.format != wb.format || wa.rows != wb.rows || wa.cols != wb.cols {
+        return Err(crate::cuda::shape_err(
+            OP,
+            format!(
+                "matrices {} {}x{} and {} {}x{} differ",
+                wa.format, wa.rows, wa.cols, wb.format, wb.rows, wb.cols
+            ),
+        ));
+    }
+    let Some(choice) = select::choose_matvec_pair(wa.format, wa.rows, wa.cols, ntok, &gpu.facts())?
+    else {
+        let c = matvec_impl(gpu, wa, x, ntok, bias_a, norm, false, ya)?;
+        matvec_impl(gpu, wb, x, ntok, bias_b, norm, false, yb)?;
+        return Ok(c);
+    };
+    need(OP, "x", x.len(), ntok * wa.cols)?;
+    need(OP, "y a", ya.len(), ntok * wa.rows)?;
+    need(OP, "y b", yb.len(), ntok * wb.rows)?;
+    need(OP, "weight a", wa.data.len(), wa.rows * wa.row_bytes)?;
+    need(OP, "weight b", wb.data.len(), wb.rows * wb.row_bytes)?;
+    let mut bias = [0u64; 2];
+    for (slot, b) in bias.iter_mut().zip([bias_a, bias_b]) {
+        if let Some(b) = b {
+            need(OP, "bias", b.len(), wa.rows)?;
+            *slot = rd(gpu, b);
+        }
+    }
+    let (np, eps, w_off) = norm_args(gpu, OP, norm, wa.cols)?;
+    let (ap, bp, xp) = (rd(gpu, &wa.data), rd(gpu, &wb.data), rd(gpu, x));
+    let (yap, ybp) = (wr(gpu, ya), wr(gpu, yb));
+    aligned(OP, "weight a", ap, 16)?;
+    aligned(OP, "weight b", bp, 16)?;
+    aligned(OP, "x", xp, 16)?;
+    let mut cfg = matvec_cfg(&choice, wa.rows, wa.cols)?;
+    let nblk = cfg.grid_dim.0;
+    cfg.grid_dim.0 = nblk
+        .checked_mul(2)
+        .ok_or_else(|| crate::cuda::shape_err(OP, "too many rows"))?;
+    launch(
+        gpu,
+        &choice.entry(),
+        cfg,
+        &[
+            Arg::Ptr(ap),
+            Arg::Ptr(bp),
+            Arg::U64(wa.row_bytes as u64),
+            Arg::Ptr(xp),
+            Arg::Ptr(bias[0]),
+            Arg::Ptr(bias[1]),
+            Arg::Ptr(yap),
+            Arg::Ptr(ybp),
+            Arg::I32(int(OP, "rows", wa.rows)?),
+            Arg::I32(int(OP, "k", wa.cols)?),
+            Arg::I32(int(OP, "ntok", ntok)?),
+            Arg::Ptr(np),
+            Arg::F32(eps),
+            Arg::F32(w_off),
+            Arg::I32(int(OP, "blocks", nblk as usize)?),
+        ],
+    )?;
+    Ok(choice)
+}
+
 /// `out[t] = scale * W[tokens[t]]` for `ntok` tokens: out is `[ntok][w.cols]`. A token id
 /// outside `0..w.rows` yields a row of NaN. Returns the kernel used.
 pub fn embed(

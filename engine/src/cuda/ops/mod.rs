@@ -18,7 +18,7 @@ pub use attention::{
     AttnScratch, AttnShape, RopeKvShape, attention, attention_two_pass, kv_store, rope_kv,
 };
 pub use gemm::{GemmOpts, GemmX, gemm, gemm_glu, gemm_stage_x};
-pub use linear::{NormIn, embed, matvec, matvec_fused, matvec_glu, matvec_residual};
+pub use linear::{NormIn, embed, matvec, matvec_fused, matvec_glu, matvec_pair, matvec_residual};
 pub use mask::{MaskBuffer, apply_mask};
 pub use pointwise::{
     Activation, RopeStyle, RopeTable, add, add_inplace, argmax, gated_act, gated_act_inplace,
