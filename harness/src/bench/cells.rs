@@ -206,12 +206,11 @@ impl Board {
             }
             if c.mode == Mode::Serve
                 && (c.arms.iter().any(|a| a != "assay")
-                    || c.spec.is_some()
-                    || c.prompt_file.is_some()
+                    || c.spec.as_ref().is_some_and(|sp| sp.proposer != "ngram")
                     || c.gen_tokens < 2)
             {
                 bail!(
-                    "{}: cell {}: serve cells have the assay arm only, no spec / prompt_file, and gen_tokens >= 2",
+                    "{}: cell {}: serve cells have the assay arm only, spec with proposer ngram only, and gen_tokens >= 2",
                     file.display(),
                     c.id
                 );
@@ -426,6 +425,18 @@ mod tests {
             vec!["--batched-decode".to_owned()]
         );
         std::fs::write(&p, serve.replace("--batched-decode", "batched")).unwrap();
+        assert!(load_boards(t.path()).is_err());
+        // Serve cells: n-gram speculation (`assay serve --spec ngram`) on a prompt file; a
+        // draft model is not a serve cell's proposer.
+        let spec_serve = cell(
+            "model = \"m\"\nprompt_file = \"boards/prompts/long-agentic.txt\"\n\
+             spec = { proposer = \"ngram\", k = 8, adaptive = true, policy = true }",
+        )
+        .replace("\"decode\"", "\"serve\"");
+        std::fs::write(&p, &spec_serve).unwrap();
+        let b = load_boards(t.path()).unwrap();
+        assert!(b[0].cells[0].spec.as_ref().is_some_and(|s| s.policy));
+        std::fs::write(&p, spec_serve.replace("\"ngram\"", "\"draft:m\"")).unwrap();
         assert!(load_boards(t.path()).is_err());
         // Pairing cells: GPU, a known competitor, vLLM on BF16 or with its quantization.
         let pair = |extra: &str| {

@@ -245,7 +245,12 @@ fn run_cell(
         .unwrap_or(stamp.device.cpu.logical_cores as usize);
     let runs = args.runs.unwrap_or(cell.runs).max(5);
     if cell.mode == Mode::Serve {
-        return serve_cell(args, stamp, board, cell, &path, facts, runs, t0);
+        // A prompt file's ids (the same prompt for every request; no logits width needed).
+        let text = match cell.prompt_file {
+            Some(_) => Some(spec_cells::model_prompt(&env.root()?, &model, 0, cell)?),
+            None => None,
+        };
+        return serve_cell(args, stamp, board, cell, &path, text, facts, runs, t0);
     }
     let mut notes = Vec::new();
     // The competitor first: a missing build fails (or skips) before our engine loads.
@@ -447,7 +452,9 @@ fn run_cell(
 }
 
 /// A serve cell: `assay serve` (CUDA on a GPU cell, else CPU) on the cell's model, loaded
-/// by `batch` concurrent streams ([`serve_load`]). Arms: aggregate tok/s per wave,
+/// by `batch` concurrent streams ([`serve_load`]), with the cell's prompt file (`text`) or
+/// distinct ids, and `assay serve --spec` for a `spec` cell (n-gram lookup; the receipt
+/// then carries the server's speculation counters). Arms: aggregate tok/s per wave,
 /// per-stream decode tok/s and TTFT (ms) per request.
 #[allow(clippy::too_many_arguments)]
 fn serve_cell(
@@ -456,6 +463,7 @@ fn serve_cell(
     board: &str,
     cell: &Cell,
     path: &std::path::Path,
+    text: Option<Vec<u32>>,
     facts: gates::receipt::ModelFacts,
     runs: usize,
     t0: Instant,
@@ -468,6 +476,9 @@ fn serve_cell(
     let mut flags =
         serve_load::serve_flags(backend, cell.prompt_tokens, cell.gen_tokens, cell.batch);
     flags.extend(cell.serve_flags.iter().cloned());
+    if let Some(sp) = &cell.spec {
+        flags.extend(serve_load::spec_flags(sp, None)?);
+    }
     if let Some(t) = args.threads {
         flags.extend(["--threads".into(), t.to_string()]);
     }
@@ -482,11 +493,21 @@ fn serve_cell(
     let m = serve_load::measure(
         &server.target(),
         cell.batch,
+        text.as_deref(),
         cell.prompt_tokens,
         cell.gen_tokens,
         cell.warmup,
         runs,
     );
+    let spec = cell.spec.as_ref().map(|_| {
+        serve_load::get_metrics(server.target().addr, Duration::from_secs(30)).map_or_else(
+            |e| format!("speculation counters: /metrics unreadable: {e}"),
+            |m| {
+                serve_load::spec_summary(&m)
+                    .unwrap_or_else(|| "speculation counters: none in /metrics".into())
+            },
+        )
+    });
     server.stop();
     let m = m.with_context(|| {
         format!(
@@ -519,6 +540,7 @@ fn serve_cell(
         });
     }
     r.detail.extend(m.detail);
+    r.detail.extend(spec);
     r.detail.push(format!(
         "server ready {:.1} s after start (weights uploaded, warm-up step run)",
         server.ready_s

@@ -387,12 +387,27 @@ pub fn wave(
     gen_tokens: usize,
     timeout: Duration,
 ) -> Result<(Vec<StreamTiming>, f64)> {
+    let prompts = (0..concurrency)
+        .map(|k| prompt_ids(first + k, prompt_tokens))
+        .collect();
+    wave_of(t, prompts, first, gen_tokens, timeout)
+}
+
+/// [`wave`] with the requests' prompts given (one request per prompt).
+pub fn wave_of(
+    t: &Target,
+    prompts: Vec<Vec<u32>>,
+    first: usize,
+    gen_tokens: usize,
+    timeout: Duration,
+) -> Result<(Vec<StreamTiming>, f64)> {
+    let concurrency = prompts.len();
     let barrier = Barrier::new(concurrency + 1);
     let (results, wall) = std::thread::scope(|s| {
-        let hs: Vec<_> = (0..concurrency)
-            .map(|k| {
+        let hs: Vec<_> = prompts
+            .into_iter()
+            .map(|prompt| {
                 let barrier = &barrier;
-                let prompt = prompt_ids(first + k, prompt_tokens);
                 s.spawn(move || {
                     barrier.wait();
                     stream_completion(t, &prompt, gen_tokens, timeout)
@@ -448,19 +463,27 @@ pub struct ServeMeasured {
     pub detail: Vec<String>,
 }
 
-/// Run `warmup` discarded waves then `runs` timed waves of `concurrency` requests.
+/// Run `warmup` discarded waves then `runs` timed waves of `concurrency` requests; each
+/// request's prompt is `text` (a prompt file's ids: the same for every request) or
+/// distinct ids ([`prompt_ids`]).
 pub fn measure(
     t: &Target,
     concurrency: usize,
+    text: Option<&[u32]>,
     prompt_tokens: usize,
     gen_tokens: usize,
     warmup: usize,
     runs: usize,
 ) -> Result<ServeMeasured> {
     let timeout = Duration::from_secs(600);
+    let prompts = |first: usize| -> Vec<Vec<u32>> {
+        (0..concurrency)
+            .map(|k| text.map_or_else(|| prompt_ids(first + k, prompt_tokens), <[u32]>::to_vec))
+            .collect()
+    };
     let mut next = 0;
     for _ in 0..warmup {
-        wave(t, concurrency, next, prompt_tokens, gen_tokens, timeout)?;
+        wave_of(t, prompts(next), next, gen_tokens, timeout)?;
         next += concurrency;
     }
     let mut m = ServeMeasured {
@@ -470,7 +493,7 @@ pub fn measure(
         detail: Vec::new(),
     };
     for _ in 0..runs {
-        let (timings, wall) = wave(t, concurrency, next, prompt_tokens, gen_tokens, timeout)?;
+        let (timings, wall) = wave_of(t, prompts(next), next, gen_tokens, timeout)?;
         next += concurrency;
         let tokens: usize = timings.iter().map(|x| x.tokens).sum();
         m.aggregate.push(tokens as f64 / wall);
@@ -483,7 +506,8 @@ pub fn measure(
     }
     let q = |v: &[f64], p: f64| quantile(v, p).map_or("-".into(), |x| format!("{x:.2}"));
     m.detail.push(format!(
-        "concurrency {concurrency}: {runs} timed waves of {concurrency} streamed greedy completions ({prompt_tokens} prompt ids + {gen_tokens} tokens, ignore_eos) after {warmup} warm-up wave(s)"
+        "concurrency {concurrency}: {runs} timed waves of {concurrency} streamed greedy completions ({prompt_tokens} prompt ids{} + {gen_tokens} tokens, ignore_eos) after {warmup} warm-up wave(s)",
+        if text.is_some() { ", the cell's prompt file" } else { "" }
     ));
     m.detail.push(format!(
         "TTFT ms: p50 {}, p90 {} (nearest rank) over {} requests",
