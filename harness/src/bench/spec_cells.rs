@@ -234,7 +234,7 @@ impl ArmRun for TextArm {
 }
 
 /// The receipt lines of a speculative arm's statistics over its timed runs.
-fn stats_detail(stats: &SpecStats) -> [String; 3] {
+fn stats_detail(stats: &SpecStats) -> [String; 4] {
     [
         format!(
             "acceptance by position {:?}, {:.2} tokens per target forward (timed runs)",
@@ -246,6 +246,23 @@ fn stats_detail(stats: &SpecStats) -> [String; 3] {
             stats.tokens_per_round()
         ),
         format!("per-round times (timed runs): {}", stats.timing_line()),
+        format!(
+            "speed policy (timed runs): {} rounds drafted, {} plain; rounds by depth {:?}; first decisions: {}",
+            stats.rounds - stats.plain_rounds,
+            stats.plain_rounds,
+            stats.k_hist,
+            if stats.decisions.is_empty() {
+                "none (policy off)".to_owned()
+            } else {
+                stats
+                    .decisions
+                    .iter()
+                    .take(3)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(" | ")
+            }
+        ),
         format!(
             "spec stats {}",
             serde_json::to_string(stats).unwrap_or_default()
