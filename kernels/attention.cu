@@ -16,7 +16,9 @@
 // read once from memory for all G heads; warp w takes heads w, w + nw, ... For its head a
 // lane scores the tile's rows lane, lane + 32 (q . k in dim order), the warp updates an
 // online softmax per tile (max and sum by the fixed butterflies), and lane l accumulates
-// dims l, l + 32, ... of sum p_j v_j in row order. It writes the unnormalised output and
+// dims l*hd/32 .. (l+1)*hd/32 - 1 (head sizes 64, 128, 256; else dims l, l + 32, ...) of
+// sum p_j v_j in row order. The G heads' q are loaded while the first tile's loads are in
+// flight (G * hd <= ATT_WARPS * ATT_MAX_HD). It writes the unnormalised output and
 // (max, sum) per (token, head, split); a split wholly outside the window writes (-inf, 0).
 // Splits past pos write nothing. A token with a single split (pos < ATT_SPLIT) writes out
 // directly (the same values as merging its one split).
@@ -103,43 +105,92 @@ __device__ __forceinline__ void combine_head_warp(const float* __restrict__ part
     }
 }
 
-extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
-    attn_partial(const float* __restrict__ q, const u16* __restrict__ kc,
-                 const u16* __restrict__ vc, const int* __restrict__ pos,
-                 float* __restrict__ part_o, float* __restrict__ part_ml, int nh, int nkv,
-                 int hd, int cap, int window, float scale, float softcap, int max_splits,
-                 unsigned int* __restrict__ count, float* __restrict__ out) {
-    pdl_wait();
-    pdl_trigger();
-    const int kvh = blockIdx.x, s = blockIdx.y, t = blockIdx.z;
-    const int p = pos[t];
+// Query values staged per thread at the block's start: G * hd <= ATT_WARPS * ATT_MAX_HD, and
+// 4 warps only for G <= 4 (so G * hd <= 4 * ATT_MAX_HD): the host's rules
+// (select::choose_attention, select::attention_warps).
+#define ATT_QPT (ATT_WARPS * ATT_MAX_HD / (ATT_WARPS * 32))
+
+// Lane l's DPL dims of a V row: dims l*DPL .. l*DPL+DPL-1 (DPL > 0; one 4/8/16-byte shared
+// load), or l, l+32, ... (DPL == 0: any head size).
+template <int DPL>
+__device__ __forceinline__ void v_accum(const u16* __restrict__ vr, int lane, int hd, float pj,
+                                        float* o) {
+    if constexpr (DPL == 2) {
+        const u32 v = *reinterpret_cast<const u32*>(vr + lane * 2);
+        o[0] = fmaf(pj, h_lo(v), o[0]);
+        o[1] = fmaf(pj, h_hi(v), o[1]);
+    } else if constexpr (DPL == 4) {
+        const uint2 v = *reinterpret_cast<const uint2*>(vr + lane * 4);
+        o[0] = fmaf(pj, h_lo(v.x), o[0]);
+        o[1] = fmaf(pj, h_hi(v.x), o[1]);
+        o[2] = fmaf(pj, h_lo(v.y), o[2]);
+        o[3] = fmaf(pj, h_hi(v.y), o[3]);
+    } else if constexpr (DPL == 8) {
+        const uint4 v = *reinterpret_cast<const uint4*>(vr + lane * 8);
+        o[0] = fmaf(pj, h_lo(v.x), o[0]);
+        o[1] = fmaf(pj, h_hi(v.x), o[1]);
+        o[2] = fmaf(pj, h_lo(v.y), o[2]);
+        o[3] = fmaf(pj, h_hi(v.y), o[3]);
+        o[4] = fmaf(pj, h_lo(v.z), o[4]);
+        o[5] = fmaf(pj, h_hi(v.z), o[5]);
+        o[6] = fmaf(pj, h_lo(v.w), o[6]);
+        o[7] = fmaf(pj, h_hi(v.w), o[7]);
+    } else {
+#pragma unroll
+        for (int jj = 0; jj < ATT_DPL; jj++) {
+            const int d = lane + 32 * jj;
+            if (d < hd) o[jj] = fmaf(pj, f16_to_f32(vr[d]), o[jj]);
+        }
+    }
+}
+
+// The dim of lane `lane`'s j-th output value.
+template <int DPL>
+__device__ __forceinline__ int v_dim(int lane, int j) {
+    return DPL > 0 ? lane * DPL + j : lane + 32 * j;
+}
+
+// One (KV head, split, token) block of attn_partial for head size hd (DPL = hd / 32 when
+// hd is 64, 128 or 256, else 0). skv, sq, sp: the kernel's shared staging.
+template <int DPL>
+__device__ __forceinline__ void attn_split(
+    const float* __restrict__ q, const u16* __restrict__ kc, const u16* __restrict__ vc,
+    float* __restrict__ part_o, float* __restrict__ part_ml, int nh, int nkv, int hd, int cap,
+    float scale, float softcap, int max_splits, unsigned int* __restrict__ count,
+    float* __restrict__ out, int kvh, int s, int t, int p, int lo, int hi, u16* skv, float* sq,
+    float (*sp)[ATT_TP], int* last) {
+    constexpr int NO = DPL > 0 ? DPL : ATT_DPL;
     const int split_lo = s * ATT_SPLIT;
-    if (split_lo > p || p >= cap) return;
-    int lo = split_lo;
-    if (window > 0 && p - window + 1 > lo) lo = p - window + 1;
-    const int hi = min(split_lo + ATT_SPLIT, p + 1);
     const int G = nh / nkv;
     const int nw = blockDim.x >> 5;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int rs = hd + 8;
     const int tp = 2 * ATT_TP * rs <= ATT_KV_SMEM ? ATT_TP : 32;
     const int ch = hd >> 3;
-
-    __shared__ __align__(16) u16 skv[ATT_KV_SMEM];
-    __shared__ __align__(16) float sq[ATT_WARPS][ATT_MAX_HD];
-    __shared__ float sp[ATT_WARPS][ATT_TP];
     u16* sk = skv;
     u16* sv = skv + tp * rs;
     const u16* kb = kc + (u64)kvh * cap * hd;
     const u16* vb = vc + (u64)kvh * cap * hd;
 
-    float m[ATT_HPW], l[ATT_HPW], o[ATT_HPW][ATT_DPL];
+    // The G heads' q (contiguous), loaded now and stored once the first tile's loads are
+    // in flight.
+    const int nq = G * hd;
+    const float* qg = q + ((u64)t * nh + (u64)kvh * G) * hd;
+    float qv[ATT_QPT];
+#pragma unroll
+    for (int u = 0; u < ATT_QPT; u++) {
+        const int idx = threadIdx.x + u * (int)blockDim.x;
+        qv[u] = idx < nq ? qg[idx] : 0.f;
+    }
+    bool q_staged = false;
+
+    float m[ATT_HPW], l[ATT_HPW], o[ATT_HPW][NO];
 #pragma unroll
     for (int r = 0; r < ATT_HPW; r++) {
         m[r] = ASSAY_NEG_INF;
         l[r] = 0.f;
 #pragma unroll
-        for (int j = 0; j < ATT_DPL; j++) o[r][j] = 0.f;
+        for (int j = 0; j < NO; j++) o[r][j] = 0.f;
     }
 
     // The split's rows [lo, hi) in tiles of tp rows at fixed offsets from split_lo.
@@ -158,6 +209,14 @@ extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
                 rk[u] = __ldg(reinterpret_cast<const uint4*>(kb + off));
                 rv[u] = __ldg(reinterpret_cast<const uint4*>(vb + off));
             }
+            if (!q_staged) {
+                q_staged = true;
+#pragma unroll
+                for (int u = 0; u < ATT_QPT; u++) {
+                    const int idx = threadIdx.x + u * (int)blockDim.x;
+                    if (idx < nq) sq[idx] = qv[u];
+                }
+            }
 #pragma unroll
             for (int u = 0; u < ATT_LDN; u++) {
                 const int idx = b0 + u * (int)blockDim.x + (int)threadIdx.x;
@@ -174,13 +233,7 @@ extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
         for (int r = 0; r < ATT_HPW; r++) {
             const int hh = warp + r * nw;
             if (hh >= G) continue;  // warp-uniform
-            const int h = kvh * G + hh;
-            {
-                // Stage this head's q (the warp's slot is shared by its heads and tiles).
-                const float* qh = q + ((u64)t * nh + h) * hd;
-                for (int d = lane; d < hd; d += 32) sq[warp][d] = qh[d];
-                __syncwarp();
-            }
+            const float* qs = sq + hh * hd;
             float sc[ATT_TP / 32];
             float mt = ASSAY_NEG_INF;
 #pragma unroll
@@ -193,8 +246,8 @@ extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
                     float a = 0.f;
                     for (int c = 0; c < ch; c++) {
                         const uint4 kk = *reinterpret_cast<const uint4*>(kr + c * 8);
-                        const float4 q0 = *reinterpret_cast<const float4*>(&sq[warp][c * 8]);
-                        const float4 q1 = *reinterpret_cast<const float4*>(&sq[warp][c * 8 + 4]);
+                        const float4 q0 = *reinterpret_cast<const float4*>(qs + c * 8);
+                        const float4 q1 = *reinterpret_cast<const float4*>(qs + c * 8 + 4);
                         a = fmaf(q0.x, h_lo(kk.x), a);
                         a = fmaf(q0.y, h_hi(kk.x), a);
                         a = fmaf(q0.z, h_lo(kk.y), a);
@@ -226,16 +279,9 @@ extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
             m[r] = mn;
             __syncwarp();
 #pragma unroll
-            for (int jj = 0; jj < ATT_DPL; jj++) o[r][jj] *= corr;
-            for (int jr = r0 - tile_lo; jr < r1 - tile_lo; jr++) {
-                const float pj = sp[warp][jr];
-                const u16* vr = sv + jr * rs;
-#pragma unroll
-                for (int jj = 0; jj < ATT_DPL; jj++) {
-                    const int d = lane + 32 * jj;
-                    if (d < hd) o[r][jj] = fmaf(pj, f16_to_f32(vr[d]), o[r][jj]);
-                }
-            }
+            for (int jj = 0; jj < NO; jj++) o[r][jj] *= corr;
+            for (int jr = r0 - tile_lo; jr < r1 - tile_lo; jr++)
+                v_accum<DPL>(sv + jr * rs, lane, hd, sp[warp][jr], o[r]);
             __syncwarp();
         }
     }
@@ -251,17 +297,17 @@ extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
             // The token's only split: the same values as merging it (its weight is
             // exp(0) = 1 and fmaf(v, 1, 0) = v, up to the sign of a zero).
 #pragma unroll
-            for (int jj = 0; jj < ATT_DPL; jj++) {
-                const int d = lane + 32 * jj;
-                if (d < hd) out[((u64)t * nh + h) * hd + d] = o[r][jj] / l[r];
+            for (int jj = 0; jj < NO; jj++) {
+                const int d = v_dim<DPL>(lane, jj);
+                if (DPL > 0 || d < hd) out[((u64)t * nh + h) * hd + d] = o[r][jj] / l[r];
             }
             continue;
         }
         const u64 slot = ((u64)t * nh + h) * max_splits + s;
 #pragma unroll
-        for (int jj = 0; jj < ATT_DPL; jj++) {
-            const int d = lane + 32 * jj;
-            if (d < hd) part_o[slot * hd + d] = o[r][jj];
+        for (int jj = 0; jj < NO; jj++) {
+            const int d = v_dim<DPL>(lane, jj);
+            if (DPL > 0 || d < hd) part_o[slot * hd + d] = o[r][jj];
         }
         if (lane == 0) {
             part_ml[2 * slot] = m[r];
@@ -269,20 +315,96 @@ extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
         }
     }
     if (count == nullptr || ns == 1) return;
-    __shared__ int last;
     __threadfence();
     __syncthreads();
     unsigned int* cnt = count + (u64)t * nh + (u64)kvh * G;
     if (threadIdx.x == 0) {
         const unsigned int done = atomicAdd(cnt, 1u);
-        last = done == (unsigned int)(ns - 1);
+        *last = done == (unsigned int)(ns - 1);
     }
     __syncthreads();
-    if (!last) return;
+    if (!*last) return;
     __threadfence();
     for (int hh = warp; hh < G; hh += nw)
         combine_head_warp(part_o, part_ml, out, t, kvh * G + hh, nh, hd, max_splits, ns);
     if (threadIdx.x == 0) *cnt = 0u;
+}
+
+// The kernel body after the PDL calls: the block's rows, the shared staging, the split.
+template <int DPL>
+__device__ __forceinline__ void attn_entry(const float* __restrict__ q, const u16* __restrict__ kc,
+                                           const u16* __restrict__ vc, const int* __restrict__ pos,
+                                           float* __restrict__ part_o, float* __restrict__ part_ml,
+                                           int nh, int nkv, int hd, int cap, int window,
+                                           float scale, float softcap, int max_splits,
+                                           unsigned int* __restrict__ count,
+                                           float* __restrict__ out) {
+    const int kvh = blockIdx.x, s = blockIdx.y, t = blockIdx.z;
+    const int p = pos[t];
+    const int split_lo = s * ATT_SPLIT;
+    if (split_lo > p || p >= cap) return;
+    int lo = split_lo;
+    if (window > 0 && p - window + 1 > lo) lo = p - window + 1;
+    const int hi = min(split_lo + ATT_SPLIT, p + 1);
+    __shared__ __align__(16) u16 skv[ATT_KV_SMEM];
+    __shared__ __align__(16) float sq[ATT_WARPS * ATT_MAX_HD];
+    __shared__ float sp[ATT_WARPS][ATT_TP];
+    __shared__ int last;
+    attn_split<DPL>(q, kc, vc, part_o, part_ml, nh, nkv, hd, cap, scale, softcap, max_splits,
+                    count, out, kvh, s, t, p, lo, hi, skv, sq, sp, &last);
+}
+
+// Entry points: attn_partial for any head size (a multiple of 8), attn_partial_d64 / _d128 /
+// _d256 for those head sizes (each dim of V in one shared load per row; separate kernels so
+// that each gets its own register allocation). The host picks by head size
+// (select::attention_entry); the results are the same function of the inputs for a given
+// head size whichever block computes them.
+extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
+    attn_partial(const float* __restrict__ q, const u16* __restrict__ kc,
+                 const u16* __restrict__ vc, const int* __restrict__ pos,
+                 float* __restrict__ part_o, float* __restrict__ part_ml, int nh, int nkv,
+                 int hd, int cap, int window, float scale, float softcap, int max_splits,
+                 unsigned int* __restrict__ count, float* __restrict__ out) {
+    pdl_wait();
+    pdl_trigger();
+    attn_entry<0>(q, kc, vc, pos, part_o, part_ml, nh, nkv, hd, cap, window, scale, softcap,
+                  max_splits, count, out);
+}
+
+extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
+    attn_partial_d64(const float* __restrict__ q, const u16* __restrict__ kc,
+                     const u16* __restrict__ vc, const int* __restrict__ pos,
+                     float* __restrict__ part_o, float* __restrict__ part_ml, int nh, int nkv,
+                     int hd, int cap, int window, float scale, float softcap, int max_splits,
+                     unsigned int* __restrict__ count, float* __restrict__ out) {
+    pdl_wait();
+    pdl_trigger();
+    attn_entry<2>(q, kc, vc, pos, part_o, part_ml, nh, nkv, 64, cap, window, scale, softcap,
+                  max_splits, count, out);
+}
+
+extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
+    attn_partial_d128(const float* __restrict__ q, const u16* __restrict__ kc,
+                      const u16* __restrict__ vc, const int* __restrict__ pos,
+                      float* __restrict__ part_o, float* __restrict__ part_ml, int nh, int nkv,
+                      int hd, int cap, int window, float scale, float softcap, int max_splits,
+                      unsigned int* __restrict__ count, float* __restrict__ out) {
+    pdl_wait();
+    pdl_trigger();
+    attn_entry<4>(q, kc, vc, pos, part_o, part_ml, nh, nkv, 128, cap, window, scale, softcap,
+                  max_splits, count, out);
+}
+
+extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
+    attn_partial_d256(const float* __restrict__ q, const u16* __restrict__ kc,
+                      const u16* __restrict__ vc, const int* __restrict__ pos,
+                      float* __restrict__ part_o, float* __restrict__ part_ml, int nh, int nkv,
+                      int hd, int cap, int window, float scale, float softcap, int max_splits,
+                      unsigned int* __restrict__ count, float* __restrict__ out) {
+    pdl_wait();
+    pdl_trigger();
+    attn_entry<8>(q, kc, vc, pos, part_o, part_ml, nh, nkv, 256, cap, window, scale, softcap,
+                  max_splits, count, out);
 }
 
 extern "C" __global__ void attn_combine(const float* __restrict__ part_o,

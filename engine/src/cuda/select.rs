@@ -439,6 +439,17 @@ pub fn attention_warps(group: usize) -> u32 {
     if group <= 4 { 4 } else { ATT_WARPS }
 }
 
+/// The attention split kernel for a head size: the head-size-specialised entry points of
+/// `attention.cu` for 64, 128 and 256 dims, the general one otherwise.
+pub fn attention_entry(head_dim: usize) -> &'static str {
+    match head_dim {
+        64 => "attn_partial_d64",
+        128 => "attn_partial_d128",
+        256 => "attn_partial_d256",
+        _ => "attn_partial",
+    }
+}
+
 pub fn choose_attention(
     head_dim: usize,
     n_heads: usize,
@@ -456,6 +467,16 @@ pub fn choose_attention(
         return Err(super::shape_err(
             "attention",
             format!("{n_heads} query heads do not share {n_kv_heads} KV heads evenly"),
+        ));
+    }
+    if (n_heads / n_kv_heads) * head_dim > ATT_WARPS as usize * ATT_MAX_HD {
+        return Err(super::shape_err(
+            "attention",
+            format!(
+                "{} query heads per KV head of {head_dim} dims: the attention block stages at most {} query values",
+                n_heads / n_kv_heads,
+                ATT_WARPS as usize * ATT_MAX_HD
+            ),
         ));
     }
     if n_heads / n_kv_heads > ATT_MAX_GROUP {
@@ -692,6 +713,10 @@ mod tests {
         assert!(choose_attention(80, 8, 8, 100, &H200).is_ok());
         // at most 2 heads per warp of the widest block
         assert!(choose_attention(64, ATT_MAX_GROUP, 1, 100, &H200).is_ok());
+        // the block's staged q: G * head_dim <= ATT_WARPS * ATT_MAX_HD values
+        assert!(choose_attention(128, ATT_MAX_GROUP, 1, 100, &H200).is_ok());
+        assert!(choose_attention(256, ATT_MAX_GROUP, 1, 100, &H200).is_err());
+        assert!(choose_attention(256, 8, 1, 100, &H200).is_ok());
         assert!(choose_attention(64, 2 * ATT_MAX_GROUP, 1, 100, &H200).is_err());
     }
 
@@ -712,6 +737,14 @@ mod tests {
     }
 
     #[test]
+    fn attention_entry_by_head_size() {
+        assert_eq!(attention_entry(128), "attn_partial_d128");
+        assert_eq!(attention_entry(64), "attn_partial_d64");
+        assert_eq!(attention_entry(256), "attn_partial_d256");
+        assert_eq!(attention_entry(80), "attn_partial");
+    }
+
+    #[test]
     fn attention_warps_by_group() {
         assert_eq!(attention_warps(1), 4);
         assert_eq!(attention_warps(4), 4);
@@ -719,6 +752,16 @@ mod tests {
         assert_eq!(attention_warps(ATT_MAX_GROUP), ATT_WARPS);
         // every head of the largest group has a warp slot (2 per warp)
         assert!(ATT_MAX_GROUP <= 2 * ATT_WARPS as usize);
+        // attention.cu stages the group's q with ATT_QPT = ATT_MAX_HD / 32 values per
+        // thread: every accepted shape fits the block it gets
+        for g in 1..=2 * ATT_MAX_GROUP {
+            for hd in (8..=ATT_MAX_HD).step_by(8) {
+                if choose_attention(hd, g, 1, 100, &H200).is_ok() {
+                    let threads = attention_warps(g) as usize * 32;
+                    assert!(g * hd <= threads * (ATT_MAX_HD / 32), "g={g} hd={hd}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -194,6 +194,9 @@ impl Family {
             Family::Attention => {
                 vec![
                     "attn_partial".into(),
+                    "attn_partial_d64".into(),
+                    "attn_partial_d128".into(),
+                    "attn_partial_d256".into(),
                     "attn_combine".into(),
                     "kv_store".into(),
                 ]

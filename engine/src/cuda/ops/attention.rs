@@ -170,7 +170,7 @@ fn attention_launch(
     let nt = int(OP, "ntok", s.ntok)? as u32;
     launch(
         gpu,
-        "attn_partial",
+        select::attention_entry(s.head_dim),
         LaunchConfig {
             grid_dim: (s.n_kv_heads as u32, ms as u32, nt),
             block_dim: (select::attention_warps(s.n_heads / s.n_kv_heads) * 32, 1, 1),
