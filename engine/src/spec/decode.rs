@@ -59,6 +59,13 @@ pub fn replay(
         } else {
             r.drafted_rounds += 1;
             r.drafted += d.tokens.len() as u64;
+            r.first_accepted += u64::from(matched > 0);
+            r.cont_trials += matched as u64;
+            r.cont_accepted += if matched == d.tokens.len() {
+                matched as u64
+            } else {
+                matched.saturating_sub(1) as u64
+            };
         }
         let step = (matched + 1).min(context.len() - pos);
         r.tokens += step as u64;

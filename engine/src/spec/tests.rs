@@ -313,7 +313,7 @@ fn replay_of_ngram_lookup_over_plain_tokens() {
             drafted_rounds: 0,
             empty_rounds: 10,
             tokens: 10,
-            drafted: 0
+            ..Replay::default()
         }
     );
     // A repeated phrase: every round drafts 4 tokens, all of them right (5 tokens a round).
@@ -325,7 +325,10 @@ fn replay_of_ngram_lookup_over_plain_tokens() {
             drafted_rounds: 4,
             empty_rounds: 0,
             tokens: 20,
-            drafted: 16
+            drafted: 16,
+            first_accepted: 4,
+            cont_trials: 16,
+            cont_accepted: 16
         }
     );
     assert_eq!(r.accepted(), 16);

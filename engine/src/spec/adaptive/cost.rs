@@ -107,6 +107,12 @@ pub struct Replay {
     pub tokens: u64,
     /// Tokens drafted over all rounds.
     pub drafted: u64,
+    /// Drafted rounds whose first draft matched; drafts after a matched one (a fully
+    /// matched round counting its unseen next draft as matched, as
+    /// [`super::CostModel::observe_round`] does) and those that matched.
+    pub first_accepted: u64,
+    pub cont_trials: u64,
+    pub cont_accepted: u64,
 }
 
 impl Replay {

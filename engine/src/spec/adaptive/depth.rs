@@ -175,7 +175,12 @@ impl AdaptiveDepth {
     /// it.
     pub fn observe_replay(&mut self, r: &Replay) {
         if let Some(m) = self.model.as_mut() {
-            m.observe_acceptance(r.accepted(), r.drafted, r.drafted_rounds);
+            m.observe(
+                r.first_accepted,
+                r.drafted_rounds,
+                r.cont_accepted,
+                r.cont_trials,
+            );
         }
     }
 

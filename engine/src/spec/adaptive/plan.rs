@@ -46,7 +46,7 @@ pub const PRIOR_WEIGHT: f64 = 2.0;
 /// runs many tokens per pass over the weights; a pessimistic share).
 pub const CATCHUP_SHARE: f64 = 0.5;
 /// Weight of the older acceptance counts per new round.
-const ACC_DECAY: f64 = 0.6;
+const ACC_DECAY: f64 = 0.8;
 
 /// What the policy knows of a request's costs.
 #[derive(Clone, Debug, PartialEq)]
@@ -188,7 +188,13 @@ impl CostModel {
         self.observe(u64::from(j > 0), 1, cont_acc as u64, j as u64);
     }
 
-    fn observe(&mut self, first_acc: u64, first_n: u64, cont_acc: u64, cont_n: u64) {
+    /// Learn acceptance alone, as counts (one decay step): first drafts accepted of
+    /// `first_n` rounds, continuations accepted of `cont_n` (a replay of a free proposer
+    /// over known tokens, [`super::Replay`]).
+    pub fn observe(&mut self, first_acc: u64, first_n: u64, cont_acc: u64, cont_n: u64) {
+        if first_n == 0 {
+            return;
+        }
         let d = ACC_DECAY;
         self.first = (
             d * self.first.0 + first_acc as f64,
@@ -198,20 +204,6 @@ impl CostModel {
             d * self.cont.0 + cont_acc as f64,
             d * self.cont.1 + cont_n as f64,
         );
-    }
-
-    /// Learn acceptance alone (a replay of a free proposer over known tokens: `accepted`
-    /// of `drafted` drafts matched over `rounds` drafted rounds), counted as if each round
-    /// had matched at the replay's overall rate (one decay step for the whole replay).
-    pub fn observe_acceptance(&mut self, accepted: u64, drafted: u64, rounds: u64) {
-        if drafted == 0 || rounds == 0 {
-            return;
-        }
-        let rate = accepted.min(drafted) as f64 / drafted as f64;
-        let first = (rate * rounds as f64).round() as u64;
-        let cont_n = drafted.saturating_sub(rounds);
-        let cont = accepted.min(drafted).saturating_sub(first).min(cont_n);
-        self.observe(first, rounds, cont, cont_n);
     }
 
     /// Let the prior weigh again (a re-check after plain tokens: acceptance may have
@@ -329,7 +321,7 @@ mod tests {
         }
         assert!(good.plan(1.0, 1..=7, None, 0).k >= 2);
         for _ in 0..6 {
-            m.observe_acceptance(9, 10, 2);
+            m.observe(2, 2, 7, 8);
         }
         let p = m.plan(1.0, 1..=7, None, 0);
         assert!(p.k >= 3 && p.speedup > 1.4, "{}", p.describe());
@@ -341,7 +333,7 @@ mod tests {
     fn catch_up_is_paid_from_the_remaining_tokens() {
         let mut m = CostModel::new(false, Some(100), Some(1000));
         for _ in 0..6 {
-            m.observe_acceptance(10, 10, 2);
+            m.observe(2, 2, 8, 8);
         }
         let free_run = m.plan(1.0, 1..=7, Some(128), 0);
         assert!(free_run.k > 0, "{}", free_run.describe());

@@ -361,13 +361,16 @@ fn simulate(s: &Sim, n: u64) -> SimRun {
         .with_cost_model(CostModel::new(free, db, tb));
     let replay_at = |t: u64| {
         let a = (s.replay_acc)(t);
-        // 8 rounds of 4 drafts each over the known tokens.
-        let acc = (32.0 * a).round() as u64;
+        // 8 rounds of 4 drafts each over the known tokens, each all right or all wrong.
+        let m = (8.0 * a).round() as u64;
         Replay {
             drafted_rounds: 8,
             empty_rounds: 0,
-            tokens: 8 + acc,
+            tokens: 8 + 4 * m,
             drafted: 32,
+            first_accepted: m,
+            cont_trials: 4 * m,
+            cont_accepted: 4 * m,
         }
     };
     let (mut t, mut secs, mut rounds) = (1u64, 0.0, 0u64);
