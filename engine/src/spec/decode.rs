@@ -255,9 +255,8 @@ pub fn generate(
             // rounds' window (it is paid once, not per round).
             let ts = Instant::now();
             proposer.prefill(&context[..context.len() - 1])?;
-            let t = ts.elapsed().as_secs_f64();
-            stats.draft_prefill_s += t;
-            stats.draft_s += t;
+            // Counted as the draft's prompt pass (in the decode time, not per drafted token).
+            stats.draft_prefill_s += ts.elapsed().as_secs_f64();
             prompt_pending = false;
             proposer_behind = false;
         }

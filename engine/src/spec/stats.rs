@@ -40,8 +40,9 @@ pub struct SpecStats {
     pub verify_s: f64,
     /// Seconds of the rounds that drafted nothing (plain steps of the target).
     pub plain_s: f64,
-    /// Seconds the proposer spent on the prompt during the prefill (a draft model's
-    /// prompt pass; counted in the generation's prefill time, not in its decode time).
+    /// Seconds of a draft model's prompt pass: during the prefill (counted in the
+    /// generation's prefill time), or, with the speed policy on, at its first drafted round
+    /// (then in the decode time; never when the policy never drafts).
     pub draft_prefill_s: f64,
     /// `k_hist[k]`: rounds that drafted `k` tokens (`k_hist[0]`: plain rounds).
     pub k_hist: Vec<u64>,
