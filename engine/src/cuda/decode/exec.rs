@@ -201,16 +201,7 @@ impl CudaDecoder {
             ..
         } = self;
         let gpu = &**gpu;
-        let norm_in = |nf: Option<fuse::NormFold>| -> Result<Option<ops::NormIn<'_>>, CudaError> {
-            match nf {
-                Some(nf) => Ok(Some(ops::NormIn {
-                    weight: vector(weights, nf.weight)?,
-                    eps: nf.eps,
-                    w_offset: 0.0,
-                })),
-                None => Ok(None),
-            }
-        };
+        let norm_in = |nf| norm_in(weights, nf);
         let (out, used): (BufId, Vec<WeightId>) = match f {
             fuse::Fused::Glu {
                 gate_w, up_w, out, ..
@@ -305,14 +296,7 @@ impl CudaDecoder {
             ..
         } = self;
         let gpu = &**gpu;
-        let norm = match pr.norm {
-            Some(nf) => Some(ops::NormIn {
-                weight: vector(weights, nf.weight)?,
-                eps: nf.eps,
-                w_offset: 0.0,
-            }),
-            None => None,
-        };
+        let norm = norm_in(weights, pr.norm)?;
         let bias = |b: Option<WeightId>| -> Result<Option<&dyn DevicePtr<f32>>, CudaError> {
             match b {
                 Some(b) => Ok(Some(vector(weights, b)? as &dyn DevicePtr<f32>)),
@@ -500,6 +484,21 @@ impl CudaDecoder {
         );
         put(bufs, spec.out, o);
         r.map(|_| ())
+    }
+}
+
+/// The input norm a fused matvec folds in, if any.
+fn norm_in(
+    weights: &[DevWeight],
+    nf: Option<fuse::NormFold>,
+) -> Result<Option<ops::NormIn<'_>>, CudaError> {
+    match nf {
+        Some(nf) => Ok(Some(ops::NormIn {
+            weight: vector(weights, nf.weight)?,
+            eps: nf.eps,
+            w_offset: 0.0,
+        })),
+        None => Ok(None),
     }
 }
 
