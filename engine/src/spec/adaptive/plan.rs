@@ -56,6 +56,8 @@ pub struct CostModel {
     ratio: f64,
     /// Measured verification seconds by row count (index = rows).
     verify: Vec<Option<f64>>,
+    /// Whether a row count's first (graph-capturing) verification was seen.
+    verify_seen: Vec<bool>,
     /// Measured seconds per drafted token (draft models).
     draft_tok: Option<f64>,
     /// Decayed counts: first drafts accepted / tried, continuations accepted / tried.
@@ -122,6 +124,7 @@ impl CostModel {
             free,
             ratio,
             verify: Vec::new(),
+            verify_seen: Vec::new(),
             draft_tok: None,
             first: (0.0, 0.0),
             cont: (0.0, 0.0),
@@ -172,9 +175,14 @@ impl CostModel {
         let rows = drafted + 1;
         if self.verify.len() <= rows {
             self.verify.resize(rows + 1, None);
+            self.verify_seen.resize(rows + 1, false);
         }
-        let v = &mut self.verify[rows];
-        *v = Some(v.map_or(verify_s, |o| 0.7 * o + 0.3 * verify_s));
+        // The first verification of a row count also captures its CUDA graph (made on first
+        // use, `cuda::decode::verify`): not a sample of its cost. Learn from the second on.
+        if std::mem::replace(&mut self.verify_seen[rows], true) {
+            let v = &mut self.verify[rows];
+            *v = Some(v.map_or(verify_s, |o| 0.7 * o + 0.3 * verify_s));
+        }
         if !self.free {
             let d = draft_s / drafted as f64;
             self.draft_tok = Some(self.draft_tok.map_or(d, |o| 0.7 * o + 0.3 * d));
@@ -283,6 +291,9 @@ mod tests {
             (m.verify_s(7, 2.0) - 6.0).abs() < 1e-12,
             "7 rows = 3 plain steps"
         );
+        // The first verification of 4 rows (it captures the graph) teaches nothing.
+        m.observe_round(3, 3, 0.0, 50.0);
+        assert!((m.verify_s(4, 1.0) - 2.0).abs() < 1e-12, "still the seed");
         m.observe_round(3, 3, 0.0, 2.0);
         assert_eq!(m.verify_s(4, 1.0), 2.0, "measured");
         // 5 rows scale the seed by what 4 rows showed (2.0 against a seed of 2.0).
