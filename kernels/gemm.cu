@@ -1,21 +1,25 @@
-// gemm.cu — the prompt pass on tensor cores: y[t] = W x[t] for up to GEMM_N = 8 rows of a
-// prompt at once, with `mma.sync.aligned.m16n8k16` (f16 x f16 -> f32, sm_80+), the 8 rows
-// of the pass as the N = 8 dimension.
+// gemm.cu — the prompt pass on tensor cores: y[t] = W x[t] for up to GEMM_N = 64 rows of a
+// prompt at once, with `mma.sync.aligned.m16n8k16` (f16 x f16 -> f32, sm_80+), the rows of
+// the pass as the N dimension in GEMM_NT = GEMM_N / 8 n-tiles of 8.
 //
 // Two launches per matrix product:
-// 1. `gemm_stage_x` (one block per token slot, GEMM_N blocks): x of each live token,
-//    optionally RMS-normalised exactly as matvec.cu folds the norm (same f64 sum order
-//    with 256 threads, same f32 multiplies), split into two f16 halves hi = f16(v),
-//    lo = f16(v - hi) (xh / xl, `[GEMM_N][k]`); the slots n..GEMM_N-1 are written as zeros.
-// 2. `gemm_<fmt>` / `gemm_<fmt>_glu`: GEMM_WARPS warps per block own GEMM_MT * 16 rows;
-//    warp w takes the contiguous chunk range [w * per, (w + 1) * per) of every row
-//    (per = ceil(chunks / GEMM_WARPS), a chunk = 32 values) and, per chunk and 16-row tile,
-//    turns the quants into f16 INTEGERS (exact: Q4_0 q - 8, Q8_0 q, Q6_K q - 32) and runs
-//    the MMAs of the chunk into a zeroed partial accumulator (hi then lo for each k16
-//    step), then adds scale * partial to the warp's accumulator (fmaf, in chunk order; the
-//    scale is the block's d, or for Q6_K the 16-value sub-block's d * sc, applied after each
-//    k16 step). The warps' sums are added in warp order in shared memory (a fixed order),
-//    then the epilogue of matvec.cu: + bias, + residual (res may be y), or act(gate) * up.
+// 1. `gemm_stage_x` (one block per token slot, 8 * ceil(n / 8) blocks): x of each live
+//    token, optionally RMS-normalised exactly as matvec.cu folds the norm (same f64 sum
+//    order with 256 threads, same f32 multiplies), split into two f16 halves hi = f16(v),
+//    lo = f16(v - hi) (xh / xl, `[GEMM_N][k]`); the slots n..8 * ceil(n / 8) - 1 of the
+//    last n-tile are written as zeros.
+// 2. `gemm_<fmt>` / `gemm_<fmt>_glu`: GEMM_WARPS warps per block own MT * 16 rows (MT =
+//    GEMM_MT for a plain product, GEMM_MT_GLU for gate + up); warp w takes the contiguous
+//    chunk range [w * per, (w + 1) * per) of every row (per = ceil(chunks / GEMM_WARPS), a
+//    chunk = 32 values) and, per chunk and 16-row tile, turns the quants into f16 INTEGERS
+//    (exact: Q4_0 q - 8, Q8_0 q, Q6_K q - 32) ONCE, then for each live n-tile of 8 tokens
+//    runs the MMAs of the chunk into a zeroed partial accumulator (hi then lo for each k16
+//    step) and adds scale * partial to the warp's accumulator of that (tile, n-tile) (fmaf,
+//    in chunk order; the scale is the block's d, or for Q6_K the 16-value sub-block's
+//    d * sc, applied after each k16 step). So each weight load and dequantisation serves
+//    up to 64 tokens. The warps' sums are added in warp order in shared memory (warp 0
+//    stores, then warp 1 adds, ...: a fixed order), then the epilogue of matvec.cu:
+//    + bias, + residual (res may be y), or act(gate) * up.
 // Invariance: an MMA output element (row m, token n) depends only on row m of A and column
 // n of B; the chunk split depends only on k; so a token's outputs are the same bits
 // whatever the other tokens of the pass are and whatever n is (kernel-check `gemm` cases).
@@ -36,13 +40,24 @@
 #include "common/formats.cuh"
 
 #ifndef GEMM_WARPS
-#define GEMM_WARPS 8
+#define GEMM_WARPS 16
 #endif
 #ifndef GEMM_MT
 #define GEMM_MT 2
 #endif
-#define GEMM_N 8
-#define GEMM_ROWS (GEMM_MT * 16)
+#ifndef GEMM_MT_GLU
+#define GEMM_MT_GLU 1
+#endif
+#ifndef GEMM_N
+#define GEMM_N 64
+#endif
+#ifndef GEMM_U
+#define GEMM_U 1
+#endif
+#ifndef GEMM_MINB
+#define GEMM_MINB 1
+#endif
+#define GEMM_NT (GEMM_N / 8)
 
 // (lo, hi) = bytes (0, 1) or (2, 3) of w, each under 0x64 (f16 1024 + byte), minus `off`
 // (f16x2 of 1024 + offset): two exact f16 integers.
@@ -171,156 +186,185 @@ extern "C" __global__ void __launch_bounds__(256)
 
 // The body: see the file comment. lo == 0 skips the lo MMAs (x as f16 only). fault != 0
 // (the `prefill` gate's planted fault) drops the scale of every row's chunk 0.
-template <class G, bool GLU>
+// MT: 16-row tiles per warp (GEMM_MT for the plain products, GEMM_MT_GLU for gate + up).
+template <class G, bool GLU, int MT>
 __device__ __forceinline__ void gemm_body(const u8* __restrict__ w, const u8* __restrict__ w2,
                                           const u16* __restrict__ xh,
                                           const u16* __restrict__ xl,
                                           const float* __restrict__ bias, const float* res,
                                           float* y, int rows, int k, int n, int act, int lo,
                                           int fault) {
-    __shared__ float red[GEMM_WARPS][GEMM_ROWS][GEMM_N];
-    __shared__ float red2[GLU ? GEMM_WARPS : 1][GLU ? GEMM_ROWS : 1][GEMM_N];
+    constexpr int ROWS = MT * 16;
+    constexpr int NM = GLU ? 2 : 1;
+    // Row stride GEMM_N + 8 floats: the 8 rows g of a fragment store land 8 banks apart.
+    constexpr int LD = GEMM_N + 8;
+    __shared__ float red[NM][ROWS][LD];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
-    const int row0 = blockIdx.x * GEMM_ROWS;
+    const int row0 = blockIdx.x * ROWS;
     const int nchunks = k >> 5;
+    // n-tiles of 8 tokens holding live tokens (warp-uniform); the tiles past them are not
+    // computed (a token's outputs never depend on them).
+    const int ntiles = (n + 7) >> 3;
     const WMat m = {w, 0, (u64)rows, (u64)(k / G::ELEMS)};
     const WMat m2 = {w2, 0, (u64)rows, (u64)(k / G::ELEMS)};
     // Rows past the end compute row rows-1 again and write nothing.
-    u64 rr[GEMM_MT][2];
+    u64 rr[MT][2];
 #pragma unroll
-    for (int i = 0; i < GEMM_MT; i++) {
+    for (int i = 0; i < MT; i++) {
         rr[i][0] = (u64)min(row0 + 16 * i + g, rows - 1);
         rr[i][1] = (u64)min(row0 + 16 * i + g + 8, rows - 1);
     }
-    float acc[GEMM_MT][4], acc2[GEMM_MT][4];
+    float acc[NM][MT][GEMM_NT][4];
 #pragma unroll
-    for (int i = 0; i < GEMM_MT; i++)
+    for (int q = 0; q < NM; q++)
 #pragma unroll
-        for (int j = 0; j < 4; j++) acc[i][j] = acc2[i][j] = 0.f;
+        for (int i = 0; i < MT; i++)
+#pragma unroll
+            for (int j = 0; j < GEMM_NT; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) acc[q][i][j][e] = 0.f;
     const int per = (nchunks + GEMM_WARPS - 1) / GEMM_WARPS;
     const int c0 = warp * per, c1 = min(nchunks, c0 + per);
+    // Token g of n-tile j is x row 8 j + g.
     const u16* xht = xh + (u64)g * k;
     const u16* xlt = xl + (u64)g * k;
-    // One chunk: B fragments of token g, then per tile the A fragments and the MMAs.
-    auto chunk = [&](int c, const GmA (&a)[GEMM_MT][2], const GmA (&a2)[GEMM_MT][2]) {
-        u32 bh[4], bl[4];
-        if (G::SPLIT) {
-            const uint2 h0 = *(const uint2*)(xht + c * 32 + 4 * t);
-            const uint2 h1 = *(const uint2*)(xht + c * 32 + 16 + 4 * t);
-            bh[0] = h0.x; bh[1] = h0.y; bh[2] = h1.x; bh[3] = h1.y;
-            if (lo) {
-                const uint2 l0 = *(const uint2*)(xlt + c * 32 + 4 * t);
-                const uint2 l1 = *(const uint2*)(xlt + c * 32 + 16 + 4 * t);
-                bl[0] = l0.x; bl[1] = l0.y; bl[2] = l1.x; bl[3] = l1.y;
-            }
-        } else {
-            const uint4 h = *(const uint4*)(xht + c * 32 + 8 * t);
-            bh[0] = h.x; bh[1] = h.y; bh[2] = h.z; bh[3] = h.w;
-            if (lo) {
-                const uint4 l = *(const uint4*)(xlt + c * 32 + 8 * t);
-                bl[0] = l.x; bl[1] = l.y; bl[2] = l.z; bl[3] = l.w;
-            }
-        }
-        const bool drop = fault != 0 && c == 0;
+    // One chunk: the A fragments of every (matrix, tile) made once, then per n-tile the B
+    // fragments of token 8 j + g and the MMAs of every (matrix, tile) against them.
+    auto chunk = [&](int c, const GmA (&a)[NM][MT][2]) {
+        u32 af[NM][MT][2][4];
+        float sc[NM][MT][2][2];
 #pragma unroll
-        for (int i = 0; i < GEMM_MT; i++) {
+        for (int q = 0; q < NM; q++)
 #pragma unroll
-            for (int which = 0; which < (GLU ? 2 : 1); which++) {
-                const GmA& r0 = which ? a2[i][0] : a[i][0];
-                const GmA& r1 = which ? a2[i][1] : a[i][1];
-                float* ac = which ? acc2[i] : acc[i];
-                float p[4] = {0.f, 0.f, 0.f, 0.f};
-                // k16 step 0: A regs {row g: pair 0, row g+8: pair 0, row g: pair 1, ...}.
-                {
-                    const u32 a0 = gm_pair(r0.w0, 0x4140u, G::OFF);
-                    const u32 a1 = gm_pair(r1.w0, 0x4140u, G::OFF);
-                    const u32 a2r = gm_pair(r0.w0, 0x4342u, G::OFF);
-                    const u32 a3 = gm_pair(r1.w0, 0x4342u, G::OFF);
-                    gm_mma(p, a0, a1, a2r, a3, bh[0], bh[1]);
-                    if (lo) gm_mma(p, a0, a1, a2r, a3, bl[0], bl[1]);
-                }
-                if (G::SPLIT) {
-                    const float s0 = drop ? 0.f : r0.s0, s1 = drop ? 0.f : r1.s0;
-                    ac[0] = fmaf(s0, p[0], ac[0]);
-                    ac[1] = fmaf(s0, p[1], ac[1]);
-                    ac[2] = fmaf(s1, p[2], ac[2]);
-                    ac[3] = fmaf(s1, p[3], ac[3]);
-                    p[0] = p[1] = p[2] = p[3] = 0.f;
-                }
-                {
-                    const u32 a0 = gm_pair(r0.w1, 0x4140u, G::OFF);
-                    const u32 a1 = gm_pair(r1.w1, 0x4140u, G::OFF);
-                    const u32 a2r = gm_pair(r0.w1, 0x4342u, G::OFF);
-                    const u32 a3 = gm_pair(r1.w1, 0x4342u, G::OFF);
-                    gm_mma(p, a0, a1, a2r, a3, bh[2], bh[3]);
-                    if (lo) gm_mma(p, a0, a1, a2r, a3, bl[2], bl[3]);
-                }
-                const float s0 = drop ? 0.f : r0.s1, s1 = drop ? 0.f : r1.s1;
-                ac[0] = fmaf(s0, p[0], ac[0]);
-                ac[1] = fmaf(s0, p[1], ac[1]);
-                ac[2] = fmaf(s1, p[2], ac[2]);
-                ac[3] = fmaf(s1, p[3], ac[3]);
+            for (int i = 0; i < MT; i++) {
+                const GmA& r0 = a[q][i][0];
+                const GmA& r1 = a[q][i][1];
+                // k16 step s: A regs {row g: pair 0, row g+8: pair 0, row g: pair 1, ...}.
+                af[q][i][0][0] = gm_pair(r0.w0, 0x4140u, G::OFF);
+                af[q][i][0][1] = gm_pair(r1.w0, 0x4140u, G::OFF);
+                af[q][i][0][2] = gm_pair(r0.w0, 0x4342u, G::OFF);
+                af[q][i][0][3] = gm_pair(r1.w0, 0x4342u, G::OFF);
+                af[q][i][1][0] = gm_pair(r0.w1, 0x4140u, G::OFF);
+                af[q][i][1][1] = gm_pair(r1.w1, 0x4140u, G::OFF);
+                af[q][i][1][2] = gm_pair(r0.w1, 0x4342u, G::OFF);
+                af[q][i][1][3] = gm_pair(r1.w1, 0x4342u, G::OFF);
+                const bool drop = fault != 0 && c == 0;
+                sc[q][i][0][0] = drop ? 0.f : r0.s0;
+                sc[q][i][0][1] = drop ? 0.f : r1.s0;
+                sc[q][i][1][0] = drop ? 0.f : r0.s1;
+                sc[q][i][1][1] = drop ? 0.f : r1.s1;
             }
+#pragma unroll
+        for (int j = 0; j < GEMM_NT; j++) {
+            if (j >= ntiles) continue;
+            const u16* ph = xht + (u64)(8 * j) * k + c * 32;
+            const u16* pl = xlt + (u64)(8 * j) * k + c * 32;
+            u32 bh[4], bl[4] = {0u, 0u, 0u, 0u};
+            if (G::SPLIT) {
+                const uint2 h0 = *(const uint2*)(ph + 4 * t);
+                const uint2 h1 = *(const uint2*)(ph + 16 + 4 * t);
+                bh[0] = h0.x; bh[1] = h0.y; bh[2] = h1.x; bh[3] = h1.y;
+                if (lo) {
+                    const uint2 l0 = *(const uint2*)(pl + 4 * t);
+                    const uint2 l1 = *(const uint2*)(pl + 16 + 4 * t);
+                    bl[0] = l0.x; bl[1] = l0.y; bl[2] = l1.x; bl[3] = l1.y;
+                }
+            } else {
+                const uint4 h = *(const uint4*)(ph + 8 * t);
+                bh[0] = h.x; bh[1] = h.y; bh[2] = h.z; bh[3] = h.w;
+                if (lo) {
+                    const uint4 l = *(const uint4*)(pl + 8 * t);
+                    bl[0] = l.x; bl[1] = l.y; bl[2] = l.z; bl[3] = l.w;
+                }
+            }
+#pragma unroll
+            for (int q = 0; q < NM; q++)
+#pragma unroll
+                for (int i = 0; i < MT; i++) {
+                    const u32* f0 = af[q][i][0];
+                    const u32* f1 = af[q][i][1];
+                    float* ac = acc[q][i][j];
+                    float p[4] = {0.f, 0.f, 0.f, 0.f};
+                    gm_mma(p, f0[0], f0[1], f0[2], f0[3], bh[0], bh[1]);
+                    if (lo) gm_mma(p, f0[0], f0[1], f0[2], f0[3], bl[0], bl[1]);
+                    if (G::SPLIT) {
+                        ac[0] = fmaf(sc[q][i][0][0], p[0], ac[0]);
+                        ac[1] = fmaf(sc[q][i][0][0], p[1], ac[1]);
+                        ac[2] = fmaf(sc[q][i][0][1], p[2], ac[2]);
+                        ac[3] = fmaf(sc[q][i][0][1], p[3], ac[3]);
+                        p[0] = p[1] = p[2] = p[3] = 0.f;
+                    }
+                    gm_mma(p, f1[0], f1[1], f1[2], f1[3], bh[2], bh[3]);
+                    if (lo) gm_mma(p, f1[0], f1[1], f1[2], f1[3], bl[2], bl[3]);
+                    ac[0] = fmaf(sc[q][i][1][0], p[0], ac[0]);
+                    ac[1] = fmaf(sc[q][i][1][0], p[1], ac[1]);
+                    ac[2] = fmaf(sc[q][i][1][1], p[2], ac[2]);
+                    ac[3] = fmaf(sc[q][i][1][1], p[3], ac[3]);
+                }
         }
     };
-    // U chunks' weights loaded before their MMAs (loads in flight: 4, or 2 for gate + up),
-    // then the rest one by one; the arithmetic is per chunk in chunk order either way.
-    constexpr int U = GLU ? 2 : 4;
+    // GEMM_U chunks' weights loaded before their MMAs, then the rest one by one; the
+    // arithmetic is per chunk in chunk order either way.
+    constexpr int U = GEMM_U;
     int c = c0;
     for (; c + U <= c1; c += U) {
-        GmA a[U][GEMM_MT][2], a2[U][GEMM_MT][2];
+        GmA a[U][NM][MT][2];
 #pragma unroll
         for (int u = 0; u < U; u++)
 #pragma unroll
-            for (int i = 0; i < GEMM_MT; i++)
+            for (int i = 0; i < MT; i++)
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
-                    a[u][i][h] = G::load(m, rr[i][h], c + u, t);
-                    if (GLU) a2[u][i][h] = G::load(m2, rr[i][h], c + u, t);
+                    a[u][0][i][h] = G::load(m, rr[i][h], c + u, t);
+                    if (GLU) a[u][NM - 1][i][h] = G::load(m2, rr[i][h], c + u, t);
                 }
 #pragma unroll
-        for (int u = 0; u < U; u++) chunk(c + u, a[u], a2[u]);
+        for (int u = 0; u < U; u++) chunk(c + u, a[u]);
     }
     for (; c < c1; c++) {
-        GmA a[GEMM_MT][2], a2[GEMM_MT][2];
+        GmA a[NM][MT][2];
 #pragma unroll
-        for (int i = 0; i < GEMM_MT; i++)
+        for (int i = 0; i < MT; i++)
 #pragma unroll
             for (int h = 0; h < 2; h++) {
-                a[i][h] = G::load(m, rr[i][h], c, t);
-                if (GLU) a2[i][h] = G::load(m2, rr[i][h], c, t);
+                a[0][i][h] = G::load(m, rr[i][h], c, t);
+                if (GLU) a[NM - 1][i][h] = G::load(m2, rr[i][h], c, t);
             }
-        chunk(c, a, a2);
+        chunk(c, a);
     }
-    // C fragment: acc[i][0..1] = row 16i + g, tokens 2t, 2t+1; [2..3] = row 16i + g + 8.
+    // The warps' sums in warp order (warp 0 stores, warp v adds after v - 1: a fixed
+    // order). C fragment: acc[..][i][j][0..1] = row 16i + g, tokens 8j + 2t, 8j + 2t + 1;
+    // [2..3] = row 16i + g + 8.
+    for (int v = 0; v < GEMM_WARPS; v++) {
+        if (warp == v) {
 #pragma unroll
-    for (int i = 0; i < GEMM_MT; i++) {
-        red[warp][16 * i + g][2 * t] = acc[i][0];
-        red[warp][16 * i + g][2 * t + 1] = acc[i][1];
-        red[warp][16 * i + g + 8][2 * t] = acc[i][2];
-        red[warp][16 * i + g + 8][2 * t + 1] = acc[i][3];
-        if (GLU) {
-            red2[warp][16 * i + g][2 * t] = acc2[i][0];
-            red2[warp][16 * i + g][2 * t + 1] = acc2[i][1];
-            red2[warp][16 * i + g + 8][2 * t] = acc2[i][2];
-            red2[warp][16 * i + g + 8][2 * t + 1] = acc2[i][3];
+            for (int q = 0; q < NM; q++)
+#pragma unroll
+                for (int i = 0; i < MT; i++)
+#pragma unroll
+                    for (int j = 0; j < GEMM_NT; j++) {
+                        if (j >= ntiles) continue;
+                        float* d0 = &red[q][16 * i + g][8 * j + 2 * t];
+                        float* d1 = &red[q][16 * i + g + 8][8 * j + 2 * t];
+                        const float* s = acc[q][i][j];
+                        if (v == 0) {
+                            d0[0] = s[0]; d0[1] = s[1]; d1[0] = s[2]; d1[1] = s[3];
+                        } else {
+                            d0[0] += s[0]; d0[1] += s[1]; d1[0] += s[2]; d1[1] += s[3];
+                        }
+                    }
         }
+        __syncthreads();
     }
-    __syncthreads();
-    for (int o = threadIdx.x; o < GEMM_ROWS * GEMM_N; o += GEMM_WARPS * 32) {
-        const int tok = o / GEMM_ROWS, r = o % GEMM_ROWS;
+    for (int o = threadIdx.x; o < ROWS * n; o += GEMM_WARPS * 32) {
+        const int tok = o / ROWS, r = o % ROWS;
         const int row = row0 + r;
-        if (tok >= n || row >= rows) continue;
-        float s = red[0][r][tok], s2 = GLU ? red2[0][r][tok] : 0.f;
-#pragma unroll
-        for (int v = 1; v < GEMM_WARPS; v++) {
-            s += red[v][r][tok];
-            if (GLU) s2 += red2[v][r][tok];
-        }
+        if (row >= rows) continue;
+        const float s = red[0][r][tok];
         const u64 oi = (u64)tok * rows + row;
         if (GLU) {
-            y[oi] = __fmul_rn(act == 0 ? silu(s) : gelu_tanh(s), s2);
+            y[oi] = __fmul_rn(act == 0 ? silu(s) : gelu_tanh(s), red[NM - 1][r][tok]);
         } else {
             float v = bias != 0 ? s + bias[row] : s;
             if (res != 0) v = v + res[oi];
@@ -331,39 +375,39 @@ __device__ __forceinline__ void gemm_body(const u8* __restrict__ w, const u8* __
 
 // Entry points: gemm_<fmt> (+ bias, + residual; res may be y) and gemm_<fmt>_glu, for
 // the formats with a tensor-core prompt pass (engine/src/cuda/select.rs: GEMM_FORMATS).
-extern "C" __global__ void __launch_bounds__(GEMM_WARPS * 32)
+extern "C" __global__ void __launch_bounds__(GEMM_WARPS * 32, GEMM_MINB)
     gemm_q4_0(const u8* __restrict__ w, const u16* __restrict__ xh, const u16* __restrict__ xl,
               const float* __restrict__ bias, const float* res, float* y, int rows, int k, int n,
               int lo, int fault) {
-    gemm_body<GmQ4_0, false>(w, w, xh, xl, bias, res, y, rows, k, n, 0, lo, fault);
+    gemm_body<GmQ4_0, false, GEMM_MT>(w, w, xh, xl, bias, res, y, rows, k, n, 0, lo, fault);
 }
-extern "C" __global__ void __launch_bounds__(GEMM_WARPS * 32)
+extern "C" __global__ void __launch_bounds__(GEMM_WARPS * 32, GEMM_MINB)
     gemm_q4_0_glu(const u8* __restrict__ wg, const u8* __restrict__ wu, const u16* __restrict__ xh,
                   const u16* __restrict__ xl, float* y, int rows, int k, int n, int act, int lo,
                   int fault) {
-    gemm_body<GmQ4_0, true>(wg, wu, xh, xl, 0, 0, y, rows, k, n, act, lo, fault);
+    gemm_body<GmQ4_0, true, GEMM_MT_GLU>(wg, wu, xh, xl, 0, 0, y, rows, k, n, act, lo, fault);
 }
-extern "C" __global__ void __launch_bounds__(GEMM_WARPS * 32)
+extern "C" __global__ void __launch_bounds__(GEMM_WARPS * 32, GEMM_MINB)
     gemm_q8_0(const u8* __restrict__ w, const u16* __restrict__ xh, const u16* __restrict__ xl,
               const float* __restrict__ bias, const float* res, float* y, int rows, int k, int n,
               int lo, int fault) {
-    gemm_body<GmQ8_0, false>(w, w, xh, xl, bias, res, y, rows, k, n, 0, lo, fault);
+    gemm_body<GmQ8_0, false, GEMM_MT>(w, w, xh, xl, bias, res, y, rows, k, n, 0, lo, fault);
 }
-extern "C" __global__ void __launch_bounds__(GEMM_WARPS * 32)
+extern "C" __global__ void __launch_bounds__(GEMM_WARPS * 32, GEMM_MINB)
     gemm_q8_0_glu(const u8* __restrict__ wg, const u8* __restrict__ wu, const u16* __restrict__ xh,
                   const u16* __restrict__ xl, float* y, int rows, int k, int n, int act, int lo,
                   int fault) {
-    gemm_body<GmQ8_0, true>(wg, wu, xh, xl, 0, 0, y, rows, k, n, act, lo, fault);
+    gemm_body<GmQ8_0, true, GEMM_MT_GLU>(wg, wu, xh, xl, 0, 0, y, rows, k, n, act, lo, fault);
 }
-extern "C" __global__ void __launch_bounds__(GEMM_WARPS * 32)
+extern "C" __global__ void __launch_bounds__(GEMM_WARPS * 32, GEMM_MINB)
     gemm_q6_k(const u8* __restrict__ w, const u16* __restrict__ xh, const u16* __restrict__ xl,
               const float* __restrict__ bias, const float* res, float* y, int rows, int k, int n,
               int lo, int fault) {
-    gemm_body<GmQ6_K, false>(w, w, xh, xl, bias, res, y, rows, k, n, 0, lo, fault);
+    gemm_body<GmQ6_K, false, GEMM_MT>(w, w, xh, xl, bias, res, y, rows, k, n, 0, lo, fault);
 }
-extern "C" __global__ void __launch_bounds__(GEMM_WARPS * 32)
+extern "C" __global__ void __launch_bounds__(GEMM_WARPS * 32, GEMM_MINB)
     gemm_q6_k_glu(const u8* __restrict__ wg, const u8* __restrict__ wu, const u16* __restrict__ xh,
                   const u16* __restrict__ xl, float* y, int rows, int k, int n, int act, int lo,
                   int fault) {
-    gemm_body<GmQ6_K, true>(wg, wu, xh, xl, 0, 0, y, rows, k, n, act, lo, fault);
+    gemm_body<GmQ6_K, true, GEMM_MT_GLU>(wg, wu, xh, xl, 0, 0, y, rows, k, n, act, lo, fault);
 }

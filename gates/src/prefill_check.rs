@@ -33,7 +33,7 @@ pub struct PrefillCheckConfig {
 impl Default for PrefillCheckConfig {
     fn default() -> Self {
         PrefillCheckConfig {
-            lengths: vec![1, 7, 8, 9, 21, 100],
+            lengths: vec![1, 7, 8, 9, 21, 64, 65, 100, 130],
             // Per product the GEMM is within 2e-5 of sum |w x| (kernel-check `gemm`), the
             // row path within 2e-5 too; a few layers compound it well under 1e-3, while a
             // dropped block scale moves logits by O(1e-1) of their range.

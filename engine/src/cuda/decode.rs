@@ -7,9 +7,10 @@
 //! the f16 KV cache of each layer (`[n_kv_heads][capacity][head_dim]`), and the execution
 //! model of `arch::program`: the body runs on every new token, the head on the last one.
 //!
-//! Prompt tokens go through [`CudaDecoder::prefill`] (`decode/prefill.rs`: the body's
-//! matrix products on tensor cores for Q4_0 / Q8_0 / Q6_K, by default), generated tokens
-//! through [`CudaDecoder::forward`], the row path described next.
+//! Prompt tokens go through [`CudaDecoder::prefill`] (`decode/prefill.rs`: passes of
+//! [`PREFILL_ROWS`](super::sources::consts::PREFILL_ROWS) rows in buffers of their own, the body's matrix products on tensor
+//! cores for Q4_0 / Q8_0 / Q6_K, by default), generated tokens through
+//! [`CudaDecoder::forward`], the row path described next.
 //!
 //! A prompt is processed [`MAX_ROWS`] tokens per launch. Every kernel is batch-invariant
 //! (checked by kernel-check), so this gives exactly the logits of feeding the tokens one by
@@ -335,6 +336,13 @@ impl CudaDecoder {
     /// Append `tokens` to the sequence and compute the logits of the last one (kept on the
     /// device; see [`CudaDecoder::logits`] and [`CudaDecoder::argmax`]).
     pub fn forward(&mut self, tokens: &[u32]) -> Result<(), CudaError> {
+        self.feed(tokens, MAX_ROWS)
+    }
+
+    /// [`CudaDecoder::forward`] in passes of `rows` rows (the buffers in place must hold
+    /// that many: [`MAX_ROWS`], or [`PREFILL_ROWS`](super::sources::consts::PREFILL_ROWS) while a prompt pass has swapped its
+    /// buffers in).
+    fn feed(&mut self, tokens: &[u32], rows: usize) -> Result<(), CudaError> {
         if tokens.is_empty() {
             return Err(shape_err("decoder", "no tokens to feed"));
         }
@@ -356,7 +364,7 @@ impl CudaDecoder {
                 format!("token {t} outside the vocabulary ({n_vocab})"),
             ));
         }
-        for chunk in tokens.chunks(MAX_ROWS) {
+        for chunk in tokens.chunks(rows) {
             let n = chunk.len();
             let ids: Vec<i32> = chunk.iter().map(|&t| t as i32).collect();
             let pos: Vec<i32> = (0..n).map(|i| (self.len + i) as i32).collect();

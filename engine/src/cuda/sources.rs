@@ -73,12 +73,25 @@ pub mod consts {
     pub const MV_BATCH_GLU_ROWS_PER_WARP: [u32; 1] = [1];
     /// Warps per tensor-core prompt-pass block (`gemm.cu`; each takes a contiguous share
     /// of every row's chunks, summed in warp order).
-    pub const GEMM_WARPS: u32 = 8;
-    /// 16-row MMA tiles per warp of `gemm.cu` (a block owns `16 * GEMM_MT` rows).
+    /// (16: the plain products of an 8B model have 128 blocks or fewer, one per SM: 16 warps
+    /// of at most 128 registers hide latency with twice the warps of 8 of 144 registers.)
+    pub const GEMM_WARPS: u32 = 16;
+    /// 16-row MMA tiles per warp of `gemm.cu`'s plain products (a block owns
+    /// `16 * GEMM_MT` rows).
     pub const GEMM_MT: usize = 2;
-    /// Token rows per tensor-core pass (the MMA's N): the prompt pass's rows.
-    pub const GEMM_N: usize = 8;
-    const _: () = assert!(GEMM_N == MV_MAX_TOK);
+    /// 16-row MMA tiles per warp (of each matrix) of `gemm.cu`'s gate + up products.
+    pub const GEMM_MT_GLU: usize = 1;
+    /// Chunks whose weights a `gemm.cu` warp loads before their MMAs (1: with 16 warps and
+    /// 64 rows the 128-register cap leaves no room for a second chunk without spills).
+    pub const GEMM_U: usize = 1;
+    /// Prompt rows per pass of `CudaDecoder::prefill` (the body's activation buffers of a
+    /// prompt pass hold this many rows; decode, verification and batched decode keep
+    /// `MV_MAX_TOK`).
+    pub const PREFILL_ROWS: usize = 64;
+    /// Token rows per tensor-core pass (the MMA's N, as `GEMM_N / 8` n-tiles of 8): the
+    /// prompt pass's rows.
+    pub const GEMM_N: usize = PREFILL_ROWS;
+    const _: () = assert!(GEMM_N % 8 == 0 && PREFILL_ROWS % MV_MAX_TOK == 0);
     /// Threads per RMSNorm block.
     pub const NORM_THREADS: u32 = 256;
     // A norm folded into a matvec (matvec.cu) repeats norm.cu's reduction with the
@@ -169,6 +182,9 @@ impl Family {
             Family::Gemm => vec![
                 format!("-DGEMM_WARPS={GEMM_WARPS}"),
                 format!("-DGEMM_MT={GEMM_MT}"),
+                format!("-DGEMM_MT_GLU={GEMM_MT_GLU}"),
+                format!("-DGEMM_N={GEMM_N}"),
+                format!("-DGEMM_U={GEMM_U}"),
             ],
             Family::Norm => vec![format!("-DNORM_THREADS={NORM_THREADS}")],
             Family::Attention => vec![

@@ -1,10 +1,11 @@
 //! kernel-check's tensor-core prompt-pass cases (`kernels/gemm.cu`), for every format of
 //! [`select::GEMM_FORMATS`]:
-//! - invariance (`batch_invariance`, exact): `n` in 1..=[`GEMM_N`] rows in one pass against
+//! - invariance (`batch_invariance`, exact): `n` of [`PASS_SIZES`] (1..=[`GEMM_N`] = 64) rows
+//!   in one pass against
 //!   each row alone, bit for bit, for every epilogue (plain with bias, residual, RMSNorm
 //!   folded into the staging, gate/up with either activation, with and without the norm),
 //!   with x as hi + lo and as f16 only; one staging buffer serves every launch, so a slot
-//!   left over from a pass of 8 must not leak into a pass of 1;
+//!   left over from a pass of 64 must not leak into a pass of 1;
 //! - `fusion` (exact): the residual epilogue is the plain result + res (one f32 add), and
 //!   the norm folded into the staging gives the bits of the `rmsnorm` kernel then a plain
 //!   staging;
@@ -22,6 +23,12 @@ use engine::cuda::ops::{self, Activation, GemmOpts, GemmX};
 use engine::cuda::sources::consts::GEMM_N;
 use engine::cuda::{DeviceWeight, Gpu, cpu, select};
 use engine::quant::QuantFormat;
+
+/// The pass sizes compared with the rows alone: every count of the first two n-tiles of 8,
+/// the edges of the later ones, and the full pass.
+const PASS_SIZES: [usize; 23] = [
+    1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 24, 31, 33, 48, 63, GEMM_N,
+];
 
 /// The device inputs of one format's case.
 struct Inputs {
@@ -154,7 +161,7 @@ fn cases_of(
     for (lo, op) in [(true, "gemm"), (false, "gemm_f16x")] {
         let opts = GemmOpts { lo, fault: false };
         let tag = if lo { "x=hi+lo" } else { "x=f16" };
-        // The full pass first: its 8 slots are left in the staging buffer for the singles.
+        // The full pass first: its slots are left in the staging buffer for the singles.
         let full = run(gpu, &inp, &mut xs, &x, &res, GEMM_N, opts)?;
         let mut single = Vec::with_capacity(GEMM_N);
         for t in 0..GEMM_N {
@@ -162,7 +169,7 @@ fn cases_of(
             let rt = &res[t * rows..(t + 1) * rows];
             single.push(run(gpu, &inp, &mut xs, xt, rt, 1, opts)?);
         }
-        for n in 1..=GEMM_N {
+        for n in PASS_SIZES {
             let got = if n == GEMM_N {
                 None
             } else {

@@ -5,7 +5,7 @@
 use super::super::cudarc::driver::{CudaSlice, DevicePtr};
 use super::super::ops::{self, Activation, AttnShape, RopeStyle};
 use super::super::{CudaError, DeviceWeight};
-use super::{CudaDecoder, DevWeight, Feed, fuse, model_err};
+use super::{CudaDecoder, DevWeight, Feed, MAX_ROWS, fuse, model_err};
 use crate::arch::{self, AttentionSpec, BufId, Op, WeightId};
 use std::sync::Arc;
 
@@ -98,8 +98,23 @@ impl CudaDecoder {
                 if x == out {
                     return Err(model_err("matmul in place is not supported"));
                 }
+                let (wx, wy) = (width(*x), width(*out));
                 let mut o = take(bufs, *out)?;
-                let r = ops::matvec(gpu, w, get(bufs, *x)?, n, bias, &mut o.slice);
+                let r = (|| {
+                    let xb = get(bufs, *x)?;
+                    let mut last = Err(model_err("no rows"));
+                    for (a, b) in row_slices(n) {
+                        last = Ok(ops::matvec(
+                            gpu,
+                            w,
+                            &xb.slice(a * wx..b * wx),
+                            b - a,
+                            bias,
+                            &mut o.slice.slice_mut(a * wy..b * wy),
+                        )?);
+                    }
+                    last
+                })();
                 put(bufs, *out, o);
                 let choice = r?;
                 let name = &program.weight(*weight).name;
@@ -202,6 +217,7 @@ impl CudaDecoder {
         } = self;
         let gpu = &**gpu;
         let norm_in = |nf| norm_in(weights, nf);
+        let width = |b: BufId| program.buffer(b).width;
         let (out, used): (BufId, Vec<WeightId>) = match f {
             fuse::Fused::Glu {
                 gate_w, up_w, out, ..
@@ -229,16 +245,21 @@ impl CudaDecoder {
                     arch::Activation::Silu => Activation::Silu,
                     arch::Activation::GeluTanh => Activation::GeluTanh,
                 };
-                ops::matvec_glu(
-                    gpu,
-                    wg,
-                    wu,
-                    get(bufs, x)?,
-                    n,
-                    act,
-                    norm_in(norm)?,
-                    &mut o.slice,
-                )
+                let (xb, wx, wy) = (get(bufs, x)?, width(x), width(out));
+                let mut last = Err(model_err("no rows"));
+                for (a, b) in row_slices(n) {
+                    last = Ok(ops::matvec_glu(
+                        gpu,
+                        wg,
+                        wu,
+                        &xb.slice(a * wx..b * wx),
+                        b - a,
+                        act,
+                        norm_in(norm)?,
+                        &mut o.slice.slice_mut(a * wy..b * wy),
+                    )?);
+                }
+                last
             }
             fuse::Fused::Residual {
                 x,
@@ -260,16 +281,21 @@ impl CudaDecoder {
                     None => None,
                 };
                 let residual = matches!(f, fuse::Fused::Residual { .. });
-                ops::matvec_fused(
-                    gpu,
-                    w,
-                    get(bufs, x)?,
-                    n,
-                    bias,
-                    norm_in(norm)?,
-                    residual,
-                    &mut o.slice,
-                )
+                let (xb, wx, wy) = (get(bufs, x)?, width(x), width(out));
+                let mut last = Err(model_err("no rows"));
+                for (a, b) in row_slices(n) {
+                    last = Ok(ops::matvec_fused(
+                        gpu,
+                        w,
+                        &xb.slice(a * wx..b * wx),
+                        b - a,
+                        bias,
+                        norm_in(norm)?,
+                        residual,
+                        &mut o.slice.slice_mut(a * wy..b * wy),
+                    )?);
+                }
+                last
             }
             fuse::Fused::RopeAttn { .. } => Err(model_err("rope + attention is not a matvec unit")),
         })();
@@ -446,6 +472,7 @@ impl CudaDecoder {
         n: usize,
         feed: Feed,
     ) -> Result<(), CudaError> {
+        let lim = self.attention_rows();
         let gpu = &*self.gpu;
         let layer = self
             .kv
@@ -470,20 +497,51 @@ impl CudaDecoder {
             .get_mut(&(spec.n_heads, spec.head_dim))
             .ok_or_else(|| model_err("attention scratch missing"))?;
         let mut o = take(bufs, spec.out)?;
-        let r = ops::attention(
-            gpu,
-            get(bufs, spec.q)?,
-            &layer.k,
-            &layer.v,
-            pos,
-            shape,
-            spec.scale,
-            spec.softcap.unwrap_or(0.0),
-            scratch,
-            &mut o.slice,
-        );
+        let r = if n <= lim {
+            ops::attention(
+                gpu,
+                get(bufs, spec.q)?,
+                &layer.k,
+                &layer.v,
+                pos,
+                shape,
+                spec.scale,
+                spec.softcap.unwrap_or(0.0),
+                scratch,
+                &mut o.slice,
+            )
+            .map(|_| ())
+        } else if feed == Feed::Step {
+            Err(model_err("a graphed step has one row"))
+        } else {
+            // A prompt pass wider than the scratch: launches of `lim` rows (each row's
+            // attention depends only on its own q and position).
+            let w = spec.n_heads * spec.head_dim;
+            (|| {
+                let q = get(bufs, spec.q)?;
+                for a in (0..n).step_by(lim) {
+                    let b = (a + lim).min(n);
+                    ops::attention(
+                        gpu,
+                        &q.slice(a * w..b * w),
+                        &layer.k,
+                        &layer.v,
+                        &self.pos.slice(a..b),
+                        AttnShape {
+                            ntok: b - a,
+                            ..shape
+                        },
+                        spec.scale,
+                        spec.softcap.unwrap_or(0.0),
+                        scratch,
+                        &mut o.slice.slice_mut(a * w..b * w),
+                    )?;
+                }
+                Ok(())
+            })()
+        };
         put(bufs, spec.out, o);
-        r.map(|_| ())
+        r
     }
 }
 
@@ -500,6 +558,14 @@ fn norm_in(
         })),
         None => Ok(None),
     }
+}
+
+/// Row ranges `a..b` of at most [`MAX_ROWS`] rows covering `0..n` (the matvec's launches
+/// within a prompt pass of more rows; one range for the row path).
+fn row_slices(n: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..n)
+        .step_by(MAX_ROWS)
+        .map(move |a| (a, (a + MAX_ROWS).min(n)))
 }
 
 pub(super) fn matrix(weights: &[DevWeight], id: WeightId) -> Result<usize, CudaError> {
@@ -558,4 +624,28 @@ pub(super) fn get(
                 id.0
             ))
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn row_slices_cover_the_rows_in_launches_of_max_rows() {
+        assert_eq!(row_slices(1).collect::<Vec<_>>(), vec![(0, 1)]);
+        assert_eq!(
+            row_slices(MAX_ROWS).collect::<Vec<_>>(),
+            vec![(0, MAX_ROWS)]
+        );
+        let s: Vec<_> = row_slices(2 * MAX_ROWS + 3).collect();
+        assert_eq!(
+            s,
+            vec![
+                (0, MAX_ROWS),
+                (MAX_ROWS, 2 * MAX_ROWS),
+                (2 * MAX_ROWS, 2 * MAX_ROWS + 3)
+            ]
+        );
+        assert_eq!(row_slices(0).count(), 0);
+    }
 }

@@ -1,15 +1,20 @@
 //! The prompt pass on tensor cores (issue 8): [`CudaDecoder::prefill`] feeds PROMPT tokens
-//! with the body's matrix products as `kernels/gemm.cu` GEMMs (the up to [`MAX_ROWS`] rows
-//! of a pass as the MMA's N = 8) where the weight format has one
-//! ([`select::GEMM_FORMATS`]); every other op, and the products of other formats, run as in
-//! [`CudaDecoder::forward`].
+//! in passes of [`PREFILL_ROWS`] = 64 rows, in activation buffers of their own (made on the
+//! first prompt pass and swapped with the decoder's [`MAX_ROWS`]-row buffers while it runs,
+//! so a captured graph's addresses stay valid), with the body's matrix products as
+//! `kernels/gemm.cu` GEMMs (the rows of a pass as the MMA's N: each weight fragment serves
+//! 8 n-tiles of 8 rows) where the weight format has one ([`select::GEMM_FORMATS`]); every
+//! other op runs as in [`CudaDecoder::forward`] over the pass's rows (embedding, norms,
+//! RoPE + KV store: one launch; attention in launches of up to `att_rows` rows, bounded by
+//! the scratch budget [`PREFILL_ATT_SCRATCH_BYTES`]; the matvecs of other formats in slices
+//! of [`MAX_ROWS`] rows). All of them are row-invariant, so the pass size changes no bits.
 //!
 //! Which path feeds what: the prompt goes through [`CudaDecoder::prefill`]; the decode step,
 //! re-fed GENERATED tokens (a preempted sequence's recompute, a speculative target's
 //! accepted tokens), spec verification (`verify.rs`) and batched decode (`batch.rs`) go
 //! through [`CudaDecoder::forward`] and the other row-path entry points, whose per-row bits
 //! are those of the one-token kernels. A GEMM row's bits depend only on its own token and
-//! position (kernel-check `gemm` cases: alone vs among 8), so a prompt fed in chunks of any
+//! position (kernel-check `gemm` cases: alone vs among n = 1..64), so a prompt fed in chunks of any
 //! size gives the same KV and logits (the `chunking` gate with `ASSAY_PREFILL=gemm`); they
 //! are not the row path's bits: the `prefill` gate bounds the difference (last-row argmax
 //! identical, logits within a tolerance).
@@ -19,9 +24,29 @@
 
 use super::{CudaDecoder, MAX_ROWS, fuse, get, matrix, model_err, put, take, vector, w_ref};
 use crate::arch;
-use crate::cuda::ops::{self, Activation, GemmOpts, GemmX};
+use crate::cuda::ops::{self, Activation, AttnScratch, GemmOpts, GemmX};
+use crate::cuda::sources::consts::{ATT_SPLIT, PREFILL_ROWS};
 use crate::cuda::{CudaError, select, shape_err};
-use cudarc::driver::DevicePtr;
+use cudarc::driver::{CudaSlice, DevicePtr};
+use std::collections::HashMap;
+
+/// Most bytes of split-KV attention scratch a prompt pass allocates per attention shape
+/// (`rows * n_heads * ceil(capacity / ATT_SPLIT) * (head_dim + 2) * 4`): the pass's
+/// attention runs in launches of as many rows as fit (at least [`MAX_ROWS`], at most
+/// [`PREFILL_ROWS`]). Llama-3.1-8B (32 heads of 128, 16.6 KB per row and 64 positions):
+/// 64 rows (68 MB) at a capacity of 4096, 64 rows up to ~8k positions, fewer beyond; the
+/// floor of 8 rows is what the decode scratch already holds (273 MB at 131072 positions).
+pub const PREFILL_ATT_SCRATCH_BYTES: usize = 128 << 20;
+
+/// The buffers of a prompt pass, swapped with the decoder's own while it runs.
+struct PassBufs {
+    bufs: Vec<Option<CudaSlice<f32>>>,
+    tokens: CudaSlice<i32>,
+    pos: CudaSlice<i32>,
+    scratch: HashMap<(usize, usize), AttnScratch>,
+    /// Rows per attention launch (what the scratch holds).
+    att_rows: usize,
+}
 
 /// How prompt tokens are fed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,6 +101,9 @@ pub(super) struct PrefillState {
     active: bool,
     /// Staged activations, made on first use (rows of the widest matrix).
     x: Option<GemmX>,
+    /// The pass's buffers, made on first use; while `swapped`, they hold the decoder's.
+    pass: Option<PassBufs>,
+    swapped: bool,
 }
 
 impl PrefillState {
@@ -90,6 +118,8 @@ impl PrefillState {
             opts,
             active: false,
             x: None,
+            pass: None,
+            swapped: false,
         })
     }
 }
@@ -125,15 +155,96 @@ impl CudaDecoder {
     /// Append PROMPT tokens and compute the logits of the last one: [`CudaDecoder::forward`]
     /// with the body's products on tensor cores when the mode is [`PrefillMode::Gemm`]
     /// and the device has them (sm_80+). Generated tokens must go through `forward`.
+    ///
+    /// The GEMM mode feeds passes of [`PREFILL_ROWS`] rows through buffers of that many
+    /// rows (made on the first call: the program's buffers x 64 rows, plus the attention
+    /// scratch of [`PREFILL_ATT_SCRATCH_BYTES`] at most per shape; kept for the next).
     pub fn prefill(&mut self, tokens: &[u32]) -> Result<(), CudaError> {
         let cc = self.gpu.info().compute_capability;
         if self.prefill.mode == PrefillMode::Rows || cc.0 < 8 {
             return self.forward(tokens);
         }
+        if self.prefill.pass.is_none() {
+            self.prefill.pass = Some(self.pass_bufs()?);
+        }
+        self.swap_pass();
         self.prefill.active = true;
-        let r = self.forward(tokens);
+        let r = self.feed(tokens, PREFILL_ROWS);
         self.prefill.active = false;
+        self.swap_pass();
         r
+    }
+
+    /// Bytes of device memory the prompt pass's own buffers hold (0 before the first).
+    pub fn prefill_buffer_bytes(&self) -> usize {
+        self.prefill.pass.as_ref().map_or(0, |p| {
+            let bufs: usize = p.bufs.iter().flatten().map(|b| b.len() * 4).sum();
+            let att: usize = self
+                .scratch
+                .keys()
+                .map(|&(h, d)| Self::att_row_bytes(h, d, self.capacity) * p.att_rows)
+                .sum();
+            bufs + att + 8 * PREFILL_ROWS
+        })
+    }
+
+    /// Scratch bytes of one attention row of `heads` heads of `dim` (see [`AttnScratch`]).
+    fn att_row_bytes(heads: usize, dim: usize, capacity: usize) -> usize {
+        let splits = capacity.div_ceil(ATT_SPLIT).max(1);
+        heads * splits * (dim + 2) * 4 + heads * 4
+    }
+
+    /// Allocate the prompt pass's buffers.
+    fn pass_bufs(&self) -> Result<PassBufs, CudaError> {
+        let gpu = &*self.gpu;
+        let bufs = self
+            .program
+            .buffers
+            .iter()
+            .map(|b| gpu.zeros::<f32>(b.width * PREFILL_ROWS).map(Some))
+            .collect::<Result<Vec<_>, CudaError>>()?;
+        let shapes: Vec<(usize, usize)> = self.scratch.keys().copied().collect();
+        let att_rows = shapes
+            .iter()
+            .map(|&(h, d)| {
+                (PREFILL_ATT_SCRATCH_BYTES / Self::att_row_bytes(h, d, self.capacity).max(1))
+                    .clamp(MAX_ROWS, PREFILL_ROWS)
+            })
+            .min()
+            .unwrap_or(PREFILL_ROWS);
+        let mut scratch = HashMap::new();
+        for (h, d) in shapes {
+            scratch.insert(
+                (h, d),
+                AttnScratch::new(gpu, att_rows, h, d, self.capacity)?,
+            );
+        }
+        Ok(PassBufs {
+            bufs,
+            tokens: gpu.zeros(PREFILL_ROWS)?,
+            pos: gpu.zeros(PREFILL_ROWS)?,
+            scratch,
+            att_rows,
+        })
+    }
+
+    /// Exchange the decoder's row buffers with the prompt pass's.
+    fn swap_pass(&mut self) {
+        if let Some(p) = self.prefill.pass.as_mut() {
+            std::mem::swap(&mut self.bufs, &mut p.bufs);
+            std::mem::swap(&mut self.tokens, &mut p.tokens);
+            std::mem::swap(&mut self.pos, &mut p.pos);
+            std::mem::swap(&mut self.scratch, &mut p.scratch);
+            self.prefill.swapped = !self.prefill.swapped;
+        }
+    }
+
+    /// Most rows one attention launch takes with the buffers in place.
+    pub(super) fn attention_rows(&self) -> usize {
+        match (&self.prefill.pass, self.prefill.swapped) {
+            (Some(p), true) => p.att_rows,
+            _ => MAX_ROWS,
+        }
     }
 
     /// Whether the body now runs the GEMM path.
@@ -263,8 +374,8 @@ impl CudaDecoder {
         out: arch::BufId,
         n: usize,
     ) -> Result<bool, CudaError> {
-        if n > MAX_ROWS {
-            return Err(model_err("a GEMM pass takes at most MAX_ROWS rows"));
+        if n > PREFILL_ROWS {
+            return Err(model_err("a GEMM pass takes at most PREFILL_ROWS rows"));
         }
         if x == out {
             // In place: left to the row path, which refuses it.

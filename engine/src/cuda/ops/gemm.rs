@@ -1,16 +1,17 @@
-//! Wrappers of `gemm.cu`: the tensor-core prompt pass (up to [`GEMM_N`] token rows per pass
-//! over a weight matrix, `mma.sync.m16n8k16`, f16 x f16 -> f32).
+//! Wrappers of `gemm.cu`: the tensor-core prompt pass (up to [`GEMM_N`] = 64 token rows per
+//! pass over a weight matrix, `mma.sync.m16n8k16`, f16 x f16 -> f32; each weight fragment
+//! serves every n-tile of 8 rows).
 //!
 //! A product is two launches: [`gemm_stage_x`] turns x (optionally RMS-normalised as the
 //! matvec folds it) into the f16 halves hi / lo of every token slot ([`GemmX`]), then
 //! [`gemm`] or [`gemm_glu`] multiply. A token's outputs depend only on its own x and the
 //! weights (not on the other rows of the pass, nor on their number): kernel-check's `gemm`
-//! cases compare each row alone with the same row among 8, bit for bit. They are not the
+//! cases compare each row alone with the same row among n = 1..64, bit for bit. They are not the
 //! bits of the row path (`matvec`); the `prefill` gate bounds the difference.
 
 use super::{Arg, DeviceWeight, NormIn, aligned, cfg1, int, launch, need, rd, wr};
 use crate::cuda::select;
-use crate::cuda::sources::consts::{GEMM_MT, GEMM_N, GEMM_WARPS};
+use crate::cuda::sources::consts::{GEMM_MT, GEMM_MT_GLU, GEMM_N, GEMM_WARPS};
 use crate::cuda::{CudaError, Gpu, shape_err};
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig};
 
@@ -54,7 +55,8 @@ impl GemmX {
 }
 
 /// Stage `n` token vectors of `k` values from x (`[n][k]`) into `xs`, normalised by `norm`
-/// when given (the matvec's folded RMSNorm); slots `n..GEMM_N` become zeros.
+/// when given (the matvec's folded RMSNorm); the slots of the last n-tile of 8 past `n`
+/// become zeros (the GEMM does not read the slots past that tile).
 pub fn gemm_stage_x(
     gpu: &Gpu,
     x: &dyn DevicePtr<f32>,
@@ -89,7 +91,7 @@ pub fn gemm_stage_x(
     launch(
         gpu,
         "gemm_stage_x",
-        cfg1(GEMM_N as u32, 256),
+        cfg1((n.div_ceil(8) * 8) as u32, 256),
         &[
             Arg::Ptr(xp),
             Arg::I32(int(OP, "n", n)?),
@@ -111,6 +113,7 @@ fn check(
     xs: &GemmX,
     n: usize,
     y_len: usize,
+    glu: bool,
 ) -> Result<LaunchConfig, CudaError> {
     if !select::gemm_supported(w.format, gpu.info().compute_capability) {
         return Err(CudaError::UnsupportedFormat {
@@ -136,7 +139,7 @@ fn check(
     }
     need(op, "y", y_len, n * w.rows)?;
     need(op, "weight", w.data.len(), w.rows * w.row_bytes)?;
-    let rows_per_block = GEMM_MT * 16;
+    let rows_per_block = if glu { GEMM_MT_GLU } else { GEMM_MT } * 16;
     let blocks = u32::try_from(w.rows.div_ceil(rows_per_block))
         .map_err(|_| shape_err(op, "too many rows"))?;
     Ok(LaunchConfig {
@@ -159,7 +162,7 @@ pub fn gemm(
     opts: GemmOpts,
 ) -> Result<(), CudaError> {
     const OP: &str = "gemm";
-    let cfg = check(OP, gpu, w, xs, n, y.len())?;
+    let cfg = check(OP, gpu, w, xs, n, y.len(), false)?;
     let bias_ptr = match bias {
         Some(b) => {
             need(OP, "bias", b.len(), w.rows)?;
@@ -210,7 +213,7 @@ pub fn gemm_glu(
     if wg.format != wu.format || wg.rows != wu.rows || wg.cols != wu.cols {
         return Err(shape_err(OP, "gate and up differ in format or shape"));
     }
-    let cfg = check(OP, gpu, wg, xs, n, y.len())?;
+    let cfg = check(OP, gpu, wg, xs, n, y.len(), true)?;
     need(OP, "up weight", wu.data.len(), wu.rows * wu.row_bytes)?;
     let (gp, up) = (rd(gpu, &wg.data), rd(gpu, &wu.data));
     let (hp, lp, yp) = (rd(gpu, &xs.hi), rd(gpu, &xs.lo), wr(gpu, y));
