@@ -8,20 +8,22 @@
 //    order with 256 threads, same f32 multiplies), split into two f16 halves hi = f16(v),
 //    lo = f16(v - hi) (xh / xl, `[GEMM_N][k]`); the slots n..8 * ceil(n / 8) - 1 of the
 //    last n-tile are written as zeros.
-// 2. `gemm_<fmt>` / `gemm_<fmt>_glu`: GEMM_WARPS warps per block own MT * 16 rows (MT =
-//    GEMM_MT for a plain product, GEMM_MT_GLU for gate + up); warp w takes the contiguous
-//    chunk range [w * per, (w + 1) * per) of every row (per = ceil(chunks / GEMM_WARPS), a
-//    chunk = 32 values) and, per chunk and 16-row tile, turns the quants into f16 INTEGERS
+// 2. `gemm_<fmt>` / `gemm_<fmt>_glu`: GEMM_WARPS warps per block, in rg row groups (a
+//    launch argument: 1, 2 or 4) of kg = GEMM_WARPS / rg warps; a row group owns MT * 16
+//    rows (MT = GEMM_MT for a plain product, GEMM_MT_GLU for gate + up); its warp w takes
+//    the contiguous chunk range [w * per, (w + 1) * per) of every row (per = ceil(chunks /
+//    kg), a chunk = 32 values) and, per chunk and 16-row tile, turns the quants into f16 INTEGERS
 //    (exact: Q4_0 q - 8, Q8_0 q, Q6_K q - 32) ONCE, then for each live n-tile of 8 tokens
 //    runs the MMAs of the chunk into a zeroed partial accumulator (hi then lo for each k16
 //    step) and adds scale * partial to the warp's accumulator of that (tile, n-tile) (fmaf,
 //    in chunk order; the scale is the block's d, or for Q6_K the 16-value sub-block's
 //    d * sc, applied after each k16 step). So each weight load and dequantisation serves
-//    up to 64 tokens. The warps' sums are added in warp order in shared memory (warp 0
-//    stores, then warp 1 adds, ...: a fixed order), then the epilogue of matvec.cu:
-//    + bias, + residual (res may be y), or act(gate) * up.
+//    up to 64 tokens. A row group's warp sums are added in k order in shared memory (warp
+//    0 stores, then warp 1 adds, ...: a fixed order), then the epilogue of matvec.cu
+//    (after x's power-of-two scale, if any, is multiplied back): + bias, + residual (res
+//    may be y), or act(gate) * up.
 // Invariance: an MMA output element (row m, token n) depends only on row m of A and column
-// n of B; the chunk split depends only on k; so a token's outputs are the same bits
+// n of B; the chunk split depends only on k and rg (fixed per product); so a token's outputs are the same bits
 // whatever the other tokens of the pass are and whatever n is (kernel-check `gemm` cases).
 // They are NOT the bits of the row path (matvec.cu: f32 x per value, another order); the
 // `prefill` gate bounds the difference.
@@ -58,6 +60,7 @@
 #define GEMM_MINB 1
 #endif
 #define GEMM_NT (GEMM_N / 8)
+#define GEMM_RG_MAX 4
 
 // (lo, hi) = bytes (0, 1) or (2, 3) of w, each under 0x64 (f16 1024 + byte), minus `off`
 // (f16x2 of 1024 + offset): two exact f16 integers.
@@ -142,14 +145,21 @@ struct GmQ6_K {
     }
 };
 
-// x of each live token as f16 hi / lo (see the file comment); slots >= n become zeros.
-// One block of 256 threads per slot (grid GEMM_N). The norm is matvec.cu's, computed the
-// same way (f64 sum of f32 squares, 256 threads, fixed butterfly and warp order).
+// x of each live token as f16 hi / lo (see the file comment); the slots of the last n-tile
+// past n become zeros. One block of 256 threads per slot (grid 8 * ceil(n / 8)). The norm is
+// matvec.cu's, computed the same way (f64 sum of f32 squares, 256 threads, fixed butterfly
+// and warp order). A row whose largest |v| reaches 2^15 is staged as v * 2^-e (e the
+// smallest power keeping it under 2^15: exact, so f16(v) does not overflow to inf) and
+// xsc[tok] = 2^e, which the GEMM's epilogue multiplies back (exact); other rows: xsc = 1
+// and the bits of a plain staging.
 extern "C" __global__ void __launch_bounds__(256)
     gemm_stage_x(const float* __restrict__ x, int n, int k, const float* __restrict__ nw,
-                 float eps, float w_off, u16* __restrict__ xh, u16* __restrict__ xl) {
+                 float eps, float w_off, u16* __restrict__ xh, u16* __restrict__ xl,
+                 float* __restrict__ xsc) {
     __shared__ double red[8];
+    __shared__ float redm[8];
     const int tok = blockIdx.x;
+    const int lane = threadIdx.x & 31;
     u16* oh = xh + (u64)tok * k;
     u16* ol = xl + (u64)tok * k;
     if (tok >= n) {
@@ -157,12 +167,12 @@ extern "C" __global__ void __launch_bounds__(256)
             oh[i] = 0;
             ol[i] = 0;
         }
+        if (threadIdx.x == 0) xsc[tok] = 1.f;
         return;
     }
     const float* xt = x + (u64)tok * k;
     float inv = 1.f;
     if (nw != 0) {
-        const int lane = threadIdx.x & 31;
         double ss = 0.0;
         for (int i = threadIdx.x; i < k; i += 256) ss += (double)__fmul_rn(xt[i], xt[i]);
 #pragma unroll
@@ -175,9 +185,32 @@ extern "C" __global__ void __launch_bounds__(256)
         const float mean = (float)(tot / (double)k);
         inv = 1.0f / sqrtf(mean + eps);
     }
+    // The row's largest |v| (NaN ignored), then its exponent e.
+    float mx = 0.f;
     for (int i = threadIdx.x; i < k; i += 256) {
         float v = xt[i];
         if (nw != 0) v = __fmul_rn(__fmul_rn(v, inv), nw[i] + w_off);
+        mx = fmaxf(mx, fabsf(v));
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    if (lane == 0) redm[threadIdx.x >> 5] = mx;
+    __syncthreads();
+    mx = redm[0];
+#pragma unroll
+    for (int i = 1; i < 8; i++) mx = fmaxf(mx, redm[i]);
+    int e = 0;
+    if (mx >= 32768.f && mx <= 3.0e38f) {
+        int ex;
+        frexpf(mx, &ex);  // mx < 2^ex
+        e = ex - 15;
+    }
+    const float down = ldexpf(1.f, -e);
+    if (threadIdx.x == 0) xsc[tok] = ldexpf(1.f, e);
+    for (int i = threadIdx.x; i < k; i += 256) {
+        float v = xt[i];
+        if (nw != 0) v = __fmul_rn(__fmul_rn(v, inv), nw[i] + w_off);
+        if (e != 0) v = __fmul_rn(v, down);
         const u16 h = f32_to_f16(v);
         oh[i] = h;
         ol[i] = f32_to_f16(v - f16_to_f32(h));
@@ -187,21 +220,28 @@ extern "C" __global__ void __launch_bounds__(256)
 // The body: see the file comment. lo == 0 skips the lo MMAs (x as f16 only). fault != 0
 // (the `prefill` gate's planted fault) drops the scale of every row's chunk 0.
 // MT: 16-row tiles per warp (GEMM_MT for the plain products, GEMM_MT_GLU for gate + up).
+// rg (1, 2 or 4, dividing GEMM_WARPS): row groups per block; warp w is row group w / kg,
+// k group w % kg (kg = GEMM_WARPS / rg): the block owns rg * MT * 16 rows and the warps of
+// one k group read the same x chunks at about the same time (L1 hits after the first).
 template <class G, bool GLU, int MT>
 __device__ __forceinline__ void gemm_body(const u8* __restrict__ w, const u8* __restrict__ w2,
                                           const u16* __restrict__ xh,
                                           const u16* __restrict__ xl,
+                                          const float* __restrict__ xsc,
                                           const float* __restrict__ bias, const float* res,
                                           float* y, int rows, int k, int n, int act, int lo,
-                                          int fault) {
+                                          int fault, int rg) {
     constexpr int ROWS = MT * 16;
     constexpr int NM = GLU ? 2 : 1;
     // Row stride GEMM_N + 8 floats: the 8 rows g of a fragment store land 8 banks apart.
     constexpr int LD = GEMM_N + 8;
-    __shared__ float red[NM][ROWS][LD];
+    __shared__ float red[NM][GEMM_RG_MAX * ROWS][LD];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
-    const int row0 = blockIdx.x * ROWS;
+    const int kg = GEMM_WARPS / rg;
+    const int wr = warp / kg, wk = warp % kg;
+    const int brows = rg * ROWS;
+    const int row0 = blockIdx.x * brows + wr * ROWS;
     const int nchunks = k >> 5;
     // n-tiles of 8 tokens holding live tokens (warp-uniform); the tiles past them are not
     // computed (a token's outputs never depend on them).
@@ -224,8 +264,8 @@ __device__ __forceinline__ void gemm_body(const u8* __restrict__ w, const u8* __
             for (int j = 0; j < GEMM_NT; j++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) acc[q][i][j][e] = 0.f;
-    const int per = (nchunks + GEMM_WARPS - 1) / GEMM_WARPS;
-    const int c0 = warp * per, c1 = min(nchunks, c0 + per);
+    const int per = (nchunks + kg - 1) / kg;
+    const int c0 = wk * per, c1 = min(nchunks, c0 + per);
     // Token g of n-tile j is x row 8 j + g.
     const u16* xht = xh + (u64)g * k;
     const u16* xlt = xl + (u64)g * k;
@@ -333,11 +373,11 @@ __device__ __forceinline__ void gemm_body(const u8* __restrict__ w, const u8* __
             }
         chunk(c, a);
     }
-    // The warps' sums in warp order (warp 0 stores, warp v adds after v - 1: a fixed
-    // order). C fragment: acc[..][i][j][0..1] = row 16i + g, tokens 8j + 2t, 8j + 2t + 1;
-    // [2..3] = row 16i + g + 8.
-    for (int v = 0; v < GEMM_WARPS; v++) {
-        if (warp == v) {
+    // Each row group's sums in k-group order (k group 0 stores, k group v adds after v - 1:
+    // a fixed order). C fragment: acc[..][i][j][0..1] = row 16i + g, tokens 8j + 2t,
+    // 8j + 2t + 1; [2..3] = row 16i + g + 8 (of the warp's row group: + wr * ROWS).
+    for (int v = 0; v < kg; v++) {
+        if (wk == v) {
 #pragma unroll
             for (int q = 0; q < NM; q++)
 #pragma unroll
@@ -345,8 +385,8 @@ __device__ __forceinline__ void gemm_body(const u8* __restrict__ w, const u8* __
 #pragma unroll
                     for (int j = 0; j < GEMM_NT; j++) {
                         if (j >= ntiles) continue;
-                        float* d0 = &red[q][16 * i + g][8 * j + 2 * t];
-                        float* d1 = &red[q][16 * i + g + 8][8 * j + 2 * t];
+                        float* d0 = &red[q][wr * ROWS + 16 * i + g][8 * j + 2 * t];
+                        float* d1 = &red[q][wr * ROWS + 16 * i + g + 8][8 * j + 2 * t];
                         const float* s = acc[q][i][j];
                         if (v == 0) {
                             d0[0] = s[0]; d0[1] = s[1]; d1[0] = s[2]; d1[1] = s[3];
@@ -357,14 +397,17 @@ __device__ __forceinline__ void gemm_body(const u8* __restrict__ w, const u8* __
         }
         __syncthreads();
     }
-    for (int o = threadIdx.x; o < ROWS * n; o += GEMM_WARPS * 32) {
-        const int tok = o / ROWS, r = o % ROWS;
-        const int row = row0 + r;
+    for (int o = threadIdx.x; o < brows * n; o += GEMM_WARPS * 32) {
+        const int tok = o / brows, r = o % brows;
+        const int row = blockIdx.x * brows + r;
         if (row >= rows) continue;
-        const float s = red[0][r][tok];
+        // x's power-of-two scale undone (1 unless the row reached 2^15: see gemm_stage_x).
+        const float u = xsc[tok];
+        const float s = __fmul_rn(red[0][r][tok], u);
         const u64 oi = (u64)tok * rows + row;
         if (GLU) {
-            y[oi] = __fmul_rn(act == 0 ? silu(s) : gelu_tanh(s), red[NM - 1][r][tok]);
+            const float s2 = __fmul_rn(red[NM - 1][r][tok], u);
+            y[oi] = __fmul_rn(act == 0 ? silu(s) : gelu_tanh(s), s2);
         } else {
             float v = bias != 0 ? s + bias[row] : s;
             if (res != 0) v = v + res[oi];
@@ -377,37 +420,40 @@ __device__ __forceinline__ void gemm_body(const u8* __restrict__ w, const u8* __
 // the formats with a tensor-core prompt pass (engine/src/cuda/select.rs: GEMM_FORMATS).
 extern "C" __global__ void __launch_bounds__(GEMM_WARPS * 32, GEMM_MINB)
     gemm_q4_0(const u8* __restrict__ w, const u16* __restrict__ xh, const u16* __restrict__ xl,
+              const float* __restrict__ xsc,
               const float* __restrict__ bias, const float* res, float* y, int rows, int k, int n,
-              int lo, int fault) {
-    gemm_body<GmQ4_0, false, GEMM_MT>(w, w, xh, xl, bias, res, y, rows, k, n, 0, lo, fault);
+              int lo, int fault, int rg) {
+    gemm_body<GmQ4_0, false, GEMM_MT>(w, w, xh, xl, xsc, bias, res, y, rows, k, n, 0, lo, fault, rg);
 }
 extern "C" __global__ void __launch_bounds__(GEMM_WARPS * 32, GEMM_MINB)
     gemm_q4_0_glu(const u8* __restrict__ wg, const u8* __restrict__ wu, const u16* __restrict__ xh,
-                  const u16* __restrict__ xl, float* y, int rows, int k, int n, int act, int lo,
-                  int fault) {
-    gemm_body<GmQ4_0, true, GEMM_MT_GLU>(wg, wu, xh, xl, 0, 0, y, rows, k, n, act, lo, fault);
+                  const u16* __restrict__ xl, const float* __restrict__ xsc, float* y, int rows,
+                  int k, int n, int act, int lo, int fault, int rg) {
+    gemm_body<GmQ4_0, true, GEMM_MT_GLU>(wg, wu, xh, xl, xsc, 0, 0, y, rows, k, n, act, lo, fault, rg);
 }
 extern "C" __global__ void __launch_bounds__(GEMM_WARPS * 32, GEMM_MINB)
     gemm_q8_0(const u8* __restrict__ w, const u16* __restrict__ xh, const u16* __restrict__ xl,
+              const float* __restrict__ xsc,
               const float* __restrict__ bias, const float* res, float* y, int rows, int k, int n,
-              int lo, int fault) {
-    gemm_body<GmQ8_0, false, GEMM_MT>(w, w, xh, xl, bias, res, y, rows, k, n, 0, lo, fault);
+              int lo, int fault, int rg) {
+    gemm_body<GmQ8_0, false, GEMM_MT>(w, w, xh, xl, xsc, bias, res, y, rows, k, n, 0, lo, fault, rg);
 }
 extern "C" __global__ void __launch_bounds__(GEMM_WARPS * 32, GEMM_MINB)
     gemm_q8_0_glu(const u8* __restrict__ wg, const u8* __restrict__ wu, const u16* __restrict__ xh,
-                  const u16* __restrict__ xl, float* y, int rows, int k, int n, int act, int lo,
-                  int fault) {
-    gemm_body<GmQ8_0, true, GEMM_MT_GLU>(wg, wu, xh, xl, 0, 0, y, rows, k, n, act, lo, fault);
+                  const u16* __restrict__ xl, const float* __restrict__ xsc, float* y, int rows,
+                  int k, int n, int act, int lo, int fault, int rg) {
+    gemm_body<GmQ8_0, true, GEMM_MT_GLU>(wg, wu, xh, xl, xsc, 0, 0, y, rows, k, n, act, lo, fault, rg);
 }
 extern "C" __global__ void __launch_bounds__(GEMM_WARPS * 32, GEMM_MINB)
     gemm_q6_k(const u8* __restrict__ w, const u16* __restrict__ xh, const u16* __restrict__ xl,
+              const float* __restrict__ xsc,
               const float* __restrict__ bias, const float* res, float* y, int rows, int k, int n,
-              int lo, int fault) {
-    gemm_body<GmQ6_K, false, GEMM_MT>(w, w, xh, xl, bias, res, y, rows, k, n, 0, lo, fault);
+              int lo, int fault, int rg) {
+    gemm_body<GmQ6_K, false, GEMM_MT>(w, w, xh, xl, xsc, bias, res, y, rows, k, n, 0, lo, fault, rg);
 }
 extern "C" __global__ void __launch_bounds__(GEMM_WARPS * 32, GEMM_MINB)
     gemm_q6_k_glu(const u8* __restrict__ wg, const u8* __restrict__ wu, const u16* __restrict__ xh,
-                  const u16* __restrict__ xl, float* y, int rows, int k, int n, int act, int lo,
-                  int fault) {
-    gemm_body<GmQ6_K, true, GEMM_MT_GLU>(wg, wu, xh, xl, 0, 0, y, rows, k, n, act, lo, fault);
+                  const u16* __restrict__ xl, const float* __restrict__ xsc, float* y, int rows,
+                  int k, int n, int act, int lo, int fault, int rg) {
+    gemm_body<GmQ6_K, true, GEMM_MT_GLU>(wg, wu, xh, xl, xsc, 0, 0, y, rows, k, n, act, lo, fault, rg);
 }

@@ -81,6 +81,12 @@ pub mod consts {
     pub const GEMM_MT: usize = 2;
     /// 16-row MMA tiles per warp (of each matrix) of `gemm.cu`'s gate + up products.
     pub const GEMM_MT_GLU: usize = 1;
+    /// Row groups per `gemm.cu` block of the plain products (`rg`: the block's warps split
+    /// into `rg` groups of rows, each splitting k among `GEMM_WARPS / rg` warps).
+    pub const GEMM_RG: u32 = 1;
+    /// Row groups per block of the gate + up products (one 16-row tile per warp: 2 groups
+    /// make 32-row blocks whose two warps per k range share their x loads through L1).
+    pub const GEMM_RG_GLU: u32 = 2;
     /// Chunks whose weights a `gemm.cu` warp loads before their MMAs (1: with 16 warps and
     /// 64 rows the 128-register cap leaves no room for a second chunk without spills).
     pub const GEMM_U: usize = 1;

@@ -10,7 +10,9 @@
 //!   the norm folded into the staging gives the bits of the `rmsnorm` kernel then a plain
 //!   staging;
 //! - against the CPU reference (`cpu::matvec`, f64): `gemm` (x as hi + lo) and `gemm_f16x`
-//!   (x rounded to f16), each error divided by the row's sum |w x| + |bias|.
+//!   (x rounded to f16), each error divided by the row's sum |w x| + |bias|; and `gemm`
+//!   with a planted huge activation (odd rows times 2^17, past f16's range: staged divided
+//!   by a power of two), whose ordinary rows must keep their bits.
 //!
 //! Shapes: 37 rows (a partial last block of 32 rows); k = 2304 (72 chunks: 9 per warp, an
 //! unrolled group of 4 (gate + up: 2) twice and a tail; k = 768 (24 chunks: 3 per warp, a tail
@@ -242,6 +244,60 @@ fn cases_of(
         format!("gemm {name}: rmsnorm folded into the staging == rmsnorm kernel + staging"),
         &folded.norm,
         &separate,
+    ));
+    huge_rows(gpu, &inp, &mut xs, &w, &x, &res, &folded, name, lines)
+}
+
+/// A planted huge activation: the odd rows of x times 2^17 (|x| up to ~1.3e5, past f16's
+/// 65504, so a plain f16 staging makes them inf) must come out finite and within the
+/// reference's tolerance (the staging divides such a row by a power of two, the epilogue
+/// multiplies it back), and the even rows keep the bits they have among ordinary rows.
+#[allow(clippy::too_many_arguments)]
+fn huge_rows(
+    gpu: &Gpu,
+    inp: &Inputs,
+    xs: &mut GemmX,
+    w: &[u8],
+    x: &[f32],
+    res: &[f32],
+    ordinary: &Outputs,
+    name: &str,
+    lines: &mut Vec<CheckLine>,
+) -> Result<(), String> {
+    let (rows, k) = (inp.rows, inp.k);
+    let big: Vec<f32> = x
+        .chunks(k)
+        .enumerate()
+        .flat_map(|(t, r)| {
+            let f = if t % 2 == 1 { 131072.0 } else { 1.0 };
+            r.iter().map(move |v| v * f)
+        })
+        .collect();
+    let bias: Vec<f32> = gpu.download(&inp.bias).map_err(e2s)?;
+    let format = inp.w.format;
+    let want = cpu::matvec(format, w, rows, k, &big, GEMM_N, Some(&bias)).map_err(e2s)?;
+    let scale = dot_scales(format, w, rows, k, &big, GEMM_N, Some(&bias))?;
+    let got = run(gpu, inp, xs, &big, res, GEMM_N, GemmOpts::default())?;
+    lines.push(compare_f32_scaled(
+        "gemm",
+        format!("{name} odd rows of x times 2^17 (past f16) +bias"),
+        &got.plain,
+        &want,
+        &scale,
+    ));
+    let even = |o: &Outputs| -> Vec<f32> {
+        o.concat()
+            .chunks(rows)
+            .enumerate()
+            .filter(|(i, _)| (i % GEMM_N) % 2 == 0)
+            .flat_map(|(_, r)| r.iter().copied())
+            .collect()
+    };
+    lines.push(compare_f32(
+        "batch_invariance",
+        format!("gemm {name}: ordinary rows among rows past f16 == among ordinary rows"),
+        &even(&got),
+        &even(ordinary),
     ));
     Ok(())
 }

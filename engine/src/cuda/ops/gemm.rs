@@ -11,7 +11,9 @@
 
 use super::{Arg, DeviceWeight, NormIn, aligned, cfg1, int, launch, need, rd, wr};
 use crate::cuda::select;
-use crate::cuda::sources::consts::{GEMM_MT, GEMM_MT_GLU, GEMM_N, GEMM_WARPS};
+use crate::cuda::sources::consts::{
+    GEMM_MT, GEMM_MT_GLU, GEMM_N, GEMM_RG, GEMM_RG_GLU, GEMM_WARPS,
+};
 use crate::cuda::{CudaError, Gpu, shape_err};
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig};
 
@@ -35,10 +37,12 @@ impl Default for GemmOpts {
 }
 
 /// The staged activations of one pass: `[GEMM_N][k]` f16 hi and lo halves, for rows of up
-/// to `k_max` values.
+/// to `k_max` values, and per row the power of two its values were divided by (1 unless
+/// the row's largest |value| reached 2^15: f16 would overflow; the GEMM multiplies it back).
 pub struct GemmX {
     pub hi: CudaSlice<u16>,
     pub lo: CudaSlice<u16>,
+    pub scale: CudaSlice<f32>,
     pub k_max: usize,
 }
 
@@ -49,13 +53,15 @@ impl GemmX {
         Ok(GemmX {
             hi: gpu.zeros(n)?,
             lo: gpu.zeros(n)?,
+            scale: gpu.zeros(GEMM_N)?,
             k_max: k_max.max(1),
         })
     }
 }
 
 /// Stage `n` token vectors of `k` values from x (`[n][k]`) into `xs`, normalised by `norm`
-/// when given (the matvec's folded RMSNorm); the slots of the last n-tile of 8 past `n`
+/// when given (the matvec's folded RMSNorm), a row reaching |v| >= 2^15 divided by a power
+/// of two (see [`GemmX`]); the slots of the last n-tile of 8 past `n`
 /// become zeros (the GEMM does not read the slots past that tile).
 pub fn gemm_stage_x(
     gpu: &Gpu,
@@ -87,7 +93,11 @@ pub fn gemm_stage_x(
         }
     };
     let xp = rd(gpu, x);
-    let (hp, lp) = (wr(gpu, &mut xs.hi), wr(gpu, &mut xs.lo));
+    let (hp, lp, sp) = (
+        wr(gpu, &mut xs.hi),
+        wr(gpu, &mut xs.lo),
+        wr(gpu, &mut xs.scale),
+    );
     launch(
         gpu,
         "gemm_stage_x",
@@ -101,8 +111,34 @@ pub fn gemm_stage_x(
             Arg::F32(w_off),
             Arg::Ptr(hp),
             Arg::Ptr(lp),
+            Arg::Ptr(sp),
         ],
     )
+}
+
+/// Row groups per block (`gemm.cu`'s `rg`) of the plain and of the gate + up products:
+/// [`GEMM_RG`] / [`GEMM_RG_GLU`], or `ASSAY_GEMM_RG=P,G` (each 1, 2 or 4; a tuning knob,
+/// read once). A product's column bits depend on its `rg` (the k split), never on `n`.
+pub fn gemm_row_groups() -> (u32, u32) {
+    static RG: std::sync::OnceLock<(u32, u32)> = std::sync::OnceLock::new();
+    *RG.get_or_init(|| {
+        std::env::var("ASSAY_GEMM_RG")
+            .ok()
+            .and_then(|v| parse_row_groups(&v))
+            .unwrap_or((GEMM_RG, GEMM_RG_GLU))
+    })
+}
+
+/// `P,G` with each of 1, 2, 4.
+fn parse_row_groups(v: &str) -> Option<(u32, u32)> {
+    let (p, g) = v.split_once(',')?;
+    let ok = |s: &str| {
+        s.trim()
+            .parse::<u32>()
+            .ok()
+            .filter(|r| matches!(r, 1 | 2 | 4) && GEMM_WARPS % r == 0)
+    };
+    Some((ok(p)?, ok(g)?))
 }
 
 /// The checks shared by [`gemm`] and [`gemm_glu`]; returns the launch shape.
@@ -139,7 +175,12 @@ fn check(
     }
     need(op, "y", y_len, n * w.rows)?;
     need(op, "weight", w.data.len(), w.rows * w.row_bytes)?;
-    let rows_per_block = if glu { GEMM_MT_GLU } else { GEMM_MT } * 16;
+    let (rg_plain, rg_glu) = gemm_row_groups();
+    let rows_per_block = if glu {
+        GEMM_MT_GLU * rg_glu as usize
+    } else {
+        GEMM_MT * rg_plain as usize
+    } * 16;
     let blocks = u32::try_from(w.rows.div_ceil(rows_per_block))
         .map_err(|_| shape_err(op, "too many rows"))?;
     Ok(LaunchConfig {
@@ -170,10 +211,11 @@ pub fn gemm(
         }
         None => 0,
     };
-    let (wp, hp, lp, yp) = (
+    let (wp, hp, lp, sp, yp) = (
         rd(gpu, &w.data),
         rd(gpu, &xs.hi),
         rd(gpu, &xs.lo),
+        rd(gpu, &xs.scale),
         wr(gpu, y),
     );
     aligned(OP, "weight", wp, 16)?;
@@ -185,6 +227,7 @@ pub fn gemm(
             Arg::Ptr(wp),
             Arg::Ptr(hp),
             Arg::Ptr(lp),
+            Arg::Ptr(sp),
             Arg::Ptr(bias_ptr),
             Arg::Ptr(if residual { yp } else { 0 }),
             Arg::Ptr(yp),
@@ -193,6 +236,7 @@ pub fn gemm(
             Arg::I32(int(OP, "n", n)?),
             Arg::I32(i32::from(opts.lo)),
             Arg::I32(i32::from(opts.fault)),
+            Arg::I32(gemm_row_groups().0 as i32),
         ],
     )
 }
@@ -216,7 +260,12 @@ pub fn gemm_glu(
     let cfg = check(OP, gpu, wg, xs, n, y.len(), true)?;
     need(OP, "up weight", wu.data.len(), wu.rows * wu.row_bytes)?;
     let (gp, up) = (rd(gpu, &wg.data), rd(gpu, &wu.data));
-    let (hp, lp, yp) = (rd(gpu, &xs.hi), rd(gpu, &xs.lo), wr(gpu, y));
+    let (hp, lp, sp, yp) = (
+        rd(gpu, &xs.hi),
+        rd(gpu, &xs.lo),
+        rd(gpu, &xs.scale),
+        wr(gpu, y),
+    );
     aligned(OP, "gate weight", gp, 16)?;
     aligned(OP, "up weight", up, 16)?;
     launch(
@@ -228,6 +277,7 @@ pub fn gemm_glu(
             Arg::Ptr(up),
             Arg::Ptr(hp),
             Arg::Ptr(lp),
+            Arg::Ptr(sp),
             Arg::Ptr(yp),
             Arg::I32(int(OP, "rows", wg.rows)?),
             Arg::I32(int(OP, "k", wg.cols)?),
@@ -235,6 +285,22 @@ pub fn gemm_glu(
             Arg::I32(super::pointwise::act_code(act)),
             Arg::I32(i32::from(opts.lo)),
             Arg::I32(i32::from(opts.fault)),
+            Arg::I32(gemm_row_groups().1 as i32),
         ],
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn row_groups_parse() {
+        assert_eq!(parse_row_groups("1,2"), Some((1, 2)));
+        assert_eq!(parse_row_groups(" 4 , 1"), Some((4, 1)));
+        assert_eq!(parse_row_groups("3,2"), None);
+        assert_eq!(parse_row_groups("2"), None);
+        assert_eq!(parse_row_groups("8,1"), None);
+        assert_eq!(parse_row_groups(""), None);
+    }
 }
