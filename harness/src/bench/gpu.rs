@@ -297,6 +297,10 @@ impl GpuArm {
                 "weights on device: {:.3} GB",
                 self.dec.weight_bytes() as f64 / 1e9
             ),
+            format!(
+                "prompt-pass buffers on device: {:.1} MB",
+                self.dec.prefill_buffer_bytes() as f64 / 1e6
+            ),
         ];
         if !self.rows.is_empty() {
             flags[0] = "graph=none (batched decode, eager)".into();
