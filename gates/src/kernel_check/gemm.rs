@@ -14,9 +14,11 @@
 //!   with a planted huge activation (odd rows times 2^17, past f16's range: staged divided
 //!   by a power of two), whose ordinary rows must keep their bits.
 //!
-//! Shapes: 37 rows (a partial last block of 32 rows); k = 2304 (72 chunks: 9 per warp, an
-//! unrolled group of 4 (gate + up: 2) twice and a tail; k = 768 (24 chunks: 3 per warp, a tail
-//! only for the plain product).
+//! Shapes: 37 rows (a partial last block: 32 rows per block, the second's last row group of
+//! gate + up wholly past the end); k = 2304 (72 chunks: 5 per warp of 16 and an empty last
+//! warp for the plain product, 9 per k group of 8 for gate + up in 2 row groups); k = 768 (24
+//! chunks: 2 per warp, 4 warps empty; 3 per k group). Run with `ASSAY_GEMM_RG=P,G` for the
+//! other row-group settings.
 
 use super::cases::{dot_scales, e2s, poison, rand_vec, random_weight};
 use super::{CheckLine, Rng, compare_f32, compare_f32_scaled};
