@@ -33,7 +33,7 @@ use std::collections::HashMap;
 /// Most bytes of split-KV attention scratch a prompt pass allocates per attention shape
 /// (`rows * n_heads * ceil(capacity / ATT_SPLIT) * (head_dim + 2) * 4`): the pass's
 /// attention runs in launches of as many rows as fit (at least [`MAX_ROWS`], at most
-/// [`PREFILL_ROWS`]). Llama-3.1-8B (32 heads of 128, 16.6 KB per row and 64 positions):
+/// [`PREFILL_ROWS`]; `ASSAY_PREFILL_ATT_BYTES` sets another budget). Llama-3.1-8B (32 heads of 128, 16.6 KB per row and 64 positions):
 /// 64 rows (68 MB) at a capacity of 4096, 64 rows up to ~8k positions, fewer beyond; the
 /// floor of 8 rows is what the decode scratch already holds (273 MB at 131072 positions).
 pub const PREFILL_ATT_SCRATCH_BYTES: usize = 128 << 20;
@@ -204,10 +204,16 @@ impl CudaDecoder {
             .map(|b| gpu.zeros::<f32>(b.width * PREFILL_ROWS).map(Some))
             .collect::<Result<Vec<_>, CudaError>>()?;
         let shapes: Vec<(usize, usize)> = self.scratch.keys().copied().collect();
+        // `ASSAY_PREFILL_ATT_BYTES` lowers the budget (the gates' way to make a small
+        // model's pass run its attention in launches of fewer rows).
+        let budget = std::env::var("ASSAY_PREFILL_ATT_BYTES")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(PREFILL_ATT_SCRATCH_BYTES);
         let att_rows = shapes
             .iter()
             .map(|&(h, d)| {
-                (PREFILL_ATT_SCRATCH_BYTES / Self::att_row_bytes(h, d, self.capacity).max(1))
+                (budget / Self::att_row_bytes(h, d, self.capacity).max(1))
                     .clamp(MAX_ROWS, PREFILL_ROWS)
             })
             .min()

@@ -43,6 +43,8 @@ cd $R
 export ASSAY_GIT_COMMIT=$COMMIT ASSAY_GIT_DIRTY=false
 timeout 100 $B/harness gate --no-fetch --only prefill,chunking --models-dir $M --receipts $L/gate.jsonl > $L/gate.log 2>&1
 el "gate prefill,chunking exit $?"; grep -E "^(ok|FAIL)|green|GREEN|RED|red" $L/gate.log | cut -c1-230 | head -24
+ASSAY_PREFILL_ATT_BYTES=1 timeout 60 $B/harness gate --no-fetch --only chunking --models-dir $M --receipts $L/gate-att8.jsonl > $L/gate-att8.log 2>&1
+el "gate chunking with attention in launches of 8 rows (ASSAY_PREFILL_ATT_BYTES=1) exit $?"; grep -E "^(ok|FAIL)|GREEN|RED" $L/gate-att8.log | cut -c1-200 | head -10
 ASSAY_PREFILL_PLANT_FAULT=1 timeout 40 $B/harness gate --no-fetch --only prefill --models-dir $M --no-receipt > $L/gate-fault.log 2>&1
 el "planted prefill fault exit $? (want non-zero)"; grep -E "^(ok|FAIL)|RED|red" $L/gate-fault.log | cut -c1-200 | head -6
 wait; el "synth: $(tail -1 $L/synth.log)"
@@ -53,13 +55,13 @@ timeout 100 $B/harness bench --root $R --board prefill64-h200 --models-dir $M --
 el "bench branch ($COMMIT) exit $?: $(grep -E 'tok/s' $L/bench.log | tr -s ' ' | tr '\n' ' ')"
 left 200 && { timeout 60 $B/harness gate --no-fetch --only argmax,graph,batch --models-dir $M --receipts $L/gate-ag.jsonl > $L/gate-ag.log 2>&1
   el "gate argmax,graph,batch exit $?"; grep -E "^(ok|FAIL)|GREEN|RED|green|red" $L/gate-ag.log | cut -c1-200 | head -12; }
-for rg in 1,1 1,4; do
+for rg in 1,1 1,4 2,2; do
   left 215 || break
   ASSAY_GEMM_RG=$rg timeout 30 $B/harness bench --root $R --board prefill64-h200 --only llama8b-q4_0-p512-prefill --models-dir $M --receipts $L/bench-rg$rg.jsonl > $L/bench-rg$rg.log 2>&1
   el "bench branch ASSAY_GEMM_RG=$rg exit $?: $(grep -E 'tok/s' $L/bench-rg$rg.log | tr -s ' ' | tr '\n' ' ')"
 done
 if left 215 && command -v ncu > /dev/null; then
-  timeout 30 ncu --clock-control none --csv --section SpeedOfLight --section Occupancy -k regex:gemm_ --launch-count 7 \
+  timeout 30 ncu --clock-control none --csv --section SpeedOfLight --section Occupancy -k regex:gemm_ --launch-count 12 \
     $B/harness bench --root $R --board prefill64-h200 --only llama8b-q4_0-p512-prefill --runs 5 --models-dir $M --receipts /tmp/ncu-bench.jsonl > $L/ncu.csv 2> $L/ncu.err
   el "ncu exit $?"
 fi
