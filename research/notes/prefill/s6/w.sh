@@ -53,15 +53,15 @@ wait; el "synth: $(tail -1 $L/synth.log)"
 el "bench base ($BASE) exit $?: $(grep -E 'tok/s' $L/bench-base.log | tr -s ' ' | tr '\n' ' ')"
 timeout 100 $B/harness bench --root $R --board prefill64-h200 --models-dir $M --receipts $L/bench.jsonl > $L/bench.log 2>&1
 el "bench branch ($COMMIT) exit $?: $(grep -E 'tok/s' $L/bench.log | tr -s ' ' | tr '\n' ' ')"
-left 200 && { timeout 60 $B/harness gate --no-fetch --only argmax,graph,batch --models-dir $M --receipts $L/gate-ag.jsonl > $L/gate-ag.log 2>&1
+left 130 && { timeout 45 $B/harness gate --no-fetch --only argmax,graph,batch --models-dir $M --receipts $L/gate-ag.jsonl > $L/gate-ag.log 2>&1
   el "gate argmax,graph,batch exit $?"; grep -E "^(ok|FAIL)|GREEN|RED|green|red" $L/gate-ag.log | cut -c1-200 | head -12; }
-for rg in 1,1 1,4 2,2; do
-  left 215 || break
+for rg in 1,1 1,4; do
+  left 165 || break
   ASSAY_GEMM_RG=$rg timeout 30 $B/harness bench --root $R --board prefill64-h200 --only llama8b-q4_0-p512-prefill --models-dir $M --receipts $L/bench-rg$rg.jsonl > $L/bench-rg$rg.log 2>&1
   el "bench branch ASSAY_GEMM_RG=$rg exit $?: $(grep -E 'tok/s' $L/bench-rg$rg.log | tr -s ' ' | tr '\n' ' ')"
 done
-if left 215 && command -v ncu > /dev/null; then
-  timeout 30 ncu --clock-control none --csv --section SpeedOfLight --section Occupancy -k regex:gemm_ --launch-count 12 \
+if left 170 && command -v ncu > /dev/null; then
+  timeout 20 ncu --clock-control none --csv --section SpeedOfLight --section Occupancy -k regex:gemm_ --launch-count 12 \
     $B/harness bench --root $R --board prefill64-h200 --only llama8b-q4_0-p512-prefill --runs 5 --models-dir $M --receipts /tmp/ncu-bench.jsonl > $L/ncu.csv 2> $L/ncu.err
   el "ncu exit $?"
 fi
