@@ -71,61 +71,10 @@ __host__ __device__ constexpr int mv_tile_max() {
 // Chunks per lane per round of the one-token weight loop: the most of 4, 2, 1 whose loaded
 // chunks (`F::Ld`, U x R, twice for GLU) fit in MV_LD_REGS registers, so that every load of
 // a round is issued before the first dot product without spilling.
-// MV_PIPE 1: the one-token weight loop double-buffers its rounds (round b+1's loads are
-// issued before round b's dot products), each buffer within half of MV_LD_REGS.
-#ifndef MV_PIPE
-#define MV_PIPE 0
-#endif
-// Which one-token entry points pipeline under MV_PIPE: at most 2 rows per warp and at most
-// 80 bytes of loaded chunks per round-slot (the others' registers grew past 128 or spilled
-// in NVRTC 13.0.88 for sm_90a: Q6_K / Q8_0 / Q4_K r4, BF16 r2, Q4_K glu).
-template <class F, int R, bool GLU>
-__host__ __device__ constexpr bool mv_pipe() {
-    return MV_PIPE && R <= 2 && (int)sizeof(typename F::Ld) * R * (GLU ? 2 : 1) <= 80;
-}
 template <class F, int R, bool GLU>
 __host__ __device__ constexpr int mv_unroll() {
     constexpr int regs = (int)(sizeof(typename F::Ld) / 4) * R * (GLU ? 2 : 1);
-    constexpr int budget = mv_pipe<F, R, GLU>() ? MV_LD_REGS / 2 : MV_LD_REGS;
-    return 4 * regs <= budget ? 4 : (2 * regs <= budget ? 2 : 1);
-}
-
-// One round of the one-token weight loop: the loads of chunks b + lane + 32u (clamped to
-// the tile, so no load is guarded) ...
-template <class F, int R, bool GLU, int UU>
-__device__ __forceinline__ void mv_load_round(const WMat& m, const WMat& m2, const u64 (&rr)[R],
-                                              int c0, int b, int tc, int lane,
-                                              typename F::Ld (&L)[UU][R],
-                                              typename F::Ld (&L2)[GLU ? UU : 1][R]) {
-#pragma unroll
-    for (int u = 0; u < UU; u++) {
-        const int c = min(b + lane + 32 * u, tc - 1);
-#pragma unroll
-        for (int r = 0; r < R; r++) {
-            F::ldc(m, rr[r], c0 + c, L[u][r]);
-            if (GLU) F::ldc(m2, rr[r], c0 + c, L2[GLU ? u : 0][r]);
-        }
-    }
-}
-
-// ... and their dot products, chunk by chunk in order, only for chunks inside the tile.
-template <class F, int R, bool GLU, int UU>
-__device__ __forceinline__ void mv_dot_round(const float* xs_sh, int b, int tc, int lane,
-                                             const typename F::Ld (&L)[UU][R],
-                                             const typename F::Ld (&L2)[GLU ? UU : 1][R],
-                                             float (&acc)[R], float (&acc2)[R]) {
-#pragma unroll
-    for (int u = 0; u < UU; u++) {
-        const int c = b + lane + 32 * u;
-        if (c < tc) {
-            const float* xc = xs_sh + c * MV_XCS;
-#pragma unroll
-            for (int r = 0; r < R; r++) {
-                acc[r] += F::dotc(L[u][r], xc, 1);
-                if (GLU) acc2[r] += F::dotc(L2[GLU ? u : 0][r], xc, 1);
-            }
-        }
-    }
+    return 4 * regs <= MV_LD_REGS ? 4 : (2 * regs <= MV_LD_REGS ? 2 : 1);
 }
 
 // GLU == false: y = W x (+ bias[row]) (+ res[row]); res may be y itself (the residual
@@ -230,28 +179,6 @@ __device__ __forceinline__ void matvec_body(const u8* __restrict__ w, const u8* 
             // fit (!SPLIT: 32 floats per loaded chunk), each chunk is loaded and dotted row
             // by row as before. Either way a lane adds its chunks l, l + 32, ... in order:
             // the arithmetic does not depend on UU.
-            if constexpr (SPLIT && mv_pipe<F, R, GLU>()) {
-                // Two buffers, rounds in pairs: while one round's dot products run, the next
-                // round's loads are in flight. The same chunks in the same order per lane.
-                typename F::Ld La[UU][R], L2a[GLU ? UU : 1][R];
-                typename F::Ld Lb[UU][R], L2b[GLU ? UU : 1][R];
-                mv_load_round<F, R, GLU, UU>(m, m2, rr, c0, 0, tc, lane, La, L2a);
-#pragma unroll 1
-                for (int b = 0; b < tc; b += 64 * UU) {
-                    const int b1 = b + 32 * UU;
-                    if (b1 < tc) mv_load_round<F, R, GLU, UU>(m, m2, rr, c0, b1, tc, lane, Lb, L2b);
-                    __syncwarp();
-                    mv_dot_round<F, R, GLU, UU>(xs_sh, b, tc, lane, La, L2a, acc, acc2);
-                    if (b1 < tc) {
-                        if (b1 + 32 * UU < tc)
-                            mv_load_round<F, R, GLU, UU>(m, m2, rr, c0, b1 + 32 * UU, tc, lane, La,
-                                                         L2a);
-                        __syncwarp();
-                        mv_dot_round<F, R, GLU, UU>(xs_sh, b1, tc, lane, Lb, L2b, acc, acc2);
-                    }
-                }
-                continue;
-            }
 #pragma unroll 1
             for (int b = 0; b < tc; b += 32 * UU) {
                 if constexpr (SPLIT) {

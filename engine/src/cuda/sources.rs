@@ -49,10 +49,6 @@ pub mod consts {
     /// Most 32-value chunks of x a matvec block holds in shared memory at once (longer
     /// rows are processed in tiles of this many chunks).
     pub const MV_TILE: usize = 640;
-    /// 1: the one-token matvec double-buffers its load rounds where registers allow
-    /// (matvec.cu `mv_pipe`); 0: one round's loads, then its dot products. The same bits
-    /// either way. An experiment (branch `mvpipe`), not timed yet.
-    pub const MV_PIPE: u32 = 1;
     /// Rows per warp of the matvec entry points (`matvec_<fmt>_r<R>`).
     pub const MV_ROWS_PER_WARP: [u32; 3] = [1, 2, 4];
     /// Rows per warp (of each matrix) of the fused gate/up entry points
@@ -180,7 +176,6 @@ impl Family {
                     format!("-DMV_WARPS={MV_WARPS}"),
                     format!("-DMV_MAX_TOK={MV_MAX_TOK}"),
                     format!("-DMV_TILE={MV_TILE}"),
-                    format!("-DMV_PIPE={MV_PIPE}"),
                     format!("-DMV_BATCH_TOK={MV_BATCH_TOK}"),
                     format!("-DMV_PART={}", if self == Family::Matvec { 1 } else { 2 }),
                 ]
