@@ -217,6 +217,9 @@ pub(super) struct SeqSpec {
     /// Context length the proposer had seen when it last drafted (0: never).
     seen: usize,
     free: bool,
+    /// Verification row counts this sequence has run (bit `rows`): the executor may
+    /// capture a graph on a row count's first use, so that round is no cost sample.
+    rows_run: u128,
 }
 
 impl SeqSpec {
@@ -260,6 +263,7 @@ impl SeqSpec {
             sync_s: 0.0,
             seen: 0,
             free: spec.factory.free(),
+            rows_run: 0,
         }
     }
 
@@ -379,8 +383,18 @@ impl SeqSpec {
             self.stats.verify_s += verify_s;
         }
         self.stats.record(drafted, accepted);
+        self.stats.record_verify_s(drafted, verify_s);
         if self.k == 0 {
             self.behind = true;
+        }
+        // The executor's clock cannot tell a graph capture apart: a row count's first
+        // verification in this sequence may include one.
+        let bit = 1u128 << (drafted + 1).min(127);
+        let setup = drafted > 0 && self.rows_run & bit == 0;
+        self.rows_run |= bit;
+        if setup {
+            self.stats.setup_rounds += 1;
+            self.stats.setup_s += verify_s;
         }
         let round = RoundCost {
             drafted,
@@ -389,6 +403,7 @@ impl SeqSpec {
             draft_s: self.draft_s,
             verify_s,
             sync_s: self.sync_s,
+            setup,
         };
         let event = self.depth.record(&round);
         self.note_event(event, context_len + accepted + 1);

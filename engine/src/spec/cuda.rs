@@ -23,6 +23,11 @@ use super::{SpecError, Target};
 pub struct CudaTarget {
     dec: Box<CudaDecoder>,
     graphed: bool,
+    /// Chunk sizes whose verification graph this target has run (bit `n - 1`): the
+    /// decoder captures one on a size's first use ([`Target::last_forward_setup`]; a
+    /// decoder that captured before this target was made counts as new once).
+    rows_run: u32,
+    last_setup: bool,
 }
 
 impl CudaTarget {
@@ -30,7 +35,12 @@ impl CudaTarget {
     /// one-token step for greedy steps.
     pub fn new(mut dec: Box<CudaDecoder>, graphed: bool) -> Self {
         dec.reset();
-        Self { dec, graphed }
+        Self {
+            dec,
+            graphed,
+            rows_run: 0,
+            last_setup: false,
+        }
     }
 
     /// The decoder.
@@ -113,7 +123,19 @@ impl Target for CudaTarget {
         self.dec.argmax().map_err(cuda)
     }
 
+    fn last_forward_setup(&self) -> bool {
+        self.last_setup
+    }
+
     fn forward_all_argmax(&mut self, tokens: &[u32]) -> Result<Vec<u32>, SpecError> {
+        self.last_setup = false;
+        if self.graphed {
+            for chunk in tokens.chunks(MAX_ROWS) {
+                let bit = 1u32 << (chunk.len() - 1).min(31);
+                self.last_setup |= self.rows_run & bit == 0;
+                self.rows_run |= bit;
+            }
+        }
         let picks = if self.graphed {
             self.dec.forward_rows_argmax_graphed(tokens)
         } else {

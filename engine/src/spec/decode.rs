@@ -314,6 +314,8 @@ pub fn generate(
             }
             verifier.verify(&rows, &draft, sampler)
         };
+        // Read before the truncation (a target's own bookkeeping, not a forward).
+        let setup = fast && !draft.tokens.is_empty() && target.last_forward_setup();
         let accepted = res.accepted.min(draft.tokens.len());
         target.truncate(base + 1 + accepted);
         let verify_s = tv.elapsed().as_secs_f64();
@@ -324,6 +326,11 @@ pub fn generate(
             stats.verify_s += verify_s;
         }
         stats.record(draft.tokens.len(), accepted);
+        stats.record_verify_s(draft.tokens.len(), verify_s);
+        if setup {
+            stats.setup_rounds += 1;
+            stats.setup_s += verify_s;
+        }
         if k == 0 {
             proposer_behind = true;
         }
@@ -334,6 +341,7 @@ pub fn generate(
             draft_s: drafted_s,
             verify_s,
             sync_s,
+            setup,
         };
         let event = depth.record(&round);
         if matches!(event, Some(PolicyEvent::Off | PolicyEvent::Hopeless)) {

@@ -46,6 +46,15 @@ pub struct SpecStats {
     pub draft_prefill_s: f64,
     /// `k_hist[k]`: rounds that drafted `k` tokens (`k_hist[0]`: plain rounds).
     pub k_hist: Vec<u64>,
+    /// `verify_s_by_k[k]`: seconds of the target forwards of the rounds that drafted `k`
+    /// tokens (`[0]`: plain steps), setup rounds included: with `k_hist` the cost of a
+    /// verification by its rows (`k + 1`).
+    pub verify_s_by_k: Vec<f64>,
+    /// Verification rounds that also did one-time setup (a CUDA graph capture for a new row
+    /// count; in the served path: a row count's first round in the sequence, which may
+    /// have), and their seconds.
+    pub setup_rounds: u64,
+    pub setup_s: f64,
     /// What the speed policy's planner decided and the estimate behind it (the first
     /// decisions of each request, see `AdaptiveDepth::decisions`).
     pub decisions: Vec<String>,
@@ -113,9 +122,37 @@ impl SpecStats {
         for (a, b) in self.k_hist.iter_mut().zip(&o.k_hist) {
             *a += b;
         }
+        if self.verify_s_by_k.len() < o.verify_s_by_k.len() {
+            self.verify_s_by_k.resize(o.verify_s_by_k.len(), 0.0);
+        }
+        for (a, b) in self.verify_s_by_k.iter_mut().zip(&o.verify_s_by_k) {
+            *a += b;
+        }
+        self.setup_rounds += o.setup_rounds;
+        self.setup_s += o.setup_s;
         let room = MAX_MERGED_DECISIONS.saturating_sub(self.decisions.len());
         self.decisions
             .extend(o.decisions.iter().take(room).cloned());
+    }
+
+    /// Add the target forward's seconds of a round that drafted `k` tokens.
+    pub fn record_verify_s(&mut self, k: usize, secs: f64) {
+        if self.verify_s_by_k.len() <= k {
+            self.verify_s_by_k.resize(k + 1, 0.0);
+        }
+        self.verify_s_by_k[k] += secs;
+    }
+
+    /// Milliseconds of the target forward by rows (`(rows, rounds, ms per round)`, rows =
+    /// drafted + 1; setup rounds included).
+    pub fn verify_ms_by_rows(&self) -> Vec<(usize, u64, f64)> {
+        self.verify_s_by_k
+            .iter()
+            .zip(&self.k_hist)
+            .enumerate()
+            .filter(|(_, (_, n))| **n > 0)
+            .map(|(k, (s, n))| (k + 1, *n, 1e3 * s / *n as f64))
+            .collect()
     }
 
     /// Tokens drafted in all.
@@ -150,6 +187,25 @@ impl SpecStats {
             self.plain_ms_per_step(),
             self.plain_rounds,
             self.draft_prefill_s
+        ) + &self.rows_line()
+    }
+
+    /// The target forward's cost by rows, and the setup rounds (empty when nothing was
+    /// recorded by rows).
+    fn rows_line(&self) -> String {
+        let by = self.verify_ms_by_rows();
+        if by.is_empty() {
+            return String::new();
+        }
+        let parts: Vec<String> = by
+            .iter()
+            .map(|(r, n, ms)| format!("{r}: {ms:.3} x{n}"))
+            .collect();
+        format!(
+            "; target forward ms by rows {{{}}}, {} setup rounds ({:.3} ms)",
+            parts.join(", "),
+            self.setup_rounds,
+            1e3 * self.setup_s
         )
     }
 

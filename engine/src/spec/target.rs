@@ -48,6 +48,12 @@ pub trait Target {
     fn rows_per_pass(&self) -> usize {
         usize::MAX
     }
+    /// Whether the last forward also did one-time setup whose time is no sample of what
+    /// such a forward costs (the CUDA target captures a graph per verification row count
+    /// on first use). The speed policy does not learn a verification's cost from it.
+    fn last_forward_setup(&self) -> bool {
+        false
+    }
     /// Append `tokens` in one forward and return the greedy token after each of them
     /// (greedy verification of a draft: one id per row instead of a row of logits).
     fn forward_all_argmax(&mut self, tokens: &[u32]) -> Result<Vec<u32>, SpecError> {

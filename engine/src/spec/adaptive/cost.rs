@@ -19,6 +19,10 @@ pub struct RoundCost {
     /// Seconds of catching the draft up on the tokens of plain steps before this round (a
     /// cost of speculating again, not of drafting: left out of the per-token draft cost).
     pub sync_s: f64,
+    /// The target forward also did one-time setup (the CUDA target captures a graph per
+    /// verification row count on first use, ~3 plain steps of SmolLM2 on the H200): its
+    /// seconds are no sample of what such a forward costs.
+    pub setup: bool,
 }
 
 /// Costs of the speculative rounds since speculation was (re)started, decayed so that the

@@ -117,13 +117,17 @@ impl AdaptiveDepth {
     /// The plan for the next round at the current estimates (`None` without a cost model
     /// or before a plain step was timed).
     pub fn plan(&self) -> Option<Plan> {
+        self.plan_with_margin(super::MARGIN)
+    }
+
+    fn plan_with_margin(&self, margin: f64) -> Option<Plan> {
         let m = self.model.as_ref()?;
         let ks = if self.cfg.adaptive {
             1..=self.k_best()
         } else {
             self.k_best()..=self.k_best()
         };
-        Some(m.plan(self.plain_s?, ks, self.remaining, self.behind))
+        Some(m.plan_with_margin(self.plain_s?, ks, self.remaining, self.behind, margin))
     }
 
     /// What the planner decided and why.
@@ -296,12 +300,26 @@ impl AdaptiveDepth {
         if r.drafted == 0 {
             return self.record_plain(r);
         }
+        // A forward that also captured its graph: its verification seconds in the measured
+        // window are the estimate's (the capture is paid once, not per round).
+        let est = self
+            .model
+            .as_ref()
+            .zip(self.plain_s)
+            .map(|(m, p)| m.verify_s(r.drafted + 1, p));
+        let r = &match (r.setup, est) {
+            (true, Some(v)) => RoundCost {
+                verify_s: v.min(r.verify_s),
+                ..*r
+            },
+            _ => *r,
+        };
         if let Some(m) = self.model.as_mut() {
-            m.observe_round(r.drafted, r.accepted, r.draft_s, r.verify_s);
+            m.observe_round(r.drafted, r.accepted, r.draft_s, r.verify_s, r.setup);
         }
         self.misses = if r.accepted == 0 { self.misses + 1 } else { 0 };
         if self.planning() && self.mode == Mode::On {
-            if let Some(plan) = self.plan() {
+            if let Some(plan) = self.plan_with_margin(super::plan::KEEP_MARGIN) {
                 if self.misses >= MAX_MISSES {
                     self.note("measured, nothing accepted in a row, plain", &plan);
                     self.misses = 0;
@@ -382,7 +400,9 @@ impl AdaptiveDepth {
             let s = r.verify_s / r.emitted as f64;
             self.plain_s = Some(match self.plain_s {
                 None => s,
-                Some(p) => 0.8 * p + 0.2 * s,
+                // A host hiccup counts as twice the estimate (it must not make every
+                // verification look cheap).
+                Some(p) => 0.8 * p + 0.2 * s.min(super::plan::SAMPLE_CLIP * p),
             });
             self.plain_steps += 1;
         }

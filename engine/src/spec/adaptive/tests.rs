@@ -10,6 +10,7 @@ fn round(drafted: usize, accepted: usize, draft_s: f64, verify_s: f64) -> RoundC
         draft_s,
         verify_s,
         sync_s: 0.0,
+        setup: false,
     }
 }
 
@@ -405,6 +406,7 @@ fn simulate(s: &Sim, n: u64) -> SimRun {
                 draft_s: k as f64 * s.draft,
                 verify_s: (s.verify)(k + 1),
                 sync_s: 0.0,
+                setup: false,
             }
         };
         secs += r.draft_s + r.verify_s;
@@ -453,10 +455,11 @@ fn a_hopeless_draft_is_never_probed() {
 }
 
 #[test]
-fn a_good_ngram_stream_speculates_from_the_first_rounds() {
-    // SmolLM2 long agentic on the H200: plain 1.46 ms, verification ~2 plain steps at 4-5
-    // rows; the prompt's tail replays at 80%, generation accepts every draft in 4 rounds of 5
-    // and half of them in the fifth.
+fn a_good_ngram_stream_speculates_from_the_first_replay() {
+    // SmolLM2 long agentic on the H200 (session 5's costs): plain 1.46 ms, verification ~2
+    // plain steps at 4-5 rows; generation accepts every draft in 4 rounds of 5 and half of
+    // them in the fifth. No blind round at the prior: the first replay over the generated
+    // tokens (16 of them) starts speculation.
     let s = Sim {
         plain: 1.46e-3,
         verify: |r| 1.46e-3 * (1.0 + (r - 1) as f64 / 4.0),
@@ -466,14 +469,11 @@ fn a_good_ngram_stream_speculates_from_the_first_rounds() {
         replay_acc: |_| 0.8,
     };
     let run = simulate(&s, 128);
-    assert_eq!(
-        run.drafted_at[0],
-        1 + PLAIN_PROBE_STEPS,
-        "right after the timed steps"
-    );
-    assert!(run.events.is_empty(), "{:?}", run.events);
+    assert_eq!(run.drafted_at[0], 16, "at the first replay");
+    assert_eq!(run.events[..2], [PolicyEvent::Off, PolicyEvent::Probe]);
+    assert_eq!(run.events.len(), 2, "{:?}", run.events);
     let speedup = 127.0 * 1.46e-3 / run.secs;
-    assert!(speedup > 1.8, "{speedup}");
+    assert!(speedup > 1.6, "{speedup}");
 }
 
 #[test]
@@ -498,21 +498,21 @@ fn collapsing_acceptance_turns_speculation_off_within_a_few_rounds() {
 }
 
 /// The loss bound: with the policy on, a request loses against plain only in drafted
-/// rounds the estimate promised to win — the first after the timed plain steps, and each
-/// re-check (draft model, after an exponential back-off of 32, 64, ... 256 plain tokens)
-/// or replay over generated tokens (free proposer) that promised a gain — and each such
-/// probe lasts at most [`MAX_MISSES`] rounds when nothing is accepted (fewer when the
-/// learned verification cost already says plain). So the loss is at most
-/// `probes x MAX_MISSES x (verify(k + 1) + k x draft - plain)` plus a draft model's
-/// catch-up, and the plan counts the catch-up before it pays it. Worst case below: the
-/// prior tempts a free proposer into a round, every verification costs 3 plain steps
-/// whatever its rows, nothing is ever accepted (a replay over the generated tokens then
-/// shows no gain): one round of 3 plain steps, 129 against 127 plain steps over 128
-/// tokens, 1.6% (EPS = 5% asserted); a cheap draft model tempted over 1024 tokens loses
-/// 3.7 plain steps (0.4%, catch-up included).
+/// rounds the estimate promised to win — a replay over generated tokens (free proposer)
+/// or a re-check after an exponential back-off (draft model, 32 .. 256 plain tokens) that
+/// promised a gain; at the seed's verification cost a free proposer's prior promises none,
+/// so it never drafts blind — and each such probe lasts at most [`MAX_MISSES`] rounds when nothing is
+/// accepted (fewer when the learned verification cost already says plain). So the loss is
+/// at most `probes x MAX_MISSES x (verify(k + 1) + k x draft - plain)` plus a draft model's
+/// catch-up, which the plan counts before it pays it. Below: every verification costs 3
+/// plain steps whatever its rows and nothing is ever accepted. When the replays see that
+/// too (a greedy replay is exactly what the rounds would accept), it is exactly plain; a
+/// cheap draft model (1% of the target's weights; a draft model keeps session 6's
+/// optimistic seed, it has no replay) stays plain over 128 tokens (its catch-up on the
+/// prompt) and is tempted over 1024, within 5% of plain. Worst case: replays that promise 90% while the rounds accept nothing (a text
+/// whose regime changes right after each replay): the loss stays within the bound.
 #[test]
 fn loss_against_plain_is_bounded_by_the_probes() {
-    const EPS: f64 = 0.05;
     let s = Sim {
         plain: 1.0,
         verify: |_| 3.0,
@@ -522,21 +522,8 @@ fn loss_against_plain_is_bounded_by_the_probes() {
         replay_acc: |_| 0.0,
     };
     let run = simulate(&s, 128);
-    let plain = 127.0;
-    assert!(
-        !run.drafted_at.is_empty(),
-        "the estimate is tempted at first"
-    );
-    assert!(
-        run.secs <= plain * (1.0 + EPS),
-        "{} s against {plain} s plain ({} drafted rounds)",
-        run.secs,
-        run.drafted_at.len()
-    );
-    // A cheap draft model (1% of the target's weights, 0.05 plain steps a token) that
-    // never gets a draft accepted: over 128 tokens its catch-up on the 64-token prompt
-    // keeps the plan plain (exactly plain); over 1024 tokens the prior tempts it into a
-    // probe, and the loss stays within the same bound.
+    assert!(run.drafted_at.is_empty());
+    assert_eq!(run.secs, 127.0, "exactly plain");
     let s = Sim {
         plain: 1.0,
         verify: |_| 3.0,
@@ -547,9 +534,242 @@ fn loss_against_plain_is_bounded_by_the_probes() {
     };
     let run = simulate(&s, 128);
     assert!(run.drafted_at.is_empty());
-    assert_eq!(run.secs, plain);
+    assert_eq!(run.secs, 127.0);
     let run = simulate(&s, 1024);
     assert!(!run.drafted_at.is_empty(), "tempted over 1024 tokens");
-    let plain = 1023.0;
-    assert!(run.secs <= plain * (1.0 + EPS), "{} s", run.secs);
+    assert!(run.secs <= 1023.0 * 1.05, "{} s", run.secs);
+    let s = Sim {
+        plain: 1.0,
+        verify: |_| 3.0,
+        draft: 0.0,
+        bytes: None,
+        accept: |_, _| 0,
+        replay_acc: |_| 0.9,
+    };
+    let run = simulate(&s, 128);
+    let probes = run
+        .events
+        .iter()
+        .filter(|e| **e == PolicyEvent::Probe)
+        .count();
+    assert!(probes > 0, "the replays tempt it");
+    // Each drafted round emits 1 token for 3 plain steps: a loss of 2 steps.
+    let loss = run.secs - 127.0;
+    let bound = (probes * MAX_MISSES as usize) as f64 * (3.0 - 1.0);
+    assert!(
+        loss <= bound + 1e-9,
+        "loss {loss} plain steps over {probes} probes, bound {bound}"
+    );
+    assert!(run.drafted_at.len() <= probes * MAX_MISSES as usize);
+}
+
+/// A generated text as the n-gram lookup sees it: `rem[t]` = how many of the tokens from
+/// `t` on the lookup would predict right when drafting at `t` (copy runs of `L` tokens
+/// that it predicts, each followed by a token it does not: `L, L - 1, .., 1, 0`).
+fn ngram_stream(runs: &[usize], n: usize) -> Vec<usize> {
+    let mut rem = Vec::with_capacity(n + 32);
+    for &l in runs.iter().cycle() {
+        if rem.len() >= n + 32 {
+            break;
+        }
+        rem.extend((0..=l).rev());
+    }
+    rem
+}
+
+/// The H200 costs of a cell: a plain step, and a verification of `r` rows as `v2 +
+/// slope x (r - 2)` seconds.
+#[derive(Clone, Copy, Debug)]
+struct Costs {
+    plain: f64,
+    v2: f64,
+    slope: f64,
+}
+
+impl Costs {
+    fn verify(&self, rows: usize) -> f64 {
+        self.v2 + self.slope * (rows as f64 - 2.0)
+    }
+}
+
+/// What a run of `n` tokens did: seconds, drafted rounds, tokens per target forward.
+#[derive(Debug)]
+struct StreamRun {
+    secs: f64,
+    drafted_rounds: u64,
+    forwards: u64,
+    events: Vec<PolicyEvent>,
+    decisions: Vec<String>,
+}
+
+/// Decode `n` tokens of `rem` (an n-gram stream, [`ngram_stream`]) as `spec::generate`
+/// does with a free proposer on a target of `costs`: the speed policy's plan, replays
+/// every 16 tokens over the last 32 while off; `policy` = false is the acceptance-driven
+/// depth of the board's `-ngram` cells (no policy); `k_max` 8 on 8 rows per pass.
+fn run_stream(rem: &[usize], costs: Costs, policy: bool, n: usize) -> StreamRun {
+    let cfg = DepthConfig {
+        adaptive: true,
+        off_when_slower: policy,
+        ..DepthConfig::fixed(8)
+    };
+    let mut d = AdaptiveDepth::new(cfg)
+        .with_rows_per_pass(8)
+        .with_free_drafts(true)
+        .with_cost_model(CostModel::new(true, None, None));
+    let (mut t, mut secs, mut drafted_rounds, mut forwards) = (1usize, 0.0, 0u64, 0u64);
+    let (mut off_from, mut replayed_at) = (0usize, 0usize);
+    let mut events = Vec::new();
+    while t < n {
+        if d.wants_replay() && t >= replayed_at + 16 {
+            let k = d.replay_k();
+            let mut r = Replay::default();
+            let mut pos = off_from.max(t.saturating_sub(32)).max(1);
+            while pos < t {
+                let m = k.min(rem[pos]).min(t - pos);
+                r.drafted_rounds += 1;
+                r.drafted += k as u64;
+                r.first_accepted += u64::from(m > 0);
+                r.cont_trials += m as u64;
+                r.cont_accepted += if m == k { m } else { m.saturating_sub(1) } as u64;
+                let step = (m + 1).min(t - pos);
+                r.tokens += step as u64;
+                pos += step;
+            }
+            replayed_at = t;
+            events.extend(d.replay_verdict(&r));
+        }
+        let remaining = n - t;
+        let ev = d.before_round(Some(remaining as u64), 0);
+        if matches!(ev, Some(PolicyEvent::Off | PolicyEvent::Hopeless)) {
+            off_from = t;
+            replayed_at = t;
+        }
+        events.extend(ev);
+        let k = d.next_k().min(remaining - 1);
+        let m = k.min(rem[t]);
+        let r = RoundCost {
+            drafted: k,
+            accepted: m,
+            emitted: m + 1,
+            draft_s: 0.0,
+            verify_s: if k == 0 {
+                costs.plain
+            } else {
+                costs.verify(k + 1)
+            },
+            sync_s: 0.0,
+            setup: false,
+        };
+        secs += r.verify_s;
+        forwards += 1;
+        drafted_rounds += u64::from(k > 0);
+        let ev = d.record(&r);
+        if matches!(ev, Some(PolicyEvent::Off | PolicyEvent::Hopeless)) {
+            off_from = t + m + 1;
+            replayed_at = off_from;
+        }
+        events.extend(ev);
+        t += m + 1;
+    }
+    StreamRun {
+        secs,
+        drafted_rounds,
+        forwards,
+        events,
+        decisions: d.decisions().to_vec(),
+    }
+}
+
+/// The n-gram cells of board `spec-h200` (runs calibrated so that the no-policy run's
+/// tokens per forward come near session 5's `-ngram` receipts: short 1.18, medium 2.76,
+/// long 3.43, Qwen long 3.43) with the 57ea0412f5 receipts' plain step and 2-row
+/// verification (the planner's decisions after its first rounds, timed runs).
+const H200_CELLS: [(&str, &[usize], f64, f64); 4] = [
+    (
+        "smollm2-short",
+        &[0, 0, 0, 3, 0, 0, 0, 1, 0, 0, 0, 0, 2, 0],
+        0.727e-3,
+        1.25e-3,
+    ),
+    (
+        "smollm2-medium",
+        &[0, 7, 0, 1, 14, 0, 3, 10, 0],
+        0.775e-3,
+        1.68e-3,
+    ),
+    (
+        "smollm2-long",
+        &[0, 9, 2, 16, 0, 5, 24, 1, 12, 4],
+        0.85e-3,
+        1.76e-3,
+    ),
+    (
+        "qwen15-long",
+        &[0, 8, 1, 13, 2, 4, 16, 6, 0],
+        1.85e-3,
+        4.05e-3,
+    ),
+];
+
+/// The planner on the replayed H200 costs. The receipts give each cell's plain step and
+/// 2-row verification, not the cost per further row (research/notes/spec/policy-s7.md):
+/// every cell runs at 0.1, 0.25, 0.4 and 0.6 plain steps per row. Against plain, the
+/// acceptance-driven depth without the policy (the board's `-ngram` cells) and the best
+/// fixed depth (an oracle that knows the stream): where the no-policy run wins by 10%
+/// the policy speculates and wins too; everywhere it stays within 4% of plain (short:
+/// exactly plain, it never drafts; where no depth pays: at most 2 drafted rounds, within
+/// 2%), and where the no-policy run loses, within 2.5% of it.
+#[test]
+fn the_planner_on_replayed_h200_costs() {
+    for (name, runs, plain, v2) in H200_CELLS {
+        let rem = ngram_stream(runs, 128);
+        for slope in [0.1, 0.25, 0.4, 0.6] {
+            let c = Costs {
+                plain,
+                v2,
+                slope: slope * plain,
+            };
+            let base = 127.0 * plain;
+            let no_policy = run_stream(&rem, c, false, 128);
+            let free = base / no_policy.secs;
+            let run = run_stream(&rem, c, true, 128);
+            let pol = base / run.secs;
+            let best = (1..=7)
+                .map(|k| {
+                    let (mut t, mut s) = (1usize, 0.0);
+                    while t < 128 {
+                        let kk = k.min(127 - t);
+                        let m = kk.min(rem[t]);
+                        s += if kk == 0 { plain } else { c.verify(kk + 1) };
+                        t += m + 1;
+                    }
+                    base / s
+                })
+                .fold(0.0, f64::max);
+            let line = format!(
+                "{name} at {slope} plain steps per row: no policy {free:.3}x ({:.2} tokens per forward), policy {pol:.3}x ({} drafted rounds), best fixed depth {best:.3}x; {:?} {:?}",
+                127.0 / no_policy.forwards as f64,
+                run.drafted_rounds,
+                run.events,
+                run.decisions
+            );
+            println!("{line}");
+            assert!(pol >= 0.96, "{line}");
+            if free >= 1.1 {
+                assert!(pol > 1.05, "{line}");
+            }
+            if free < 1.0 {
+                // Weakest case: Qwen long at 0.4 steps per row, 0.968x against 0.988x (a
+                // replay promising 1.06x, then a round accepting nothing).
+                assert!(pol >= free - 0.025, "{line}");
+            }
+            if best < 1.0 {
+                // No depth pays: at most the probe that measures it.
+                assert!(run.drafted_rounds <= 2 && pol >= 0.98, "{line}");
+            }
+            if name == "smollm2-short" {
+                assert_eq!(run.drafted_rounds, 0, "{line}");
+            }
+        }
+    }
 }
