@@ -319,7 +319,7 @@ impl AdaptiveDepth {
         }
         self.misses = if r.accepted == 0 { self.misses + 1 } else { 0 };
         if self.planning() && self.mode == Mode::On {
-            if let Some(plan) = self.plan_with_margin(super::plan::KEEP_MARGIN) {
+            if let Some(plan) = self.plan_with_margin(super::KEEP_MARGIN) {
                 if self.misses >= MAX_MISSES {
                     self.note("measured, nothing accepted in a row, plain", &plan);
                     self.misses = 0;

@@ -2,14 +2,15 @@
 //! which plans before it pays for a draft and turns speculation off for a request while it
 //! measures slower than plain decoding.
 //!
-//! Planning policy (speed policy on, with a [`CostModel`]: what `generate` runs; the
-//! served path still runs the measured policy below alone). Before drafting at all, a
-//! round of depth `k` is costed from what is known ([`plan`]: plain step timed, a
-//! verification's seconds learned per row count from a pessimistic seed, a draft token
-//! from the weight bytes until measured, acceptance with a prior) and speculation runs only
-//! at the depth with the most expected tokens per second, and only when that beats plain
-//! by [`MARGIN`] (a draft model's catch-up on tokens it has not seen — its deferred prompt
-//! pass — spread over the tokens the request may still emit). A draft that cannot pay even
+//! Planning policy (speed policy on, with a [`CostModel`]: what `generate` and `assay
+//! serve` run). Before drafting at all, a round of depth `k` is costed from what is known
+//! ([`plan`]: plain step timed, a verification's seconds learned per row count and affine
+//! in the rows ([`CostModel::verify_s`]), a draft token from the weight bytes until
+//! measured, acceptance with a prior) and speculation runs only at the depth with the most
+//! expected tokens per second, and only when that beats plain by [`MARGIN`] (once on, while
+//! it beats plain at all: [`KEEP_MARGIN`]), counting a draft model's catch-up on tokens it
+//! has not seen (its deferred prompt pass) spread over the tokens the request may still
+//! emit. A draft that cannot pay even
 //! at full acceptance is never probed; one whose estimate does not pay now is re-checked
 //! after an exponential back-off (re-check = the estimate again, not a blind probe); a
 //! free proposer comes back when a replay over generated tokens says it pays. Each drafted
@@ -81,7 +82,7 @@ pub use cost::{
     replay_cost,
 };
 pub use depth::{AdaptiveDepth, MAX_MISSES, PolicyEvent};
-pub use plan::{CostModel, MARGIN, Plan, expected_tokens};
+pub use plan::{CostModel, KEEP_MARGIN, MARGIN, Plan, expected_tokens};
 
 /// Plain steps timed at the start of a request before speculation may run.
 pub const PLAIN_PROBE_STEPS: u64 = 2;
