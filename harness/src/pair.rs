@@ -187,6 +187,32 @@ fn top_ours(t: &Target, prompt: &[u32], timeout: Duration) -> Result<agree::Top>
     agree::parse_openai(&v).context("no choices[0].logprobs.top_logprobs[0] in the answer")
 }
 
+/// vLLM's top next tokens after `prompt`: completions with `logprobs` and
+/// `return_tokens_as_token_ids` (it has no tokenizer: `--skip-tokenizer-init`), each
+/// `token_id:N` key named by the piece our server gives token N, so that the two arms'
+/// tops compare token for token.
+fn top_vllm(
+    t: &Target,
+    prompt: &[u32],
+    tok: &engine::tokenizer::Tokenizer,
+    timeout: Duration,
+) -> Result<agree::Top> {
+    let v = post_json(
+        t.addr,
+        "/v1/completions",
+        &json!({"model": t.model, "prompt": prompt, "max_tokens": 1, "temperature": 0,
+                "logprobs": agree::TOP_K, "return_tokens_as_token_ids": true}),
+        timeout,
+    )?;
+    let top =
+        agree::parse_openai(&v).context("no choices[0].logprobs.top_logprobs[0] in the answer")?;
+    agree::name_token_ids(top, |id| {
+        tok.token_to_piece(id)
+            .ok()
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+    })
+}
+
 /// llama-server's top next tokens after `prompt` (native `/completion` with `n_probs`:
 /// log-probabilities of the raw distribution, before its samplers).
 fn top_llama(port: u16, prompt: &[u32], timeout: Duration) -> Result<agree::Top> {
@@ -293,6 +319,10 @@ fn pair_cell(
     let model = engine::model_file::GgufModel::open(&path)
         .with_context(|| format!("opening {}", path.display()))?;
     let facts = model_facts(&name, &path, &model).context("hashing the model")?;
+    // vLLM runs without a tokenizer (`--skip-tokenizer-init`): its top tokens come back as
+    // ids and are named here by the pieces our server gives them.
+    let tok = engine::tokenizer::Tokenizer::from_gguf(model.header())
+        .with_context(|| format!("{}: the tokenizer", path.display()))?;
     drop(model);
     let ctx = cell.prompt_tokens + cell.gen_tokens + 16;
 
@@ -405,7 +435,7 @@ fn pair_cell(
             let tops = top_ours(&our_target, &prefix, timeout).and_then(|o| {
                 let t = match &theirs {
                     TheirServer::Llama(l) => top_llama(l.port, &prefix, timeout),
-                    TheirServer::Vllm(_) => top_ours(&their_target, &prefix, timeout),
+                    TheirServer::Vllm(_) => top_vllm(&their_target, &prefix, &tok, timeout),
                 }?;
                 Ok((o, t))
             });

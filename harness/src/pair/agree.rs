@@ -94,6 +94,22 @@ pub fn parse_openai(v: &serde_json::Value) -> Option<Top> {
     )
 }
 
+/// Rename `token_id:N` keys (vLLM's `return_tokens_as_token_ids`) by `piece(N)`, the text
+/// our server names token N by; an entry that is not of that form, or whose id has no piece,
+/// is an error (the two arms' tops could not be compared).
+pub fn name_token_ids(top: Top, piece: impl Fn(u32) -> Option<String>) -> anyhow::Result<Top> {
+    top.into_iter()
+        .map(|(k, l)| {
+            let id: u32 = k
+                .strip_prefix("token_id:")
+                .and_then(|n| n.parse().ok())
+                .ok_or_else(|| anyhow::anyhow!("top token {k:?} is not token_id:N"))?;
+            let p = piece(id).ok_or_else(|| anyhow::anyhow!("token id {id} has no piece"))?;
+            Ok((p, l))
+        })
+        .collect()
+}
+
 /// llama-server's (native `/completion` with `n_probs`) top next tokens:
 /// `completion_probabilities[0].top_logprobs`, an array of {token, logprob}.
 pub fn parse_llama(v: &serde_json::Value) -> Option<Top> {
@@ -109,6 +125,23 @@ pub fn parse_llama(v: &serde_json::Value) -> Option<Top> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn vllm_token_ids_are_named_by_our_pieces() {
+        let top = vec![
+            ("token_id:7".to_owned(), -0.5),
+            ("token_id:12".to_owned(), -1.25),
+        ];
+        let named = name_token_ids(top, |id| Some(format!("p{id}"))).unwrap();
+        assert_eq!(
+            named,
+            vec![("p7".to_owned(), -0.5), ("p12".to_owned(), -1.25)]
+        );
+        let bad = vec![("seven".to_owned(), -0.5)];
+        assert!(name_token_ids(bad, |id| Some(format!("p{id}"))).is_err());
+        let unknown = vec![("token_id:99".to_owned(), -0.5)];
+        assert!(name_token_ids(unknown, |_| None).is_err());
+    }
 
     fn top(v: &[(&str, f64)]) -> Top {
         v.iter().map(|(t, l)| (t.to_string(), *l)).collect()
