@@ -407,6 +407,78 @@ extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
                   max_splits, count, out);
 }
 
+// attn_rows, attn_rows_d64 / _d128 / _d256: attn_partial (with the combine in the launch,
+// `count` non-null) for `ntok` query rows of `ntok` different sequences, each over its own
+// cache: row t's K and V caches ([nkv][caps[t]][hd] f16 each) at kvp[2t] and kvp[2t+1].
+// The block (kvh, s, t) runs attn_entry with row t's pointers and capacity, the very code
+// of attn_partial: q, out, the scratch slots and the counters are indexed by t as there,
+// and max_splits (the layout of the scratch) must be at least ceil(caps[t] / ATT_SPLIT)
+// for every row, so that a row's splits, and so its bits, are those of its one-row launch.
+template <int DPL>
+__device__ __forceinline__ void attn_rows_entry(const float* __restrict__ q,
+                                                const u64* __restrict__ kvp,
+                                                const int* __restrict__ caps,
+                                                const int* __restrict__ pos,
+                                                float* __restrict__ part_o,
+                                                float* __restrict__ part_ml, int nh, int nkv,
+                                                int hd, int window, float scale, float softcap,
+                                                int max_splits, unsigned int* __restrict__ count,
+                                                float* __restrict__ out) {
+    const int t = blockIdx.z;
+    const u16* kc = reinterpret_cast<const u16*>(kvp[2 * t]);
+    const u16* vc = reinterpret_cast<const u16*>(kvp[2 * t + 1]);
+    attn_entry<DPL>(q, kc, vc, pos, part_o, part_ml, nh, nkv, hd, caps[t], window, scale,
+                    softcap, max_splits, count, out);
+}
+
+extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
+    attn_rows(const float* __restrict__ q, const u64* __restrict__ kvp,
+        const int* __restrict__ caps, const int* __restrict__ pos, float* __restrict__ part_o,
+        float* __restrict__ part_ml, int nh, int nkv, int hd, int window, float scale,
+        float softcap, int max_splits, unsigned int* __restrict__ count,
+        float* __restrict__ out) {
+    pdl_wait();
+    pdl_trigger();
+    attn_rows_entry<0>(q, kvp, caps, pos, part_o, part_ml, nh, nkv, hd, window, scale,
+                        softcap, max_splits, count, out);
+}
+
+extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
+    attn_rows_d64(const float* __restrict__ q, const u64* __restrict__ kvp,
+        const int* __restrict__ caps, const int* __restrict__ pos, float* __restrict__ part_o,
+        float* __restrict__ part_ml, int nh, int nkv, int hd, int window, float scale,
+        float softcap, int max_splits, unsigned int* __restrict__ count,
+        float* __restrict__ out) {
+    pdl_wait();
+    pdl_trigger();
+    attn_rows_entry<2>(q, kvp, caps, pos, part_o, part_ml, nh, nkv, 64, window, scale,
+                        softcap, max_splits, count, out);
+}
+
+extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
+    attn_rows_d128(const float* __restrict__ q, const u64* __restrict__ kvp,
+        const int* __restrict__ caps, const int* __restrict__ pos, float* __restrict__ part_o,
+        float* __restrict__ part_ml, int nh, int nkv, int hd, int window, float scale,
+        float softcap, int max_splits, unsigned int* __restrict__ count,
+        float* __restrict__ out) {
+    pdl_wait();
+    pdl_trigger();
+    attn_rows_entry<4>(q, kvp, caps, pos, part_o, part_ml, nh, nkv, 128, window, scale,
+                        softcap, max_splits, count, out);
+}
+
+extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
+    attn_rows_d256(const float* __restrict__ q, const u64* __restrict__ kvp,
+        const int* __restrict__ caps, const int* __restrict__ pos, float* __restrict__ part_o,
+        float* __restrict__ part_ml, int nh, int nkv, int hd, int window, float scale,
+        float softcap, int max_splits, unsigned int* __restrict__ count,
+        float* __restrict__ out) {
+    pdl_wait();
+    pdl_trigger();
+    attn_rows_entry<8>(q, kvp, caps, pos, part_o, part_ml, nh, nkv, 256, window, scale,
+                        softcap, max_splits, count, out);
+}
+
 extern "C" __global__ void attn_combine(const float* __restrict__ part_o,
                                         const float* __restrict__ part_ml,
                                         const int* __restrict__ pos, float* __restrict__ out,

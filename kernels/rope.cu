@@ -42,15 +42,14 @@ extern "C" __global__ void rope(float* __restrict__ x, const int* __restrict__ p
 // Grid (ntok, ceil(items / blockDim.x)); items per token, in this order: the nh*half pairs
 // of q, the nkv*half pairs of k, the nkv*(hd - n_rot) dims of k past n_rot, the nkv*hd
 // values of v.
-extern "C" __global__ void rope_kv(float* __restrict__ q, float* __restrict__ k,
-                                   const float* __restrict__ v, u16* __restrict__ kc,
-                                   u16* __restrict__ vc, const int* __restrict__ pos,
-                                   const double* __restrict__ tab, double freq_scale, int nh,
-                                   int nkv, int hd, int n_rot, int neox, int cap) {
-    pdl_wait();
-    pdl_trigger();
-    const int t = blockIdx.x;
-    const int pi = pos[t];
+// The block's items of token t (position pi) of rope_kv, into caches kc / vc of `cap`
+// positions: the body of rope_kv and of rope_kv_rows.
+__device__ __forceinline__ void rope_kv_tok(float* __restrict__ q, float* __restrict__ k,
+                                            const float* __restrict__ v, u16* __restrict__ kc,
+                                            u16* __restrict__ vc, int t, int pi,
+                                            const double* __restrict__ tab, double freq_scale,
+                                            int nh, int nkv, int hd, int n_rot, int neox,
+                                            int cap) {
     const int half = n_rot >> 1;
     const int nq = nh * half, nk = nkv * half, nrest = nkv * (hd - n_rot), nv = nkv * hd;
     int idx = blockIdx.y * blockDim.x + threadIdx.x;
@@ -91,4 +90,31 @@ extern "C" __global__ void rope_kv(float* __restrict__ q, float* __restrict__ k,
         const int h = idx / hd, d = idx - h * hd;
         vc[((u64)h * cap + pi) * hd + d] = f32_to_f16(v[((u64)t * nkv + h) * hd + d]);
     }
+}
+
+extern "C" __global__ void rope_kv(float* __restrict__ q, float* __restrict__ k,
+                                   const float* __restrict__ v, u16* __restrict__ kc,
+                                   u16* __restrict__ vc, const int* __restrict__ pos,
+                                   const double* __restrict__ tab, double freq_scale, int nh,
+                                   int nkv, int hd, int n_rot, int neox, int cap) {
+    pdl_wait();
+    pdl_trigger();
+    const int t = blockIdx.x;
+    rope_kv_tok(q, k, v, kc, vc, t, pos[t], tab, freq_scale, nh, nkv, hd, n_rot, neox, cap);
+}
+
+// rope_kv_rows: rope_kv for `ntok` rows of `ntok` different sequences, row t into its own
+// caches (kvp[2t] K, kvp[2t+1] V, each [nkv][caps[t]][hd] f16) at its position pos[t]: the
+// same items and arithmetic as a one-token rope_kv launch on that row.
+extern "C" __global__ void rope_kv_rows(float* __restrict__ q, float* __restrict__ k,
+                                        const float* __restrict__ v, const u64* __restrict__ kvp,
+                                        const int* __restrict__ caps, const int* __restrict__ pos,
+                                        const double* __restrict__ tab, double freq_scale,
+                                        int nh, int nkv, int hd, int n_rot, int neox) {
+    pdl_wait();
+    pdl_trigger();
+    const int t = blockIdx.x;
+    u16* kc = reinterpret_cast<u16*>(kvp[2 * t]);
+    u16* vc = reinterpret_cast<u16*>(kvp[2 * t + 1]);
+    rope_kv_tok(q, k, v, kc, vc, t, pos[t], tab, freq_scale, nh, nkv, hd, n_rot, neox, caps[t]);
 }

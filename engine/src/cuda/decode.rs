@@ -137,6 +137,8 @@ pub struct CudaDecoder {
     verify: verify::VerifyBufs,
     /// The prompt pass's mode and buffers ([`prefill`]).
     prefill: prefill::PrefillState,
+    /// The batched step's workspace ([`batch`]), made on first use by the batch's first row.
+    batch: Option<Box<batch::BatchWs>>,
 }
 
 fn model_err(what: impl std::fmt::Display) -> CudaError {
@@ -261,6 +263,7 @@ impl CudaDecoder {
             plan: fuse::plan(&program),
             verify: verify::VerifyBufs::new(&gpu)?,
             prefill: prefill::PrefillState::from_env()?,
+            batch: None,
             tokens: gpu.zeros(MAX_ROWS)?,
             pos: gpu.zeros(MAX_ROWS)?,
             head_pos: gpu.zeros(1)?,

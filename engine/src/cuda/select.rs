@@ -9,7 +9,8 @@
 use super::CudaError;
 use super::sources::consts::{
     ATT_MAX_GROUP, ATT_MAX_HD, ATT_SPLIT, ATT_WARPS, MV_BATCH_GLU_ROWS_PER_WARP,
-    MV_BATCH_ROWS_PER_WARP, MV_BATCH_TOK, MV_MAX_TOK, MV_PAIR_ROWS_PER_WARP, MV_TILE, MV_WARPS,
+    MV_BATCH_ROWS_PER_WARP, MV_BATCH_TOK, MV_LAUNCH_MAX_TOK, MV_PAIR_ROWS_PER_WARP, MV_TILE,
+    MV_WARPS,
 };
 use crate::quant::QuantFormat;
 
@@ -87,7 +88,7 @@ pub enum MatvecKernel {
     /// `MV_WARPS` warps per block, each owning `rows_per_warp` rows (1, 2 or 4); x staged
     /// in shared memory transposed by chunk (tiles of at most [`mv_tile_max`] chunks),
     /// weights in the device layout of `kernels/common/formats.cuh`, f32 activations and
-    /// accumulation, up to [`MV_MAX_TOK`] token vectors per launch, taken
+    /// accumulation, up to [`MV_LAUNCH_MAX_TOK`] token vectors per launch, taken
     /// `tokens_per_pass` (1 or [`MV_BATCH_TOK`]) at a time: each chunk of W is loaded once
     /// per group and dotted with each of its tokens. A row's arithmetic depends neither on
     /// `rows_per_warp` nor on `tokens_per_pass`.
@@ -317,10 +318,10 @@ fn check_matvec(format: QuantFormat, rows: usize, k: usize, ntok: usize) -> Resu
             format!("rows = {rows} out of range"),
         ));
     }
-    if ntok == 0 || ntok > MV_MAX_TOK {
+    if ntok == 0 || ntok > MV_LAUNCH_MAX_TOK {
         return Err(super::shape_err(
             "matvec",
-            format!("{ntok} token vectors; one launch takes 1..={MV_MAX_TOK}"),
+            format!("{ntok} token vectors; one launch takes 1..={MV_LAUNCH_MAX_TOK}"),
         ));
     }
     Ok(())
@@ -450,6 +451,17 @@ pub fn attention_entry(head_dim: usize) -> &'static str {
     }
 }
 
+/// The entry point of the batched attention over per-row caches (`attn_rows*`), by head
+/// size: the kernel of [`attention_entry`] with each row's cache pointers from a table.
+pub fn attention_rows_entry(head_dim: usize) -> &'static str {
+    match head_dim {
+        64 => "attn_rows_d64",
+        128 => "attn_rows_d128",
+        256 => "attn_rows_d256",
+        _ => "attn_rows",
+    }
+}
+
 pub fn choose_attention(
     head_dim: usize,
     n_heads: usize,
@@ -503,6 +515,7 @@ pub fn choose_attention(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cuda::sources::consts::MV_MAX_TOK;
 
     const H200: DeviceFacts = DeviceFacts {
         compute_capability: (9, 0),
@@ -589,14 +602,19 @@ mod tests {
         let g = choose_matvec_glu(QuantFormat::Q8_0, 1024, 512, 1, &H200).unwrap();
         assert_eq!(g.entry(), "matvec_q8_0_glu_r1");
         assert!(choose_matvec_glu(QuantFormat::Q4_K, 64, 896, 1, &H200).is_err());
-        assert!(choose_matvec_glu(QuantFormat::Q8_0, 64, 512, 9, &H200).is_err());
+        assert!(
+            choose_matvec_glu(QuantFormat::Q8_0, 64, 512, MV_LAUNCH_MAX_TOK + 1, &H200).is_err()
+        );
         // K-quant rows must be whole super-blocks; 32-blocks must be whole too.
         assert!(matches!(
             choose_matvec(QuantFormat::Q4_K, 8, 896, 1, &H200),
             Err(CudaError::Shape { .. })
         ));
         assert!(choose_matvec(QuantFormat::Q8_0, 8, 896, 8, &H200).is_ok());
-        assert!(choose_matvec(QuantFormat::Q8_0, 8, 896, 9, &H200).is_err());
+        assert!(choose_matvec(QuantFormat::Q8_0, 8, 896, MV_LAUNCH_MAX_TOK + 1, &H200).is_err());
+        // Up to MV_LAUNCH_MAX_TOK rows in one launch of the batched entry points.
+        let c = choose_matvec(QuantFormat::Q8_0, 8, 896, MV_LAUNCH_MAX_TOK, &H200).unwrap();
+        assert_eq!(c.tokens_per_pass(), MV_BATCH_TOK);
         assert!(choose_matvec(QuantFormat::Q8_0, 8, 896, 0, &H200).is_err());
         assert!(choose_matvec(QuantFormat::F32, 8, 40, 1, &H200).is_err());
         assert!(matches!(
@@ -645,7 +663,7 @@ mod tests {
         for f in KERNEL_FORMATS {
             let unit = f.block_geometry().0.max(32);
             for rows in [1, 67, 1024, 4096, 14336, 128256] {
-                for n in 1..=MV_MAX_TOK {
+                for n in (1..=MV_MAX_TOK).chain([MV_LAUNCH_MAX_TOK]) {
                     for dev in [H200, RTX] {
                         let a = choose_matvec(f, rows, unit * 4, n, &dev).unwrap();
                         let b = choose_matvec_glu(f, rows, unit * 4, n, &dev).unwrap();
@@ -742,6 +760,12 @@ mod tests {
         assert_eq!(attention_entry(64), "attn_partial_d64");
         assert_eq!(attention_entry(256), "attn_partial_d256");
         assert_eq!(attention_entry(80), "attn_partial");
+        for hd in [64, 80, 128, 256] {
+            assert_eq!(
+                attention_rows_entry(hd).strip_prefix("attn_rows"),
+                attention_entry(hd).strip_prefix("attn_partial")
+            );
+        }
     }
 
     #[test]

@@ -57,8 +57,13 @@ pub mod consts {
     /// Rows per warp (of each matrix) of the two-matrix entry points
     /// (`matvec_<fmt>_pair_r<R>`: k and v of an attention block in one launch).
     pub const MV_PAIR_ROWS_PER_WARP: [u32; 1] = [1];
-    /// Most token vectors one matvec launch takes.
+    /// Most token vectors one matvec launch takes on the row paths (decode, verification:
+    /// their activation buffers hold this many rows).
     pub const MV_MAX_TOK: usize = 8;
+    /// Most token vectors one launch of the batched entry points takes (they loop over
+    /// groups of `MV_BATCH_TOK`; a block's later groups re-read its rows from L1/L2): the
+    /// batched decode step's rows (`decode/batch.rs`) and a prompt pass's matvecs.
+    pub const MV_LAUNCH_MAX_TOK: usize = PREFILL_ROWS;
     /// Token vectors the batched matvec entry points (`matvec_<fmt>_tb_r<R>`,
     /// `matvec_<fmt>_glu_tb_r<R>`) serve per pass over the weights.
     pub const MV_BATCH_TOK: usize = 8;
@@ -94,6 +99,7 @@ pub mod consts {
     /// prompt pass's rows.
     pub const GEMM_N: usize = PREFILL_ROWS;
     const _: () = assert!(GEMM_N % 8 == 0 && PREFILL_ROWS % MV_MAX_TOK == 0);
+    const _: () = assert!(MV_LAUNCH_MAX_TOK >= MV_MAX_TOK);
     /// Threads per RMSNorm block.
     pub const NORM_THREADS: u32 = 256;
     // A norm folded into a matvec (matvec.cu) repeats norm.cu's reduction with the
@@ -221,6 +227,10 @@ impl Family {
                     "attn_partial_d256".into(),
                     "attn_combine".into(),
                     "kv_store".into(),
+                    "attn_rows".into(),
+                    "attn_rows_d64".into(),
+                    "attn_rows_d128".into(),
+                    "attn_rows_d256".into(),
                 ]
             }
             Family::Elementwise => {
@@ -266,7 +276,7 @@ impl Family {
                 })
                 .collect(),
             Family::Norm => vec!["rmsnorm".into()],
-            Family::Rope => vec!["rope".into(), "rope_kv".into()],
+            Family::Rope => vec!["rope".into(), "rope_kv".into(), "rope_kv_rows".into()],
             Family::Sample => vec!["sample_row".into()],
         }
     }

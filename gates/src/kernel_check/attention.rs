@@ -333,3 +333,294 @@ pub(super) fn fused_attention_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<Ch
         });
     }
 }
+
+/// The batched launches of the batched decode step (`decode/batch.rs`) against one launch
+/// per row, bit for bit: `attn_rows*` (every row over its own cache, at its own capacity
+/// and position: rows of one split and of many, a window, a soft-cap, 64 rows at once; run
+/// twice on one scratch, so a split counter left non-zero would show) against
+/// [`ops::attention`] per row, and `rope_kv_rows` against a one-token [`ops::rope_kv`] per
+/// row (q, k and both caches; a position past its row's cache stores nothing).
+pub(super) fn rows_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
+    // (heads, kv heads, head_dim, window, softcap, (capacity, position) of each row)
+    type AShape = (usize, usize, usize, usize, f32, Vec<(usize, i32)>);
+    let mut many: Vec<(usize, i32)> = Vec::new();
+    for _ in 0..64 {
+        let cap = 64 + rng.below(600);
+        many.push((cap, rng.below(cap) as i32));
+    }
+    let shapes: [AShape; 5] = [
+        (
+            32,
+            8,
+            128,
+            0,
+            0.0,
+            vec![(200, 5), (700, 600), (100, 63), (4200, 4159), (130, 64)],
+        ),
+        (8, 2, 64, 0, 0.0, vec![(9000, 8500), (300, 0), (300, 257)]),
+        (
+            4,
+            1,
+            256,
+            512,
+            0.0,
+            vec![(1500, 1100), (1500, 1499), (600, 10)],
+        ),
+        (8, 8, 80, 0, 0.3, vec![(64, 10), (130, 129)]),
+        (32, 8, 128, 0, 0.0, many),
+    ];
+    for (nh, nkv, hd, window, softcap, rows) in shapes {
+        let n = rows.len();
+        let shown: Vec<_> = rows.iter().take(5).collect();
+        let name = format!(
+            "attention rows={n} heads={nh}/{nkv} head_dim={hd} window={window} \
+             softcap={softcap} (cap, pos)={shown:?}{}",
+            if n > 5 { " ..." } else { "" }
+        );
+        case(lines, "batch_invariance", name, |name| {
+            let scale = 1.0 / (hd as f32).sqrt();
+            let q = rand_vec(rng, n * nh * hd, 1.0);
+            let dq = gpu.upload(&q).map_err(e2s)?;
+            let row_w = nh * hd;
+            let mut caches = Vec::with_capacity(n);
+            let mut want = Vec::with_capacity(n * row_w);
+            for (t, &(cap, p)) in rows.iter().enumerate() {
+                let cache = |rng: &mut Rng| -> Vec<f16> {
+                    (0..nkv * cap * hd)
+                        .map(|_| f16::from_f32(rng.symmetric()))
+                        .collect()
+                };
+                let (kc, vc) = (cache(rng), cache(rng));
+                let (dk, dv) = (gpu.upload(&kc).map_err(e2s)?, gpu.upload(&vc).map_err(e2s)?);
+                let dqt = gpu.upload(&q[t * row_w..(t + 1) * row_w]).map_err(e2s)?;
+                let dpt = gpu.upload(&[p]).map_err(e2s)?;
+                let s = AttnShape {
+                    ntok: 1,
+                    n_heads: nh,
+                    n_kv_heads: nkv,
+                    head_dim: hd,
+                    capacity: cap,
+                    window,
+                };
+                let mut sc = AttnScratch::new(gpu, 1, nh, hd, cap).map_err(e2s)?;
+                let mut o = poison(gpu, row_w).map_err(e2s)?;
+                ops::attention(
+                    gpu, &dqt, &dk, &dv, &dpt, s, scale, softcap, &mut sc, &mut o,
+                )
+                .map_err(e2s)?;
+                want.extend(gpu.download(&o).map_err(e2s)?);
+                caches.push((dk, dv, cap));
+            }
+            let table: Vec<ops::KvRow> = caches
+                .iter()
+                .map(|(k, v, cap)| ops::KvRow::of(gpu, k, v, *cap))
+                .collect();
+            let (ptrs, caps) = ops::kv_row_table(&table, nkv, hd).map_err(e2s)?;
+            let cap_max = rows.iter().map(|r| r.0).max().unwrap_or(1);
+            let (dptrs, dcaps) = (
+                gpu.upload(&ptrs).map_err(e2s)?,
+                gpu.upload(&caps).map_err(e2s)?,
+            );
+            let pos: Vec<i32> = rows.iter().map(|r| r.1).collect();
+            let dp = gpu.upload(&pos).map_err(e2s)?;
+            let mut sc = AttnScratch::new(gpu, n, nh, hd, cap_max).map_err(e2s)?;
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
+            let mut res = Vec::new();
+            for run in 1..=2 {
+                let mut o = poison(gpu, n * row_w).map_err(e2s)?;
+                let choice = ops::attention_rows(
+                    gpu,
+                    &dq,
+                    &ops::KvRowsDev {
+                        ptrs: &dptrs,
+                        caps: &dcaps,
+                        capacity: cap_max,
+                    },
+                    &dp,
+                    AttnShape {
+                        ntok: n,
+                        n_heads: nh,
+                        n_kv_heads: nkv,
+                        head_dim: hd,
+                        capacity: cap_max,
+                        window,
+                    },
+                    scale,
+                    softcap,
+                    &mut sc,
+                    &mut o,
+                )
+                .map_err(e2s)?;
+                let got = gpu.download(&o).map_err(e2s)?;
+                res.push(compare_exact(
+                    "batch_invariance",
+                    format!("{name}: per-row launches vs one batched launch, run {run} [{choice}]"),
+                    &bits(&got),
+                    &bits(&want),
+                ));
+            }
+            Ok(res)
+        });
+    }
+
+    // (heads, kv heads, head_dim, n_rot, style, base, (capacity, position) of each row)
+    type RShape = (
+        usize,
+        usize,
+        usize,
+        usize,
+        RopeStyle,
+        f32,
+        Vec<(usize, i32)>,
+    );
+    let mut many: Vec<(usize, i32)> = Vec::new();
+    for _ in 0..64 {
+        let cap = 16 + rng.below(300);
+        many.push((cap, rng.below(cap) as i32));
+    }
+    let shapes: [RShape; 3] = [
+        (
+            32,
+            8,
+            128,
+            128,
+            RopeStyle::Normal,
+            500_000.0,
+            vec![(700, 600), (40, 40), (200, 0), (130, 129)],
+        ),
+        (
+            14,
+            2,
+            64,
+            32,
+            RopeStyle::Neox,
+            1_000_000.0,
+            vec![(300, 7), (64, 63)],
+        ),
+        (32, 8, 128, 128, RopeStyle::Normal, 500_000.0, many),
+    ];
+    for (nh, nkv, hd, n_rot, style, base, rows) in shapes {
+        let n = rows.len();
+        let shown: Vec<_> = rows.iter().take(4).collect();
+        let name = format!(
+            "rope_kv rows={n} heads={nh}/{nkv} head_dim={hd} n_rot={n_rot} {style:?} \
+             (cap, pos)={shown:?}{}",
+            if n > 4 { " ..." } else { "" }
+        );
+        case(lines, "batch_invariance", name, |name| {
+            let (qw, kw) = (nh * hd, nkv * hd);
+            let q = rand_vec(rng, n * qw, 1.0);
+            let k = rand_vec(rng, n * kw, 4.0);
+            let v = rand_vec(rng, n * kw, 4.0);
+            let table = ops::RopeTable::new(gpu, base, n_rot, 1.0, None).map_err(e2s)?;
+            let f32_bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<u32>>();
+            let f16_bits = |v: Vec<f16>| v.into_iter().map(f16::to_bits).collect::<Vec<u16>>();
+            // Per row: one-token rope_kv into the row's own caches.
+            let (mut q1, mut k1) = (Vec::new(), Vec::new());
+            let (mut kc1, mut vc1) = (Vec::new(), Vec::new());
+            let mut caches = Vec::new();
+            for (t, &(cap, p)) in rows.iter().enumerate() {
+                let init: Vec<f16> = (0..nkv * cap * hd)
+                    .map(|_| f16::from_f32(rng.symmetric()))
+                    .collect();
+                let mut dq = gpu.upload(&q[t * qw..(t + 1) * qw]).map_err(e2s)?;
+                let mut dk = gpu.upload(&k[t * kw..(t + 1) * kw]).map_err(e2s)?;
+                let dv = gpu.upload(&v[t * kw..(t + 1) * kw]).map_err(e2s)?;
+                let (mut dkc, mut dvc) = (
+                    gpu.upload(&init).map_err(e2s)?,
+                    gpu.upload(&init).map_err(e2s)?,
+                );
+                let dp = gpu.upload(&[p]).map_err(e2s)?;
+                let shape = ops::RopeKvShape {
+                    ntok: 1,
+                    n_heads: nh,
+                    n_kv_heads: nkv,
+                    head_dim: hd,
+                    capacity: cap,
+                };
+                ops::rope_kv(
+                    gpu, &mut dq, &mut dk, &dv, &mut dkc, &mut dvc, &dp, &table, style, shape,
+                )
+                .map_err(e2s)?;
+                q1.extend(f32_bits(gpu.download(&dq).map_err(e2s)?));
+                k1.extend(f32_bits(gpu.download(&dk).map_err(e2s)?));
+                kc1.extend(f16_bits(gpu.download(&dkc).map_err(e2s)?));
+                vc1.extend(f16_bits(gpu.download(&dvc).map_err(e2s)?));
+                caches.push((
+                    gpu.upload(&init).map_err(e2s)?,
+                    gpu.upload(&init).map_err(e2s)?,
+                    cap,
+                ));
+            }
+            // One batched launch into fresh copies of the same caches.
+            let kv: Vec<ops::KvRow> = caches
+                .iter()
+                .map(|(kc, vc, cap)| ops::KvRow::of(gpu, kc, vc, *cap))
+                .collect();
+            let (ptrs, caps) = ops::kv_row_table(&kv, nkv, hd).map_err(e2s)?;
+            let cap_max = rows.iter().map(|r| r.0).max().unwrap_or(1);
+            let (dptrs, dcaps) = (
+                gpu.upload(&ptrs).map_err(e2s)?,
+                gpu.upload(&caps).map_err(e2s)?,
+            );
+            let pos: Vec<i32> = rows.iter().map(|r| r.1).collect();
+            let dp = gpu.upload(&pos).map_err(e2s)?;
+            let (mut dq, mut dk) = (gpu.upload(&q).map_err(e2s)?, gpu.upload(&k).map_err(e2s)?);
+            let dv = gpu.upload(&v).map_err(e2s)?;
+            ops::rope_kv_rows(
+                gpu,
+                &mut dq,
+                &mut dk,
+                &dv,
+                &ops::KvRowsDev {
+                    ptrs: &dptrs,
+                    caps: &dcaps,
+                    capacity: cap_max,
+                },
+                &dp,
+                &table,
+                style,
+                ops::RopeKvShape {
+                    ntok: n,
+                    n_heads: nh,
+                    n_kv_heads: nkv,
+                    head_dim: hd,
+                    capacity: cap_max,
+                },
+            )
+            .map_err(e2s)?;
+            let (mut kc2, mut vc2) = (Vec::new(), Vec::new());
+            for (kc, vc, _) in &caches {
+                kc2.extend(f16_bits(gpu.download(kc).map_err(e2s)?));
+                vc2.extend(f16_bits(gpu.download(vc).map_err(e2s)?));
+            }
+            let what = "per-row launches vs one batched launch";
+            Ok(vec![
+                compare_exact(
+                    "batch_invariance",
+                    format!("{name} q: {what}"),
+                    &f32_bits(gpu.download(&dq).map_err(e2s)?),
+                    &q1,
+                ),
+                compare_exact(
+                    "batch_invariance",
+                    format!("{name} k: {what}"),
+                    &f32_bits(gpu.download(&dk).map_err(e2s)?),
+                    &k1,
+                ),
+                compare_exact(
+                    "batch_invariance",
+                    format!("{name} K caches: {what}"),
+                    &kc2,
+                    &kc1,
+                ),
+                compare_exact(
+                    "batch_invariance",
+                    format!("{name} V caches: {what}"),
+                    &vc2,
+                    &vc1,
+                ),
+            ])
+        });
+    }
+}

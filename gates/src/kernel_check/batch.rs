@@ -1,7 +1,8 @@
-//! kernel-check's batched-matvec cases: for every format, `ntok` in 1..=[`MV_MAX_TOK`]
-//! token vectors in one launch (the batched entry points, which load each chunk of W once
-//! for all of them) against one launch per token, bit for bit, for every epilogue (plain
-//! with bias, residual, RMSNorm folded into the input, gate/up with either activation,
+//! kernel-check's batched-matvec cases: for every format, `ntok` in 1..=[`MV_MAX_TOK`], 13
+//! and [`MV_LAUNCH_MAX_TOK`] token vectors in one launch (the batched entry points, which
+//! load each chunk of W once per group of 8 tokens) against one launch per token, bit for
+//! bit, for every epilogue (plain with bias, residual, RMSNorm folded into the input,
+//! gate/up with either activation,
 //! with and without the norm); and the plain product against the CPU reference within
 //! the `matvec` tolerance.
 //!
@@ -13,7 +14,7 @@ use super::cases::{dot_scales, e2s, poison, rand_vec, random_weight};
 use super::{CheckLine, Rng, compare_f32, compare_f32_scaled};
 use engine::cuda::cudarc::driver::{CudaSlice, DevicePtr};
 use engine::cuda::ops::{self, Activation};
-use engine::cuda::sources::consts::MV_MAX_TOK;
+use engine::cuda::sources::consts::{MV_LAUNCH_MAX_TOK, MV_MAX_TOK};
 use engine::cuda::{DeviceWeight, Gpu, cpu, select};
 use engine::quant::QuantFormat;
 
@@ -127,9 +128,12 @@ fn cases_of(
 ) -> Result<(), String> {
     let w = random_weight(rng, format, rows, k);
     let wu = random_weight(rng, format, rows, k);
-    let x = rand_vec(rng, MV_MAX_TOK * k, 1.0);
+    // Every count of the row paths, and launches past them (the batched decode step and a
+    // prompt pass run up to MV_LAUNCH_MAX_TOK rows per launch).
+    const NMAX: usize = MV_LAUNCH_MAX_TOK;
+    let x = rand_vec(rng, NMAX * k, 1.0);
     let bias = rand_vec(rng, rows, 1.0);
-    let res = rand_vec(rng, MV_MAX_TOK * rows, 1.0);
+    let res = rand_vec(rng, NMAX * rows, 1.0);
     let norm_w: Vec<f32> = (0..k).map(|_| 1.0 + 0.1 * rng.symmetric()).collect();
     let inp = Inputs {
         w: DeviceWeight::upload(gpu, format, rows, k, &w).map_err(e2s)?,
@@ -139,16 +143,16 @@ fn cases_of(
         rows,
     };
     // Each token alone (the one-token-per-pass kernels).
-    let mut single = Vec::with_capacity(MV_MAX_TOK);
-    for t in 0..MV_MAX_TOK {
+    let mut single = Vec::with_capacity(NMAX);
+    for t in 0..NMAX {
         let xt = &x[t * k..(t + 1) * k];
         let rt = &res[t * rows..(t + 1) * rows];
         single.push(run(gpu, &inp, xt, rt, 1)?);
     }
     let want =
-        cpu::matvec(format, &w, rows, k, &x, MV_MAX_TOK, Some(&bias)).map_err(|e| e.to_string())?;
-    let scale = dot_scales(format, &w, rows, k, &x, MV_MAX_TOK, Some(&bias))?;
-    for n in 1..=MV_MAX_TOK {
+        cpu::matvec(format, &w, rows, k, &x, NMAX, Some(&bias)).map_err(|e| e.to_string())?;
+    let scale = dot_scales(format, &w, rows, k, &x, NMAX, Some(&bias))?;
+    for n in (1..=MV_MAX_TOK).chain([13, NMAX]) {
         let got = match run(gpu, &inp, &x[..n * k], &res[..n * rows], n) {
             Ok(o) => o,
             Err(e) => {

@@ -189,6 +189,7 @@ pub fn run_all(gpu: &Gpu, seed: u64, only: &[String]) -> Vec<CheckLine> {
             "fused_attention",
             super::attention::fused_attention_cases,
         ),
+        ("attention", "attention_rows", super::attention::rows_cases),
         ("pointwise", "pointwise", pointwise_cases),
         ("gemm", "gemm", super::gemm::gemm_cases),
         ("sample", "sample", super::sample::sample_cases),

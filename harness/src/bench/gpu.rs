@@ -308,9 +308,15 @@ impl GpuArm {
             detail.push(format!(
                 "batched decode: {} sequences on one upload of the weights, distinct prompts, \
                  each prefilled alone, then one batched device step per token for all of them \
-                 (weights read once per group of 8 rows, attention per row); tok/s = all \
-                 sequences' tokens over the batched steps",
+                 (one launch per fusion unit over all rows of a group of up to 64: the weights \
+                 read once per step; RoPE + KV store and attention one launch each per layer \
+                 for all rows through per-row KV pointer tables; eager launches, no graph); \
+                 tok/s = all sequences' tokens over the batched steps",
                 self.rows.len() + 1
+            ));
+            detail.push(format!(
+                "batch workspace on device: {:.1} MB",
+                self.dec.batch_buffer_bytes() as f64 / 1e6
             ));
         }
         if let Some(g) = &self.grammar {

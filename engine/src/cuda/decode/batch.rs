@@ -1,7 +1,7 @@
 //! Batched decode across sequences (issue 8, part 3): one step feeds one token to each of B
 //! decoders that share one upload of the weights ([`CudaDecoder::share`]), each with its
 //! own KV cache and position, and reads each weight matrix once per group of up to
-//! [`MAX_ROWS`] sequences instead of once per sequence.
+//! [`BATCH_ROWS`] = 64 sequences (one launch per fusion unit over all the group's rows).
 //!
 //! Owns [`CudaDecoder::forward_batch`] (the logits of every sequence's new token left in
 //! that decoder's head buffer, exactly as [`CudaDecoder::forward`] leaves them, so
@@ -9,31 +9,139 @@
 //! [`CudaDecoder::forward_batch_argmax`] (plus the greedy token of every row by one
 //! row-wise argmax launch and one download of 4 bytes per row per group).
 //!
-//! How a group of `n <= MAX_ROWS` sequences runs: the first decoder of the group lends its
-//! activation buffers (sized for [`MAX_ROWS`] rows) as the workspace; row `r` holds
-//! sequence `r`'s token and position. Every launch unit of the body's fusion plan runs over
-//! the `n` rows with the very kernels of a prefill chunk (the batched matvecs are
-//! bit-identical per row to the one-token kernels: kernel-check `batch` cases, the
-//! `chunking` gate), except RoPE + KV store + attention, which run once per row with
-//! `ntok = 1` on that row's slices, at that row's position, into and over the row's own
-//! decoder's KV cache and attention scratch: the same launches, arguments and inputs as the
-//! single-sequence step, hence the same bits. The head runs on the `n` rows (as in the
-//! verification forwards of `decode/verify.rs`), and each row's logits are copied into
-//! its decoder's head buffer. A sequence's tokens therefore do not depend on the batch it
-//! runs in (the `batch` gate checks it token for token on the GPU).
+//! How a group of `n <= BATCH_ROWS` sequences runs: a workspace of [`BATCH_ROWS`]-row
+//! activation buffers ([`BatchWs`], made on first use, kept by the group's first decoder
+//! and handed on to whichever decoder leads a later batch) is swapped in for the first
+//! decoder's own buffers while the step runs (as the prompt pass swaps its buffers, so a
+//! captured graph's addresses stay valid); row `r` holds sequence `r`'s token and
+//! position. Every launch unit of the body's fusion plan runs over the `n` rows in one
+//! launch with the batched matvec kernels (`_tb_` entry points: bit-identical per row to
+//! the one-token kernels, kernel-check `batch` cases for 1..8, 13 and 64 rows per launch).
+//! RoPE + KV store and the attention run once per layer for all `n` rows
+//! (`rope_kv_rows`, `attn_rows*`): each row's blocks take that row's KV cache from a
+//! per-layer pointer table (uploaded once per step with the tokens, positions and
+//! capacities) and run the code of the one-row kernels on it, hence the same bits
+//! (kernel-check `attention_rows` cases: the batched launch vs one launch per row, rows at
+//! different lengths). The head runs on the `n` rows, and each row's logits are copied
+//! into its decoder's head buffer. A sequence's tokens therefore do not depend on the
+//! batch it runs in (the `batch` gate checks it token for token on the GPU).
 //!
-//! First version: the per-row attention is `2 n` launches per layer and every launch is
-//! eager (no CUDA graph per batch size yet).
+//! Launches per step of an L-layer Llama body: the fusion plan's matvec units (5 per
+//! layer) + 2 per layer for RoPE/KV/attention (more attention launches only when the
+//! attention scratch budget [`BATCH_ATT_SCRATCH_BYTES`] holds fewer rows than the group at
+//! a long capacity), whatever `n`; the first version took the matvec units once per 8
+//! rows and `2 n` attention launches per layer. Every launch is eager: no CUDA graph per
+//! batch size yet, so the step is exact-B (no padding rows). An attention the plan did
+//! not fuse with its RoPE (no model of the registry today) still runs per row.
 //!
 //! A planted fault for the `batch` gate's red test ([`CudaDecoder::forward_batch_argmax_planted`])
 //! negates the final hidden state of one row before the head.
 
 use super::{CudaDecoder, Feed, MAX_ROWS, fuse, get, model_err, put, take};
 use crate::arch::{self, AttentionSpec, Op};
-use crate::cuda::cudarc::driver::DevicePtr;
-use crate::cuda::ops::{self, AttnShape, RopeStyle};
+use crate::cuda::cudarc::driver::{CudaSlice, DevicePtr};
+use crate::cuda::ops::{self, AttnScratch, AttnShape, KvRow, KvRowsDev, RopeStyle};
+use crate::cuda::sources::consts::{ATT_SPLIT, MV_LAUNCH_MAX_TOK};
 use crate::cuda::{CudaError, shape_err};
+use std::collections::HashMap;
 use std::sync::Arc;
+
+/// Most sequences one batched step runs in one launch per unit (larger batches run in
+/// groups of this many).
+pub const BATCH_ROWS: usize = MV_LAUNCH_MAX_TOK;
+
+/// Most bytes of split-KV attention scratch the batch workspace holds per attention shape:
+/// `rows x n_heads x ceil(capacity / ATT_SPLIT) x (head_dim + 2) x 4`. Llama-3.1-8B (32
+/// heads of 128): all 64 rows in one launch up to a capacity of ~16k positions (63 at
+/// 16384), fewer
+/// rows per launch beyond (at least [`MAX_ROWS`]).
+pub const BATCH_ATT_SCRATCH_BYTES: usize = 256 << 20;
+
+/// The batched step's device workspace.
+pub(super) struct BatchWs {
+    /// The program's buffers for [`BATCH_ROWS`] rows; swapped with the leading decoder's
+    /// (with `tokens` and `pos`) while a step runs.
+    bufs: Vec<Option<CudaSlice<f32>>>,
+    tokens: CudaSlice<i32>,
+    pos: CudaSlice<i32>,
+    argmax: CudaSlice<i32>,
+    /// Row `t`'s KV capacity.
+    caps: CudaSlice<i32>,
+    /// Per layer `l`, the group's `[k0, v0, k1, v1, ...]` at `l * 2 * BATCH_ROWS`.
+    kvp: CudaSlice<u64>,
+    /// Attention scratch per (heads, head size), for `att_rows` rows over `capacity`.
+    scratch: HashMap<(usize, usize), AttnScratch>,
+    /// The capacity the scratch's split layout is for (at least every row's).
+    capacity: usize,
+    /// Rows per attention launch.
+    att_rows: usize,
+    n_layers: usize,
+}
+
+/// Scratch bytes of one attention row of `heads` heads of `dim` over `capacity` positions.
+fn att_row_bytes(heads: usize, dim: usize, capacity: usize) -> usize {
+    let splits = capacity.div_ceil(ATT_SPLIT).max(1);
+    heads * splits * (dim + 2) * 4 + heads * 4
+}
+
+/// Rows per attention launch for attention shapes `shapes` within `budget` bytes of
+/// scratch per shape: as many as fit, at least [`MAX_ROWS`], at most [`BATCH_ROWS`].
+fn attention_rows_for(shapes: &[(usize, usize)], capacity: usize, budget: usize) -> usize {
+    shapes
+        .iter()
+        .map(|&(h, d)| (budget / att_row_bytes(h, d, capacity).max(1)).clamp(MAX_ROWS, BATCH_ROWS))
+        .min()
+        .unwrap_or(BATCH_ROWS)
+}
+
+/// The row ranges of a batch of `b` sequences: groups of at most [`BATCH_ROWS`].
+fn groups(b: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
+    (0..b)
+        .step_by(BATCH_ROWS)
+        .map(move |a| a..(a + BATCH_ROWS).min(b))
+}
+
+impl BatchWs {
+    fn new(dec: &CudaDecoder, capacity: usize) -> Result<BatchWs, CudaError> {
+        let gpu = &*dec.gpu;
+        let bufs = dec
+            .program
+            .buffers
+            .iter()
+            .map(|b| gpu.zeros::<f32>(b.width * BATCH_ROWS).map(Some))
+            .collect::<Result<Vec<_>, CudaError>>()?;
+        let shapes: Vec<(usize, usize)> = dec.scratch.keys().copied().collect();
+        let att_rows = attention_rows_for(&shapes, capacity, BATCH_ATT_SCRATCH_BYTES);
+        let mut scratch = HashMap::new();
+        for (h, d) in shapes {
+            scratch.insert((h, d), AttnScratch::new(gpu, att_rows, h, d, capacity)?);
+        }
+        let n_layers = dec.kv.len();
+        Ok(BatchWs {
+            bufs,
+            tokens: gpu.zeros(BATCH_ROWS)?,
+            pos: gpu.zeros(BATCH_ROWS)?,
+            argmax: gpu.zeros(BATCH_ROWS)?,
+            caps: gpu.zeros(BATCH_ROWS)?,
+            kvp: gpu.zeros((n_layers * 2 * BATCH_ROWS).max(1))?,
+            scratch,
+            capacity,
+            att_rows,
+            n_layers,
+        })
+    }
+
+    /// Device bytes the workspace holds.
+    fn bytes(&self) -> usize {
+        let bufs: usize = self.bufs.iter().flatten().map(|b| b.len() * 4).sum();
+        let att: usize = self
+            .scratch
+            .keys()
+            .map(|&(h, d)| att_row_bytes(h, d, self.capacity) * self.att_rows)
+            .sum();
+        bufs + att + self.kvp.len() * 8 + 16 * BATCH_ROWS
+    }
+}
 
 impl CudaDecoder {
     /// Append `tokens[i]` to `decs[i]`'s sequence for every `i`, in groups of up to
@@ -74,17 +182,26 @@ impl CudaDecoder {
     ) -> Result<Vec<u32>, CudaError> {
         check_batch(decs, tokens)?;
         let mut out = Vec::with_capacity(if argmax { tokens.len() } else { 0 });
-        for (g, (group, toks)) in decs
-            .chunks_mut(MAX_ROWS)
-            .zip(tokens.chunks(MAX_ROWS))
-            .enumerate()
-        {
+        for range in groups(decs.len()) {
             let local = fault
-                .and_then(|r| r.checked_sub(g * MAX_ROWS))
-                .filter(|&r| r < group.len());
-            out.extend(run_group(group, toks, argmax, local)?);
+                .and_then(|r| r.checked_sub(range.start))
+                .filter(|&r| r < range.len());
+            let toks = &tokens[range.clone()];
+            out.extend(run_group(&mut decs[range], toks, argmax, local)?);
         }
         Ok(out)
+    }
+
+    /// Device bytes of the batched step's workspace this decoder holds (0 when none).
+    pub fn batch_buffer_bytes(&self) -> usize {
+        self.batch.as_ref().map_or(0, |w| w.bytes())
+    }
+
+    /// Exchange this decoder's row buffers with the batch workspace's.
+    fn swap_batch(&mut self, ws: &mut BatchWs) {
+        std::mem::swap(&mut self.bufs, &mut ws.bufs);
+        std::mem::swap(&mut self.tokens, &mut ws.tokens);
+        std::mem::swap(&mut self.pos, &mut ws.pos);
     }
 }
 
@@ -119,8 +236,78 @@ fn check_batch(decs: &[&mut CudaDecoder], tokens: &[u32]) -> Result<(), CudaErro
     Ok(())
 }
 
-/// One group of up to [`MAX_ROWS`] sequences: body over the rows (attention per row into
-/// its own decoder), head over the rows, logits rows into each decoder's head buffer.
+/// The workspace for a group: the first one a decoder of the group holds if it fits
+/// (capacity, layers), else a new one (an unfit one is dropped).
+fn take_ws(group: &mut [&mut CudaDecoder]) -> Result<Box<BatchWs>, CudaError> {
+    let need = group.iter().map(|d| d.capacity).max().unwrap_or(1);
+    let found = group.iter_mut().find_map(|d| d.batch.take());
+    let lead = group
+        .first()
+        .ok_or_else(|| model_err("empty batch group"))?;
+    match found {
+        Some(ws)
+            if ws.capacity >= need
+                && ws.n_layers == lead.kv.len()
+                && ws.bufs.len() == lead.program.buffers.len() =>
+        {
+            Ok(ws)
+        }
+        other => {
+            drop(other);
+            Ok(Box::new(BatchWs::new(lead, need)?))
+        }
+    }
+}
+
+/// Write the group's token ids, positions, capacities and per-layer KV pointer tables to
+/// the workspace (one copy each).
+fn upload_step(
+    lead: &CudaDecoder,
+    rest: &[&mut CudaDecoder],
+    ws: &mut BatchWs,
+    toks: &[u32],
+) -> Result<(), CudaError> {
+    let n = toks.len();
+    let gpu = &*lead.gpu;
+    let rows = || std::iter::once(lead).chain(rest.iter().map(|d| &**d));
+    let ids: Vec<i32> = toks.iter().map(|&t| t as i32).collect();
+    let pos = rows()
+        .map(|d| i32::try_from(d.len).map_err(|_| model_err("position overflows i32")))
+        .collect::<Result<Vec<i32>, CudaError>>()?;
+    let mut ptrs = vec![0u64; ws.n_layers * 2 * BATCH_ROWS];
+    let mut caps = Vec::new();
+    for (l, lk) in lead.kv.iter().enumerate() {
+        let table = rows()
+            .map(|d| {
+                let k =
+                    d.kv.get(l)
+                        .ok_or_else(|| model_err("batch rows have different layers"))?;
+                if k.n_kv_heads != lk.n_kv_heads || k.head_dim != lk.head_dim {
+                    return Err(model_err("batch rows have different KV shapes"));
+                }
+                Ok(KvRow::of(gpu, &k.k, &k.v, d.capacity))
+            })
+            .collect::<Result<Vec<KvRow>, CudaError>>()?;
+        let (p, c) = ops::kv_row_table(&table, lk.n_kv_heads, lk.head_dim)?;
+        let at = l * 2 * BATCH_ROWS;
+        ptrs.get_mut(at..at + p.len())
+            .ok_or_else(|| model_err("kv pointer table too small"))?
+            .copy_from_slice(&p);
+        caps = c;
+    }
+    let stream = gpu.stream();
+    stream.memcpy_htod(&ids, &mut ws.tokens.slice_mut(0..n))?;
+    stream.memcpy_htod(&pos, &mut ws.pos.slice_mut(0..n))?;
+    if !caps.is_empty() {
+        stream.memcpy_htod(&caps, &mut ws.caps.slice_mut(0..n))?;
+        stream.memcpy_htod(&ptrs, &mut ws.kvp)?;
+    }
+    Ok(())
+}
+
+/// One group of up to [`BATCH_ROWS`] sequences: body over the rows in the workspace's
+/// buffers (swapped in for the first decoder's), head over the rows, logits rows into
+/// each decoder's head buffer.
 fn run_group(
     group: &mut [&mut CudaDecoder],
     toks: &[u32],
@@ -128,35 +315,67 @@ fn run_group(
     fault: Option<usize>,
 ) -> Result<Vec<u32>, CudaError> {
     let n = group.len();
-    if n == 0 || n > MAX_ROWS || toks.len() != n {
+    if n == 0 || n > BATCH_ROWS || toks.len() != n {
         return Err(shape_err("batch", format!("a group of {n} rows")));
     }
+    let mut ws = take_ws(group)?;
     let (lead, rest) = group
         .split_first_mut()
         .ok_or_else(|| model_err("empty batch group"))?;
     let lead: &mut CudaDecoder = lead;
-    let mut positions = Vec::with_capacity(n);
-    positions.push(lead.len);
-    positions.extend(rest.iter().map(|d| d.len));
-    let ids: Vec<i32> = toks.iter().map(|&t| t as i32).collect();
-    let pos = positions
-        .iter()
-        .map(|&p| i32::try_from(p).map_err(|_| model_err("position overflows i32")))
-        .collect::<Result<Vec<i32>, CudaError>>()?;
-    lead.gpu
-        .stream()
-        .memcpy_htod(&ids, &mut lead.tokens.slice_mut(0..n))?;
-    lead.gpu
-        .stream()
-        .memcpy_htod(&pos, &mut lead.pos.slice_mut(0..n))?;
+    let res = upload_step(lead, rest, &mut ws, toks).and_then(|()| {
+        lead.swap_batch(&mut ws);
+        let r = group_body(lead, rest, &mut ws, argmax, fault, n);
+        lead.swap_batch(&mut ws);
+        r
+    });
+    let argmax_dev = if res.is_ok() && argmax {
+        let masked = lead.mask_armed() || rest.iter().any(|d| d.mask_armed());
+        (!masked)
+            .then(|| lead.gpu.download(&ws.argmax.slice(0..n)))
+            .transpose()
+    } else {
+        Ok(None)
+    };
+    lead.batch = Some(ws);
+    res?;
+    let argmax_dev = argmax_dev?;
+    lead.len += 1;
+    for d in rest.iter_mut() {
+        d.len += 1;
+    }
+    if !argmax {
+        return Ok(Vec::new());
+    }
+    if let Some(v) = argmax_dev {
+        return Ok(v.into_iter().map(|t| t.max(0) as u32).collect());
+    }
+    let mut out = Vec::with_capacity(n);
+    out.push(lead.argmax()?);
+    for d in rest.iter_mut() {
+        out.push(d.argmax()?);
+    }
+    Ok(out)
+}
 
+/// The group's launches with the workspace's buffers swapped in: the body's units, the
+/// planted fault, the head, each row's logits into its decoder's head buffer, and (for
+/// `argmax`) the row-wise argmax into the workspace.
+fn group_body(
+    lead: &mut CudaDecoder,
+    rest: &mut [&mut CudaDecoder],
+    ws: &mut BatchWs,
+    argmax: bool,
+    fault: Option<usize>,
+    n: usize,
+) -> Result<(), CudaError> {
     let body = std::mem::take(&mut lead.program.body);
     let plan = std::mem::take(&mut lead.plan);
     let res = (|| {
         for step in &plan {
             match step.fused {
                 Some(fuse::Fused::RopeAttn { q_rope, attn, .. }) => {
-                    rows_rope_attention(lead, rest, &body, q_rope, attn, n)?;
+                    rope_attention_rows(lead, ws, &body, q_rope, attn, n)?;
                 }
                 Some(f) => lead.run_fused(f, n)?,
                 None => {
@@ -189,41 +408,31 @@ fn run_group(
     // Each row's logits into its decoder's head buffer (what `forward` leaves).
     let l = lead.program.logits.0 as usize;
     let n_vocab = lead.program.shape.n_vocab;
-    {
-        let stream = Arc::clone(lead.gpu.stream());
-        let src = lead.bufs[l]
-            .as_ref()
-            .ok_or_else(|| model_err("logits buffer missing"))?;
-        let dst = lead.head_bufs[l]
+    let stream = Arc::clone(lead.gpu.stream());
+    let src = lead.bufs[l]
+        .as_ref()
+        .ok_or_else(|| model_err("logits buffer missing"))?;
+    let dst = lead.head_bufs[l]
+        .as_mut()
+        .ok_or_else(|| model_err("logits buffer missing"))?;
+    stream.memcpy_dtod(&src.slice(0..n_vocab), dst)?;
+    for (r, d) in rest.iter_mut().enumerate() {
+        let dst = d.head_bufs[l]
             .as_mut()
             .ok_or_else(|| model_err("logits buffer missing"))?;
-        stream.memcpy_dtod(&src.slice(0..n_vocab), dst)?;
-        for (r, d) in rest.iter_mut().enumerate() {
-            let dst = d.head_bufs[l]
-                .as_mut()
-                .ok_or_else(|| model_err("logits buffer missing"))?;
-            let at = (r + 1) * n_vocab;
-            stream.memcpy_dtod(&src.slice(at..at + n_vocab), dst)?;
-        }
+        let at = (r + 1) * n_vocab;
+        stream.memcpy_dtod(&src.slice(at..at + n_vocab), dst)?;
     }
-    lead.len += 1;
-    for d in rest.iter_mut() {
-        d.len += 1;
+    if argmax {
+        ops::argmax(
+            &lead.gpu,
+            &src.slice(0..n * n_vocab),
+            n,
+            n_vocab,
+            &mut ws.argmax,
+        )?;
     }
-    if !argmax {
-        return Ok(Vec::new());
-    }
-    if lead.mask_armed() || rest.iter().any(|d| d.mask_armed()) {
-        let mut out = Vec::with_capacity(n);
-        out.push(lead.argmax()?);
-        for d in rest.iter_mut() {
-            out.push(d.argmax()?);
-        }
-        return Ok(out);
-    }
-    lead.queue_rows_argmax_only(n)?;
-    let v = lead.gpu.download(&lead.verify.argmax.slice(0..n))?;
-    Ok(v.into_iter().map(|t| t.max(0) as u32).collect())
+    Ok(())
 }
 
 /// The RoPE style of a program's rope spec.
@@ -247,12 +456,12 @@ fn attn_widths(lead: &CudaDecoder, spec: &AttentionSpec) -> Result<(usize, usize
     Ok((qw, kw))
 }
 
-/// The fused unit of [`fuse::Fused::RopeAttn`] for `n` rows, one sequence per row: for row
-/// `r`, `rope_kv` and the attention with one token on the row's slices, into and over the
-/// KV cache of row `r`'s decoder (the lead's for row 0).
-fn rows_rope_attention(
+/// The fused unit of [`fuse::Fused::RopeAttn`] for the group's `n` rows, one sequence per
+/// row: one `rope_kv_rows` launch (each row's k and v into its own cache at its position)
+/// and the attention of all rows over their own caches in launches of `att_rows` rows.
+fn rope_attention_rows(
     lead: &mut CudaDecoder,
-    rest: &mut [&mut CudaDecoder],
+    ws: &mut BatchWs,
     body: &[Op],
     q_rope: usize,
     attn: usize,
@@ -265,20 +474,41 @@ fn rows_rope_attention(
     };
     let (qw, kw) = attn_widths(lead, spec)?;
     let style = style_of(rs.style);
+    let layer = lead
+        .kv
+        .get(spec.kv_layer)
+        .ok_or_else(|| model_err("kv layer out of range"))?;
+    if layer.n_kv_heads != spec.n_kv_heads || layer.head_dim != spec.head_dim {
+        return Err(model_err("attention spec does not match its KV layer"));
+    }
+    if spec.kv_layer >= ws.n_layers || n > BATCH_ROWS {
+        return Err(model_err("batch workspace does not fit the step"));
+    }
     let CudaDecoder {
         gpu,
         rope,
         bufs,
-        kv,
-        scratch,
         pos,
-        capacity,
         ..
     } = lead;
     let gpu = &**gpu;
     let table = rope
         .get(&q_rope)
         .ok_or_else(|| model_err("rope table missing"))?;
+    let BatchWs {
+        kvp,
+        caps,
+        scratch,
+        capacity,
+        att_rows,
+        ..
+    } = ws;
+    let (capacity, att_rows) = (*capacity, (*att_rows).max(1));
+    let sc = scratch
+        .get_mut(&(spec.n_heads, spec.head_dim))
+        .ok_or_else(|| model_err("attention scratch missing"))?;
+    let base = spec.kv_layer * 2 * BATCH_ROWS;
+    let rows_dev = |a: usize, b: usize| (kvp.slice(base + 2 * a..base + 2 * b), caps.slice(a..b));
     let mut q = take(bufs, spec.q)?;
     let res = (|| {
         let mut k = take(bufs, spec.k)?;
@@ -286,52 +516,52 @@ fn rows_rope_attention(
             let mut o = take(bufs, spec.out)?;
             let res = (|| {
                 let v = get(bufs, spec.v)?;
-                for r in 0..n {
-                    let (kv_r, scratch_r, cap) = if r == 0 {
-                        (&mut *kv, &mut *scratch, *capacity)
-                    } else {
-                        let d = rest
-                            .get_mut(r - 1)
-                            .ok_or_else(|| model_err("batch row missing"))?;
-                        (&mut d.kv, &mut d.scratch, d.capacity)
-                    };
-                    let layer = kv_r
-                        .get_mut(spec.kv_layer)
-                        .ok_or_else(|| model_err("kv layer out of range"))?;
-                    if layer.n_kv_heads != spec.n_kv_heads || layer.head_dim != spec.head_dim {
-                        return Err(model_err("attention spec does not match its KV layer"));
-                    }
-                    let pos_r = pos.slice(r..r + 1);
-                    ops::rope_kv(
+                let (p, c) = rows_dev(0, n);
+                ops::rope_kv_rows(
+                    gpu,
+                    &mut q.slice.slice_mut(0..n * qw),
+                    &mut k.slice.slice_mut(0..n * kw),
+                    &v.slice(0..n * kw),
+                    &KvRowsDev {
+                        ptrs: &p,
+                        caps: &c,
+                        capacity,
+                    },
+                    &pos.slice(0..n),
+                    table,
+                    style,
+                    ops::RopeKvShape {
+                        ntok: n,
+                        n_heads: spec.n_heads,
+                        n_kv_heads: spec.n_kv_heads,
+                        head_dim: spec.head_dim,
+                        capacity,
+                    },
+                )?;
+                for a in (0..n).step_by(att_rows) {
+                    let b = (a + att_rows).min(n);
+                    let (p, c) = rows_dev(a, b);
+                    ops::attention_rows(
                         gpu,
-                        &mut q.slice.slice_mut(r * qw..(r + 1) * qw),
-                        &mut k.slice.slice_mut(r * kw..(r + 1) * kw),
-                        &v.slice(r * kw..(r + 1) * kw),
-                        &mut layer.k,
-                        &mut layer.v,
-                        &pos_r,
-                        table,
-                        style,
-                        ops::RopeKvShape {
-                            ntok: 1,
+                        &q.slice.slice(a * qw..b * qw),
+                        &KvRowsDev {
+                            ptrs: &p,
+                            caps: &c,
+                            capacity,
+                        },
+                        &pos.slice(a..b),
+                        AttnShape {
+                            ntok: b - a,
                             n_heads: spec.n_heads,
                             n_kv_heads: spec.n_kv_heads,
                             head_dim: spec.head_dim,
-                            capacity: cap,
+                            capacity,
+                            window: spec.window.unwrap_or(0),
                         },
-                    )?;
-                    let sc = scratch_r
-                        .get_mut(&(spec.n_heads, spec.head_dim))
-                        .ok_or_else(|| model_err("attention scratch missing"))?;
-                    attend_row(
-                        gpu,
-                        spec,
-                        &q.slice.slice(r * qw..(r + 1) * qw),
-                        layer,
-                        &pos_r,
-                        cap,
+                        spec.scale,
+                        spec.softcap.unwrap_or(0.0),
                         sc,
-                        &mut o.slice.slice_mut(r * qw..(r + 1) * qw),
+                        &mut o.slice.slice_mut(a * qw..b * qw),
                     )?;
                 }
                 Ok(())
@@ -450,4 +680,54 @@ fn attend_row(
         out,
     )
     .map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_cover_the_batch_in_launches_of_batch_rows() {
+        assert_eq!(groups(1).collect::<Vec<_>>(), vec![0..1]);
+        assert_eq!(groups(BATCH_ROWS).collect::<Vec<_>>(), vec![0..BATCH_ROWS]);
+        assert_eq!(
+            groups(2 * BATCH_ROWS + 5).collect::<Vec<_>>(),
+            vec![
+                0..BATCH_ROWS,
+                BATCH_ROWS..2 * BATCH_ROWS,
+                2 * BATCH_ROWS..2 * BATCH_ROWS + 5
+            ]
+        );
+        assert_eq!(groups(0).count(), 0);
+        assert_eq!(BATCH_ROWS, 64);
+    }
+
+    #[test]
+    fn attention_rows_follow_the_scratch_budget() {
+        // Llama-3.1-8B: 32 heads of 128.
+        let llama = [(32, 128)];
+        // 200 positions (the bench cells): 4 splits, all 64 rows.
+        assert_eq!(
+            attention_rows_for(&llama, 200, BATCH_ATT_SCRATCH_BYTES),
+            BATCH_ROWS
+        );
+        // 16384 positions: 256 splits x 32 heads x 130 floats = 4.26 MB a row: 63 rows.
+        assert_eq!(
+            attention_rows_for(&llama, 16384, BATCH_ATT_SCRATCH_BYTES),
+            63
+        );
+        // 131072 positions: the floor of MAX_ROWS rows.
+        assert_eq!(
+            attention_rows_for(&llama, 131072, BATCH_ATT_SCRATCH_BYTES),
+            MAX_ROWS
+        );
+        // The tightest shape decides; no attention: all rows.
+        assert_eq!(
+            attention_rows_for(&[(32, 128), (8, 64)], 16384, BATCH_ATT_SCRATCH_BYTES),
+            63
+        );
+        assert_eq!(attention_rows_for(&[], 16384, 0), BATCH_ROWS);
+        assert!(att_row_bytes(32, 128, 16384) * 63 <= BATCH_ATT_SCRATCH_BYTES);
+        assert!(att_row_bytes(32, 128, 16384) * 64 > BATCH_ATT_SCRATCH_BYTES);
+    }
 }

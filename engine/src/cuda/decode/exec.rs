@@ -4,8 +4,9 @@
 
 use super::super::cudarc::driver::{CudaSlice, DevicePtr};
 use super::super::ops::{self, Activation, AttnShape, RopeStyle};
+use super::super::sources::consts::MV_LAUNCH_MAX_TOK;
 use super::super::{CudaError, DeviceWeight};
-use super::{CudaDecoder, DevWeight, Feed, MAX_ROWS, fuse, model_err};
+use super::{CudaDecoder, DevWeight, Feed, fuse, model_err};
 use crate::arch::{self, AttentionSpec, BufId, Op, WeightId};
 use std::sync::Arc;
 
@@ -560,12 +561,13 @@ fn norm_in(
     }
 }
 
-/// Row ranges `a..b` of at most [`MAX_ROWS`] rows covering `0..n` (the matvec's launches
-/// within a prompt pass of more rows; one range for the row path).
+/// Row ranges `a..b` of at most [`MV_LAUNCH_MAX_TOK`] rows covering `0..n` (the matvec's
+/// launches; one range for the row path, a prompt pass and a batched step of up to 64
+/// rows).
 fn row_slices(n: usize) -> impl Iterator<Item = (usize, usize)> {
     (0..n)
-        .step_by(MAX_ROWS)
-        .map(move |a| (a, (a + MAX_ROWS).min(n)))
+        .step_by(MV_LAUNCH_MAX_TOK)
+        .map(move |a| (a, (a + MV_LAUNCH_MAX_TOK).min(n)))
 }
 
 pub(super) fn matrix(weights: &[DevWeight], id: WeightId) -> Result<usize, CudaError> {
@@ -631,21 +633,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn row_slices_cover_the_rows_in_launches_of_max_rows() {
+    fn row_slices_cover_the_rows_in_launches_of_the_launch_limit() {
+        const M: usize = MV_LAUNCH_MAX_TOK;
         assert_eq!(row_slices(1).collect::<Vec<_>>(), vec![(0, 1)]);
+        use super::super::MAX_ROWS;
         assert_eq!(
             row_slices(MAX_ROWS).collect::<Vec<_>>(),
             vec![(0, MAX_ROWS)]
         );
-        let s: Vec<_> = row_slices(2 * MAX_ROWS + 3).collect();
-        assert_eq!(
-            s,
-            vec![
-                (0, MAX_ROWS),
-                (MAX_ROWS, 2 * MAX_ROWS),
-                (2 * MAX_ROWS, 2 * MAX_ROWS + 3)
-            ]
-        );
+        assert_eq!(row_slices(M).collect::<Vec<_>>(), vec![(0, M)]);
+        let s: Vec<_> = row_slices(2 * M + 3).collect();
+        assert_eq!(s, vec![(0, M), (M, 2 * M), (2 * M, 2 * M + 3)]);
         assert_eq!(row_slices(0).count(), 0);
     }
 }

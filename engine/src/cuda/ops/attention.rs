@@ -352,3 +352,264 @@ pub fn rope_kv(
         ],
     )
 }
+
+/// One row's KV cache in a batched launch ([`attention_rows`], [`rope_kv_rows`]): the
+/// device addresses of a layer's K and V caches, their lengths in halves, and the
+/// capacity in positions they hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KvRow {
+    pub k: u64,
+    pub v: u64,
+    pub k_len: usize,
+    pub v_len: usize,
+    pub capacity: usize,
+}
+
+impl KvRow {
+    /// The row of one layer's caches (`[n_kv_heads][capacity][head_dim]` f16 each).
+    pub fn of(gpu: &Gpu, k: &CudaSlice<f16>, v: &CudaSlice<f16>, capacity: usize) -> KvRow {
+        KvRow {
+            k: rd(gpu, k),
+            v: rd(gpu, v),
+            k_len: k.len(),
+            v_len: v.len(),
+            capacity,
+        }
+    }
+}
+
+/// The pointer table of a batched launch, `[k0, v0, k1, v1, ...]` (row `t`'s caches at
+/// `2t`, `2t + 1`), and the rows' capacities, after checking that every row's caches hold
+/// `n_kv_heads * capacity * head_dim` halves and that its capacity fits an `i32` (the
+/// kernels trust the table: this is the check the one-row wrappers make per cache).
+pub fn kv_row_table(
+    rows: &[KvRow],
+    n_kv_heads: usize,
+    head_dim: usize,
+) -> Result<(Vec<u64>, Vec<i32>), CudaError> {
+    const OP: &str = "kv rows";
+    let mut ptrs = Vec::with_capacity(2 * rows.len());
+    let mut caps = Vec::with_capacity(rows.len());
+    for (t, r) in rows.iter().enumerate() {
+        let want = n_kv_heads * r.capacity * head_dim;
+        if r.capacity == 0 || r.k_len < want || r.v_len < want || r.k == 0 || r.v == 0 {
+            return Err(crate::cuda::shape_err(
+                OP,
+                format!(
+                    "row {t}: caches of {} / {} halves at {:#x} / {:#x}, capacity {} needs {want}",
+                    r.k_len, r.v_len, r.k, r.v, r.capacity
+                ),
+            ));
+        }
+        ptrs.push(r.k);
+        ptrs.push(r.v);
+        caps.push(int(OP, "capacity", r.capacity)?);
+    }
+    Ok((ptrs, caps))
+}
+
+/// A pointer table on the device for rows `0..ntok` of a batched launch: `ptrs` holds
+/// `2 * ntok` addresses from [`kv_row_table`], `caps` the `ntok` capacities, and
+/// `capacity` is the largest of them (it sizes the split layout of the scratch).
+pub struct KvRowsDev<'a> {
+    pub ptrs: &'a dyn DevicePtr<u64>,
+    pub caps: &'a dyn DevicePtr<i32>,
+    pub capacity: usize,
+}
+
+/// [`attention`] for `s.ntok` query rows of `s.ntok` different sequences, row `t` over its
+/// own caches (`kv`, row `t`, at position `pos[t]`): one launch of `attn_rows*`, each
+/// row's blocks running the code of the one-row kernel on its caches (the same bits as
+/// [`attention`] on that row alone, over a scratch of at least its splits). `s.capacity`
+/// must be `kv.capacity`, the largest capacity of the rows.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_rows(
+    gpu: &Gpu,
+    q: &dyn DevicePtr<f32>,
+    kv: &KvRowsDev<'_>,
+    pos: &dyn DevicePtr<i32>,
+    s: AttnShape,
+    scale: f32,
+    softcap: f32,
+    scratch: &mut AttnScratch,
+    out: &mut dyn DevicePtrMut<f32>,
+) -> Result<AttentionKernel, CudaError> {
+    const OP: &str = "attention rows";
+    let choice = select::choose_attention(
+        s.head_dim,
+        s.n_heads,
+        s.n_kv_heads,
+        s.capacity,
+        &gpu.facts(),
+    )?;
+    let AttentionKernel::SplitKv { max_splits, .. } = choice;
+    let qlen = s.ntok * s.n_heads * s.head_dim;
+    need(OP, "q", q.len(), qlen)?;
+    need(OP, "out", out.len(), qlen)?;
+    need(OP, "pos", pos.len(), s.ntok)?;
+    need(OP, "kv pointers", kv.ptrs.len(), 2 * s.ntok)?;
+    need(OP, "capacities", kv.caps.len(), s.ntok)?;
+    if s.capacity != kv.capacity
+        || s.ntok > scratch.max_tok
+        || s.n_heads != scratch.n_heads
+        || s.head_dim != scratch.head_dim
+        || max_splits != scratch.max_splits
+    {
+        return Err(crate::cuda::shape_err(
+            OP,
+            format!(
+                "scratch was sized for {} tokens x {} heads x {} dims x {} splits \
+                 (capacity {} of the rows' {})",
+                scratch.max_tok,
+                scratch.n_heads,
+                scratch.head_dim,
+                scratch.max_splits,
+                s.capacity,
+                kv.capacity
+            ),
+        ));
+    }
+    if s.ntok == 0 {
+        return Ok(choice);
+    }
+    let (qp, tp, cp, pp) = (rd(gpu, q), rd(gpu, kv.ptrs), rd(gpu, kv.caps), rd(gpu, pos));
+    let (pop, pmp) = (wr(gpu, &mut scratch.part_o), wr(gpu, &mut scratch.part_ml));
+    let cnt = wr(gpu, &mut scratch.count);
+    let op = wr(gpu, out);
+    let ms = int(OP, "max_splits", max_splits)?;
+    launch(
+        gpu,
+        select::attention_rows_entry(s.head_dim),
+        LaunchConfig {
+            grid_dim: (
+                s.n_kv_heads as u32,
+                ms as u32,
+                int(OP, "ntok", s.ntok)? as u32,
+            ),
+            block_dim: (select::attention_warps(s.n_heads / s.n_kv_heads) * 32, 1, 1),
+            shared_mem_bytes: 0,
+        },
+        &[
+            Arg::Ptr(qp),
+            Arg::Ptr(tp),
+            Arg::Ptr(cp),
+            Arg::Ptr(pp),
+            Arg::Ptr(pop),
+            Arg::Ptr(pmp),
+            Arg::I32(int(OP, "n_heads", s.n_heads)?),
+            Arg::I32(int(OP, "n_kv_heads", s.n_kv_heads)?),
+            Arg::I32(int(OP, "head_dim", s.head_dim)?),
+            Arg::I32(int(OP, "window", s.window)?),
+            Arg::F32(scale),
+            Arg::F32(softcap),
+            Arg::I32(ms),
+            Arg::Ptr(cnt),
+            Arg::Ptr(op),
+        ],
+    )?;
+    Ok(choice)
+}
+
+/// [`rope_kv`] for `s.ntok` rows of `s.ntok` different sequences: row `t`'s k (rotated)
+/// and v into its own caches (`kv`, row `t`) at position `pos[t]`, one launch of
+/// `rope_kv_rows` (each row the items and bits of a one-token [`rope_kv`]).
+/// `s.capacity` is not used (each row has its own).
+#[allow(clippy::too_many_arguments)]
+pub fn rope_kv_rows(
+    gpu: &Gpu,
+    q: &mut dyn DevicePtrMut<f32>,
+    k: &mut dyn DevicePtrMut<f32>,
+    v: &dyn DevicePtr<f32>,
+    kv: &KvRowsDev<'_>,
+    pos: &dyn DevicePtr<i32>,
+    table: &RopeTable,
+    style: RopeStyle,
+    s: RopeKvShape,
+) -> Result<(), CudaError> {
+    const OP: &str = "rope_kv rows";
+    let n_rot = table.n_rot;
+    if n_rot % 2 != 0 || n_rot > s.head_dim || n_rot == 0 {
+        return Err(crate::cuda::shape_err(
+            OP,
+            format!("n_rot = {n_rot} must be even and in 2..={}", s.head_dim),
+        ));
+    }
+    let kv_len = s.ntok * s.n_kv_heads * s.head_dim;
+    need(OP, "q", q.len(), s.ntok * s.n_heads * s.head_dim)?;
+    need(OP, "k", k.len(), kv_len)?;
+    need(OP, "v", v.len(), kv_len)?;
+    need(OP, "pos", pos.len(), s.ntok)?;
+    need(OP, "kv pointers", kv.ptrs.len(), 2 * s.ntok)?;
+    need(OP, "capacities", kv.caps.len(), s.ntok)?;
+    need(OP, "table", table.table.len(), n_rot)?;
+    if s.ntok == 0 {
+        return Ok(());
+    }
+    let half = n_rot / 2;
+    let items = (s.n_heads + s.n_kv_heads) * half
+        + s.n_kv_heads * (s.head_dim - n_rot)
+        + s.n_kv_heads * s.head_dim;
+    // The block size of `rope_kv` (the items of a block are a layout choice only).
+    const THREADS: u32 = 128;
+    let blocks = int(OP, "blocks", items.div_ceil(THREADS as usize))? as u32;
+    let (qp, kp, vp) = (wr(gpu, q), wr(gpu, k), rd(gpu, v));
+    let (tp, cp) = (rd(gpu, kv.ptrs), rd(gpu, kv.caps));
+    let (pp, tabp) = (rd(gpu, pos), rd(gpu, &table.table));
+    launch(
+        gpu,
+        "rope_kv_rows",
+        LaunchConfig {
+            grid_dim: (int(OP, "ntok", s.ntok)? as u32, blocks, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        },
+        &[
+            Arg::Ptr(qp),
+            Arg::Ptr(kp),
+            Arg::Ptr(vp),
+            Arg::Ptr(tp),
+            Arg::Ptr(cp),
+            Arg::Ptr(pp),
+            Arg::Ptr(tabp),
+            Arg::F64(table.freq_scale),
+            Arg::I32(int(OP, "n_heads", s.n_heads)?),
+            Arg::I32(int(OP, "n_kv_heads", s.n_kv_heads)?),
+            Arg::I32(int(OP, "head_dim", s.head_dim)?),
+            Arg::I32(int(OP, "n_rot", n_rot)?),
+            Arg::I32(i32::from(style == RopeStyle::Neox)),
+        ],
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(k: u64, capacity: usize, len: usize) -> KvRow {
+        KvRow {
+            k,
+            v: k + 0x1000,
+            k_len: len,
+            v_len: len,
+            capacity,
+        }
+    }
+
+    #[test]
+    fn kv_row_table_interleaves_rows_and_checks_each_cache() {
+        let rows = [row(0x10000, 16, 2 * 16 * 8), row(0x20000, 32, 2 * 32 * 8)];
+        let (p, c) = kv_row_table(&rows, 2, 8).unwrap();
+        assert_eq!(p, vec![0x10000, 0x11000, 0x20000, 0x21000]);
+        assert_eq!(c, vec![16, 32]);
+        // a cache shorter than its capacity needs, an empty capacity, a null address
+        for bad in [
+            row(0x10000, 16, 2 * 16 * 8 - 1),
+            row(0x10000, 0, 64),
+            row(0, 16, 2 * 16 * 8),
+        ] {
+            let e = kv_row_table(&[rows[0], bad], 2, 8).unwrap_err().to_string();
+            assert!(e.contains("row 1"), "{e}");
+        }
+        assert_eq!(kv_row_table(&[], 2, 8).unwrap().0.len(), 0);
+    }
+}

@@ -15,7 +15,8 @@ mod pointwise;
 mod sample;
 
 pub use attention::{
-    AttnScratch, AttnShape, RopeKvShape, attention, attention_two_pass, kv_store, rope_kv,
+    AttnScratch, AttnShape, KvRow, KvRowsDev, RopeKvShape, attention, attention_rows,
+    attention_two_pass, kv_row_table, kv_store, rope_kv, rope_kv_rows,
 };
 pub use gemm::{GemmOpts, GemmX, gemm, gemm_glu, gemm_stage_x};
 pub use linear::{NormIn, embed, matvec, matvec_fused, matvec_glu, matvec_pair, matvec_residual};
@@ -289,6 +290,11 @@ pub const PDL_KERNELS: &[&str] = &[
     "attn_partial_d128",
     "attn_partial_d256",
     "attn_combine",
+    "attn_rows",
+    "attn_rows_d64",
+    "attn_rows_d128",
+    "attn_rows_d256",
+    "rope_kv_rows",
     "rmsnorm",
     "argmax_rows",
 ];
