@@ -76,6 +76,8 @@ pub(super) struct BatchWs {
     /// Rows per attention launch.
     att_rows: usize,
     n_layers: usize,
+    /// The largest position of the step's rows (set by [`upload_step`]).
+    max_pos: usize,
 }
 
 /// Scratch bytes of one attention row of `heads` heads of `dim` over `capacity` positions.
@@ -128,6 +130,7 @@ impl BatchWs {
             capacity,
             att_rows,
             n_layers,
+            max_pos: 0,
         })
     }
 
@@ -295,6 +298,7 @@ fn upload_step(
             .copy_from_slice(&p);
         caps = c;
     }
+    ws.max_pos = rows().map(|d| d.len).max().unwrap_or(0);
     let stream = gpu.stream();
     stream.memcpy_htod(&ids, &mut ws.tokens.slice_mut(0..n))?;
     stream.memcpy_htod(&pos, &mut ws.pos.slice_mut(0..n))?;
@@ -501,9 +505,10 @@ fn rope_attention_rows(
         scratch,
         capacity,
         att_rows,
+        max_pos,
         ..
     } = ws;
-    let (capacity, att_rows) = (*capacity, (*att_rows).max(1));
+    let (capacity, att_rows, max_pos) = (*capacity, (*att_rows).max(1), Some(*max_pos));
     let sc = scratch
         .get_mut(&(spec.n_heads, spec.head_dim))
         .ok_or_else(|| model_err("attention scratch missing"))?;
@@ -526,6 +531,7 @@ fn rope_attention_rows(
                         ptrs: &p,
                         caps: &c,
                         capacity,
+                        max_pos,
                     },
                     &pos.slice(0..n),
                     table,
@@ -548,6 +554,7 @@ fn rope_attention_rows(
                             ptrs: &p,
                             caps: &c,
                             capacity,
+                            max_pos,
                         },
                         &pos.slice(a..b),
                         AttnShape {

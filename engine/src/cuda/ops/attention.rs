@@ -3,6 +3,7 @@
 
 use super::{Arg, RopeStyle, RopeTable, int, launch, need, rd, wr};
 use crate::cuda::select::{self, AttentionKernel};
+use crate::cuda::sources::consts::ATT_SPLIT;
 use crate::cuda::{CudaError, Gpu};
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig};
 use half::f16;
@@ -410,11 +411,14 @@ pub fn kv_row_table(
 
 /// A pointer table on the device for rows `0..ntok` of a batched launch: `ptrs` holds
 /// `2 * ntok` addresses from [`kv_row_table`], `caps` the `ntok` capacities, and
-/// `capacity` is the largest of them (it sizes the split layout of the scratch).
+/// `capacity` is at least the largest of them (it sizes the split layout of the scratch).
+/// `max_pos`, when known, bounds every row's position (the attention's grid then stops at
+/// the last split any row reaches: the blocks past it would exit at once).
 pub struct KvRowsDev<'a> {
     pub ptrs: &'a dyn DevicePtr<u64>,
     pub caps: &'a dyn DevicePtr<i32>,
     pub capacity: usize,
+    pub max_pos: Option<usize>,
 }
 
 /// [`attention`] for `s.ntok` query rows of `s.ntok` different sequences, row `t` over its
@@ -477,13 +481,18 @@ pub fn attention_rows(
     let cnt = wr(gpu, &mut scratch.count);
     let op = wr(gpu, out);
     let ms = int(OP, "max_splits", max_splits)?;
+    // Splits in the grid: the layout's, or fewer when every row's position is known to lie
+    // below the last split (a split past a row's position writes nothing either way).
+    let grid_splits = kv
+        .max_pos
+        .map_or(max_splits, |p| (p / ATT_SPLIT + 1).min(max_splits));
     launch(
         gpu,
         select::attention_rows_entry(s.head_dim),
         LaunchConfig {
             grid_dim: (
                 s.n_kv_heads as u32,
-                ms as u32,
+                int(OP, "splits", grid_splits)? as u32,
                 int(OP, "ntok", s.ntok)? as u32,
             ),
             block_dim: (select::attention_warps(s.n_heads / s.n_kv_heads) * 32, 1, 1),
