@@ -148,7 +148,7 @@ impl BatchWs {
 
 impl CudaDecoder {
     /// Append `tokens[i]` to `decs[i]`'s sequence for every `i`, in groups of up to
-    /// [`MAX_ROWS`] sequences per launch, and leave each decoder's logits on the device as
+    /// [`BATCH_ROWS`] sequences per launch, and leave each decoder's logits on the device as
     /// [`CudaDecoder::forward`] does. The decoders must share weights (made by
     /// [`CudaDecoder::share`] from one upload). On an error the decoders of the groups
     /// already run have advanced (the caller truncates them back, as the served executor
