@@ -251,17 +251,14 @@ fn a_proposer_that_cannot_be_made_leaves_the_request_decoding_plain() {
     assert_eq!(h.stats().spec.rounds.load(Ordering::SeqCst), 0);
 }
 
-/// The speed policy per request (policy on, adaptive depth): a draft model whose weights
-/// are half the target's (the session-5 H200 pair: Q4_0 drafting for Q8_0) cannot pay even
-/// at full acceptance by the policy's estimate, so no request drafts and no proposer is
-/// made (its prompt pass is never paid); the tokens are plain's.
-#[test]
-fn the_speed_policy_never_makes_a_hopeless_draft_model() {
+/// A server with the speed policy on (adaptive depth, K <= 8) for a target of 8.5 GB of
+/// weights and a draft model of `draft_bytes`, and the count of draft models it made.
+fn policy_server(draft_bytes: u64) -> (scheduler::SchedulerHandle, Arc<AtomicUsize>) {
     let (f, _, _) = fake();
     let made = Arc::new(AtomicUsize::new(0));
     let sp = SpecServe {
         policy: scheduler::spec::SpecPolicy::On,
-        weight_bytes: (Some(4_500_000_000), Some(8_500_000_000)),
+        weight_bytes: (Some(draft_bytes), Some(8_500_000_000)),
         ..SpecServe::new(
             Box::new(OracleFactory {
                 made: made.clone(),
@@ -272,7 +269,16 @@ fn the_speed_policy_never_makes_a_hopeless_draft_model() {
             8,
         )
     };
-    let h = scheduler::start_spec(f, config(), Some(sp)).unwrap();
+    (scheduler::start_spec(f, config(), Some(sp)).unwrap(), made)
+}
+
+/// The speed policy per request (policy on, adaptive depth): a draft model whose weights
+/// are half the target's (the session-5 H200 pair: Q4_0 drafting for Q8_0) cannot pay even
+/// at full acceptance by the policy's estimate, so no request drafts and no proposer is
+/// made (its prompt pass is never paid); the tokens are plain's.
+#[test]
+fn the_speed_policy_never_makes_a_hopeless_draft_model() {
+    let (h, made) = policy_server(4_500_000_000);
     for i in 0..4u32 {
         let p = prompt(i, 12);
         let (r, mut rx) = request("t", p.clone(), 24);
@@ -285,22 +291,7 @@ fn the_speed_policy_never_makes_a_hopeless_draft_model() {
     assert_eq!(made.load(Ordering::SeqCst), 0, "no draft model was made");
     // The same pair with a draft at 1% of the target's weights is worth a try: it is made
     // and drafts (the policy's plan at its prior), and the tokens stay plain's.
-    let (f, _, _) = fake();
-    let made = Arc::new(AtomicUsize::new(0));
-    let sp = SpecServe {
-        policy: scheduler::spec::SpecPolicy::On,
-        weight_bytes: (Some(85_000_000), Some(8_500_000_000)),
-        ..SpecServe::new(
-            Box::new(OracleFactory {
-                made: made.clone(),
-                fail: false,
-            }),
-            8,
-            false,
-            8,
-        )
-    };
-    let h = scheduler::start_spec(f, config(), Some(sp)).unwrap();
+    let (h, made) = policy_server(85_000_000);
     let p = prompt(7, 12);
     let (r, mut rx) = request("t", p.clone(), 200);
     h.submit(r).unwrap();
