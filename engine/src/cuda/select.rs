@@ -266,6 +266,19 @@ pub fn matvec_rows_per_warp(rows: usize, sm_count: u32) -> u32 {
     1
 }
 
+/// The most rows per warp of the one-token matvec for `format`: 2 for the plain float
+/// formats (F32, F16, BF16), whose loaded chunk is 32 floats, so that 4 rows' chunks do not
+/// fit the registers (NVRTC 13.0.88, sm_90a: `matvec_bf16_r4` and `_glu_r2` at 64 registers
+/// with 24-40 bytes of spills); 4 otherwise. Measured on the H200 (session 8, window 1,
+/// `research/notes/s8/w1/`, synthetic Llama-3.1-8B BF16, 512-token prompt, graphed, arms
+/// alternated): 123.3 tok/s with 4 rows, 153.6 with this cap.
+pub fn one_token_rows_cap(format: QuantFormat) -> u32 {
+    match format {
+        QuantFormat::F32 | QuantFormat::F16 | QuantFormat::BF16 => 2,
+        _ => 4,
+    }
+}
+
 /// Tokens per weight pass for `ntok` token vectors: 1 for a lone token (the decode step,
 /// the fewest registers), [`MV_BATCH_TOK`] otherwise (one pass over W per group).
 pub fn matvec_tokens_per_pass(ntok: usize) -> u32 {
@@ -289,7 +302,7 @@ pub fn choose_matvec(
         rows_per_warp: if tokens_per_pass > 1 {
             MV_BATCH_ROWS_PER_WARP[0]
         } else {
-            matvec_rows_per_warp(rows, dev.sm_count)
+            matvec_rows_per_warp(rows, dev.sm_count).min(one_token_rows_cap(format))
         },
         tokens_per_pass,
     })
@@ -343,7 +356,7 @@ pub fn choose_matvec_glu(
         rows_per_warp: if tokens_per_pass > 1 {
             MV_BATCH_GLU_ROWS_PER_WARP[0]
         } else {
-            matvec_rows_per_warp(2 * rows, dev.sm_count).min(2)
+            matvec_rows_per_warp(2 * rows, dev.sm_count).min(one_token_rows_cap(format) / 2)
         },
         tokens_per_pass,
     })
@@ -515,6 +528,31 @@ pub fn choose_attention(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn float_formats_take_at_most_two_rows_per_warp_for_one_token() {
+        let dev = H200;
+        for f in [QuantFormat::F32, QuantFormat::F16, QuantFormat::BF16] {
+            let MatvecKernel::MultiRow { rows_per_warp, .. } =
+                choose_matvec(f, 128_256, 4096, 1, &dev).unwrap()
+            else {
+                panic!("multi-row")
+            };
+            assert_eq!(rows_per_warp, 2, "{f}");
+            let MatvecKernel::GluMultiRow { rows_per_warp, .. } =
+                choose_matvec_glu(f, 14_336, 4096, 1, &dev).unwrap()
+            else {
+                panic!("glu")
+            };
+            assert_eq!(rows_per_warp, 1, "{f}");
+        }
+        let MatvecKernel::MultiRow { rows_per_warp, .. } =
+            choose_matvec(QuantFormat::Q4_0, 128_256, 4096, 1, &dev).unwrap()
+        else {
+            panic!("multi-row")
+        };
+        assert_eq!(rows_per_warp, 4);
+    }
     use crate::cuda::sources::consts::MV_MAX_TOK;
 
     const H200: DeviceFacts = DeviceFacts {
