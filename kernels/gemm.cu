@@ -38,6 +38,12 @@
 //   lane t values 16 s + 4t .. 16 s + 4t + 3 (B: two 8-byte loads).
 // Quants become f16 without conversions: a byte b under the f16 exponent of 1024
 // (0x6400 | b) is 1024 + b exactly, and one f16x2 subtraction gives b - offset exactly.
+// Float weights are the A fragments as they are (KIND 1: F16, KIND 2: BF16; scale 1): lane
+// t's 16-byte load holds values 8t .. 8t + 7 of its row's chunk, the contiguous map above.
+// BF16 multiplies on the bf16 MMA (`mma...bf16.bf16`), with x staged by
+// `gemm_stage_x_bf16` as three bf16 parts hi + mid + lo (each the rounding of what the
+// previous parts left: their sum is x exactly, bf16 keeping f32's exponent range, so no
+// power-of-two scaling); `lo` = 0 drops the third part (x to 16 bits).
 #include "common/common.cuh"
 #include "common/formats.cuh"
 
@@ -84,16 +90,50 @@ __device__ __forceinline__ void gm_mma(float* c, u32 a0, u32 a1, u32 a2, u32 a3,
 #endif
 }
 
+// The same MMA on bf16 operands (BF16 weights, x in bf16 parts).
+__device__ __forceinline__ void gm_mma_bf16(float* c, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0,
+                                            u32 b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#else
+    __trap();
+#endif
+}
+
+// The format's MMA: bf16 for KIND 2, f16 otherwise.
+template <int KIND>
+__device__ __forceinline__ void gm_mma_k(float* c, const u32* a, u32 b0, u32 b1) {
+    if (KIND == 2) {
+        gm_mma_bf16(c, a[0], a[1], a[2], a[3], b0, b1);
+    } else {
+        gm_mma(c, a[0], a[1], a[2], a[3], b0, b1);
+    }
+}
+
+// f32 -> bf16, round to nearest even (a NaN stays a quiet NaN).
+__device__ __forceinline__ u16 f32_to_bf16(float f) {
+    const u32 b = __float_as_uint(f);
+    if ((b & 0x7fffffffu) > 0x7f800000u) return (u16)((b >> 16) | 0x40u);
+    return (u16)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+}
+
 // One row's share of a chunk for lane t: two words of four unsigned quant bytes (w0: the
-// values of k16 step 0, w1: step 1) and the scales of step 0 and step 1.
+// values of k16 step 0, w1: step 1) and the scales of step 0 and step 1; for the float
+// formats (KIND 1, 2) w0 .. w3 are the 8 values' four pairs (w0, w1 step 0, w2, w3 step 1).
 struct GmA {
     u32 w0, w1;
     float s0, s1;
+    u32 w2 = 0u, w3 = 0u;
 };
 
 // Q4_0 (planar, formats.cuh): lane t takes the low (t < 2) or high nibbles of
 // qs[8 (t & 1) .. 8 (t & 1) + 7]: values 8t .. 8t + 7.
 struct GmQ4_0 {
+    static constexpr int KIND = 0;
     static constexpr bool SPLIT = false;
     static constexpr int ELEMS = 32;
     static constexpr u32 OFF = 0x64086408u;  // 1032: q - 8
@@ -108,6 +148,7 @@ struct GmQ4_0 {
 
 // Q8_0 (planar): lane t takes qs[8t .. 8t + 7] (as q + 128).
 struct GmQ8_0 {
+    static constexpr int KIND = 0;
     static constexpr bool SPLIT = false;
     static constexpr int ELEMS = 32;
     static constexpr u32 OFF = 0x64806480u;  // 1152: (q + 128) - 128
@@ -122,6 +163,7 @@ struct GmQ8_0 {
 // Q6_K (planar): chunk c = sub-blocks 2(c & 7) and 2(c & 7) + 1 of block c >> 3 (16 values
 // each, scales d * sc); lane t takes values 4t .. 4t + 3 (word t) and 16 + 4t .. (word 4+t).
 struct GmQ6_K {
+    static constexpr int KIND = 0;
     static constexpr bool SPLIT = true;
     static constexpr int ELEMS = 256;
     static constexpr u32 OFF = 0x64206420u;  // 1056: q - 32
@@ -145,6 +187,24 @@ struct GmQ6_K {
     }
 };
 
+// F16 / BF16 (row-major, 64 bytes per 32-value chunk): lane t takes values 8t .. 8t + 7.
+template <int K>
+struct GmFloat {
+    static constexpr int KIND = K;
+    static constexpr bool SPLIT = false;
+    static constexpr int ELEMS = 32;
+    static constexpr u32 OFF = 0u;
+    static __device__ __forceinline__ GmA load(const WMat& m, u64 row, int c, int t) {
+        const uint4 v = *(const uint4*)(m.w + (row * m.nb + (u64)c) * 64 + 16 * t);
+        GmA a = {v.x, v.y, 1.f, 1.f};
+        a.w2 = v.z;
+        a.w3 = v.w;
+        return a;
+    }
+};
+typedef GmFloat<1> GmF16;
+typedef GmFloat<2> GmBF16;
+
 // x of each live token as f16 hi / lo (see the file comment); the slots of the last n-tile
 // past n become zeros. One block of 256 threads per slot (grid 8 * ceil(n / 8)). The norm is
 // matvec.cu's, computed the same way (f64 sum of f32 squares, 256 threads, fixed butterfly
@@ -152,6 +212,30 @@ struct GmQ6_K {
 // smallest power keeping it under 2^15: exact, so f16(v) does not overflow to inf) and
 // xsc[tok] = 2^e, which the GEMM's epilogue multiplies back (exact); other rows: xsc = 1
 // and the bits of a plain staging.
+// 1 / rms of token row xt for the folded norm (nw non-null; 1 otherwise), by the 256
+// threads of the block: matvec.cu's order (f64 sum of f32 squares, fixed butterfly, then
+// the 8 warps' sums in order). red: 8 doubles of shared memory.
+__device__ __forceinline__ float gm_stage_inv(const float* __restrict__ xt, int k,
+                                              const float* __restrict__ nw, float eps,
+                                              double* red) {
+    const int lane = threadIdx.x & 31;
+    float inv = 1.f;
+    if (nw != 0) {
+        double ss = 0.0;
+        for (int i = threadIdx.x; i < k; i += 256) ss += (double)__fmul_rn(xt[i], xt[i]);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        if (lane == 0) red[threadIdx.x >> 5] = ss;
+        __syncthreads();
+        double tot = 0.0;
+#pragma unroll
+        for (int i = 0; i < 8; i++) tot += red[i];
+        const float mean = (float)(tot / (double)k);
+        inv = 1.0f / sqrtf(mean + eps);
+    }
+    return inv;
+}
+
 extern "C" __global__ void __launch_bounds__(256)
     gemm_stage_x(const float* __restrict__ x, int n, int k, const float* __restrict__ nw,
                  float eps, float w_off, u16* __restrict__ xh, u16* __restrict__ xl,
@@ -171,20 +255,7 @@ extern "C" __global__ void __launch_bounds__(256)
         return;
     }
     const float* xt = x + (u64)tok * k;
-    float inv = 1.f;
-    if (nw != 0) {
-        double ss = 0.0;
-        for (int i = threadIdx.x; i < k; i += 256) ss += (double)__fmul_rn(xt[i], xt[i]);
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-        if (lane == 0) red[threadIdx.x >> 5] = ss;
-        __syncthreads();
-        double tot = 0.0;
-#pragma unroll
-        for (int i = 0; i < 8; i++) tot += red[i];
-        const float mean = (float)(tot / (double)k);
-        inv = 1.0f / sqrtf(mean + eps);
-    }
+    const float inv = gm_stage_inv(xt, k, nw, eps, red);
     // The row's largest |v| (NaN ignored), then its exponent e.
     float mx = 0.f;
     for (int i = threadIdx.x; i < k; i += 256) {
@@ -217,6 +288,42 @@ extern "C" __global__ void __launch_bounds__(256)
     }
 }
 
+// x of each live token as three bf16 parts for the BF16 GEMM: hi = bf16(v), mid =
+// bf16(v - hi), lo = bf16(v - hi - mid) (each difference exact in f32: hi + mid + lo = v for
+// every finite v whose parts stay normal), the norm folded as in gemm_stage_x (the same
+// inv); bf16 has f32's exponent range, so xsc = 1. Slots past n as zeros.
+extern "C" __global__ void __launch_bounds__(256)
+    gemm_stage_x_bf16(const float* __restrict__ x, int n, int k, const float* __restrict__ nw,
+                      float eps, float w_off, u16* __restrict__ xh, u16* __restrict__ xl,
+                      u16* __restrict__ xm, float* __restrict__ xsc) {
+    __shared__ double red[8];
+    const int tok = blockIdx.x;
+    u16* oh = xh + (u64)tok * k;
+    u16* ol = xl + (u64)tok * k;
+    u16* om = xm + (u64)tok * k;
+    if (threadIdx.x == 0) xsc[tok] = 1.f;
+    if (tok >= n) {
+        for (int i = threadIdx.x; i < k; i += 256) {
+            oh[i] = 0;
+            ol[i] = 0;
+            om[i] = 0;
+        }
+        return;
+    }
+    const float* xt = x + (u64)tok * k;
+    const float inv = gm_stage_inv(xt, k, nw, eps, red);
+    for (int i = threadIdx.x; i < k; i += 256) {
+        float v = xt[i];
+        if (nw != 0) v = __fmul_rn(__fmul_rn(v, inv), nw[i] + w_off);
+        const u16 h = f32_to_bf16(v);
+        const float r1 = __fsub_rn(v, bf16_to_f32(h));
+        const u16 m = f32_to_bf16(r1);
+        oh[i] = h;
+        ol[i] = m;
+        om[i] = f32_to_bf16(__fsub_rn(r1, bf16_to_f32(m)));
+    }
+}
+
 // The body: see the file comment. lo == 0 skips the lo MMAs (x as f16 only). fault != 0
 // (the `prefill` gate's planted fault) drops the scale of every row's chunk 0.
 // MT: 16-row tiles per warp (GEMM_MT for the plain products, GEMM_MT_GLU for gate + up).
@@ -227,6 +334,7 @@ template <class G, bool GLU, int MT>
 __device__ __forceinline__ void gemm_body(const u8* __restrict__ w, const u8* __restrict__ w2,
                                           const u16* __restrict__ xh,
                                           const u16* __restrict__ xl,
+                                          const u16* __restrict__ xm,
                                           const float* __restrict__ xsc,
                                           const float* __restrict__ bias, const float* res,
                                           float* y, int rows, int k, int n, int act, int lo,
@@ -269,6 +377,11 @@ __device__ __forceinline__ void gemm_body(const u8* __restrict__ w, const u8* __
     // Token g of n-tile j is x row 8 j + g.
     const u16* xht = xh + (u64)g * k;
     const u16* xlt = xl + (u64)g * k;
+    const u16* xmt = xm + (u64)g * k;
+    // The second x part is multiplied when lo is set, or always for BF16 (its lo drops
+    // the third part).
+    const bool two = lo != 0 || G::KIND == 2;
+    const bool three = lo != 0 && G::KIND == 2;
     // One chunk: the A fragments of every (matrix, tile) made once, then per n-tile the B
     // fragments of token 8 j + g and the MMAs of every (matrix, tile) against them.
     auto chunk = [&](int c, const GmA (&a)[NM][MT][2]) {
@@ -281,14 +394,25 @@ __device__ __forceinline__ void gemm_body(const u8* __restrict__ w, const u8* __
                 const GmA& r0 = a[q][i][0];
                 const GmA& r1 = a[q][i][1];
                 // k16 step s: A regs {row g: pair 0, row g+8: pair 0, row g: pair 1, ...}.
-                af[q][i][0][0] = gm_pair(r0.w0, 0x4140u, G::OFF);
-                af[q][i][0][1] = gm_pair(r1.w0, 0x4140u, G::OFF);
-                af[q][i][0][2] = gm_pair(r0.w0, 0x4342u, G::OFF);
-                af[q][i][0][3] = gm_pair(r1.w0, 0x4342u, G::OFF);
-                af[q][i][1][0] = gm_pair(r0.w1, 0x4140u, G::OFF);
-                af[q][i][1][1] = gm_pair(r1.w1, 0x4140u, G::OFF);
-                af[q][i][1][2] = gm_pair(r0.w1, 0x4342u, G::OFF);
-                af[q][i][1][3] = gm_pair(r1.w1, 0x4342u, G::OFF);
+                if (G::KIND == 0) {
+                    af[q][i][0][0] = gm_pair(r0.w0, 0x4140u, G::OFF);
+                    af[q][i][0][1] = gm_pair(r1.w0, 0x4140u, G::OFF);
+                    af[q][i][0][2] = gm_pair(r0.w0, 0x4342u, G::OFF);
+                    af[q][i][0][3] = gm_pair(r1.w0, 0x4342u, G::OFF);
+                    af[q][i][1][0] = gm_pair(r0.w1, 0x4140u, G::OFF);
+                    af[q][i][1][1] = gm_pair(r1.w1, 0x4140u, G::OFF);
+                    af[q][i][1][2] = gm_pair(r0.w1, 0x4342u, G::OFF);
+                    af[q][i][1][3] = gm_pair(r1.w1, 0x4342u, G::OFF);
+                } else {
+                    af[q][i][0][0] = r0.w0;
+                    af[q][i][0][1] = r1.w0;
+                    af[q][i][0][2] = r0.w1;
+                    af[q][i][0][3] = r1.w1;
+                    af[q][i][1][0] = r0.w2;
+                    af[q][i][1][1] = r1.w2;
+                    af[q][i][1][2] = r0.w3;
+                    af[q][i][1][3] = r1.w3;
+                }
                 const bool drop = fault != 0 && c == 0;
                 sc[q][i][0][0] = drop ? 0.f : r0.s0;
                 sc[q][i][0][1] = drop ? 0.f : r1.s0;
@@ -300,7 +424,7 @@ __device__ __forceinline__ void gemm_body(const u8* __restrict__ w, const u8* __
             if (j >= ntiles) continue;
             const u16* ph = xht + (u64)(8 * j) * k + c * 32;
             const u16* pl = xlt + (u64)(8 * j) * k + c * 32;
-            u32 bh[4], bl[4] = {0u, 0u, 0u, 0u};
+            u32 bh[4], bl[4] = {0u, 0u, 0u, 0u}, bm[4] = {0u, 0u, 0u, 0u};
             if (G::SPLIT) {
                 const uint2 h0 = *(const uint2*)(ph + 4 * t);
                 const uint2 h1 = *(const uint2*)(ph + 16 + 4 * t);
@@ -313,9 +437,13 @@ __device__ __forceinline__ void gemm_body(const u8* __restrict__ w, const u8* __
             } else {
                 const uint4 h = *(const uint4*)(ph + 8 * t);
                 bh[0] = h.x; bh[1] = h.y; bh[2] = h.z; bh[3] = h.w;
-                if (lo) {
+                if (two) {
                     const uint4 l = *(const uint4*)(pl + 8 * t);
                     bl[0] = l.x; bl[1] = l.y; bl[2] = l.z; bl[3] = l.w;
+                }
+                if (three) {
+                    const uint4 l = *(const uint4*)(xmt + (u64)(8 * j) * k + c * 32 + 8 * t);
+                    bm[0] = l.x; bm[1] = l.y; bm[2] = l.z; bm[3] = l.w;
                 }
             }
 #pragma unroll
@@ -326,8 +454,9 @@ __device__ __forceinline__ void gemm_body(const u8* __restrict__ w, const u8* __
                     const u32* f1 = af[q][i][1];
                     float* ac = acc[q][i][j];
                     float p[4] = {0.f, 0.f, 0.f, 0.f};
-                    gm_mma(p, f0[0], f0[1], f0[2], f0[3], bh[0], bh[1]);
-                    if (lo) gm_mma(p, f0[0], f0[1], f0[2], f0[3], bl[0], bl[1]);
+                    gm_mma_k<G::KIND>(p, f0, bh[0], bh[1]);
+                    if (two) gm_mma_k<G::KIND>(p, f0, bl[0], bl[1]);
+                    if (three) gm_mma_k<G::KIND>(p, f0, bm[0], bm[1]);
                     if (G::SPLIT) {
                         ac[0] = fmaf(sc[q][i][0][0], p[0], ac[0]);
                         ac[1] = fmaf(sc[q][i][0][0], p[1], ac[1]);
@@ -335,8 +464,9 @@ __device__ __forceinline__ void gemm_body(const u8* __restrict__ w, const u8* __
                         ac[3] = fmaf(sc[q][i][0][1], p[3], ac[3]);
                         p[0] = p[1] = p[2] = p[3] = 0.f;
                     }
-                    gm_mma(p, f1[0], f1[1], f1[2], f1[3], bh[2], bh[3]);
-                    if (lo) gm_mma(p, f1[0], f1[1], f1[2], f1[3], bl[2], bl[3]);
+                    gm_mma_k<G::KIND>(p, f1, bh[2], bh[3]);
+                    if (two) gm_mma_k<G::KIND>(p, f1, bl[2], bl[3]);
+                    if (three) gm_mma_k<G::KIND>(p, f1, bm[2], bm[3]);
                     ac[0] = fmaf(sc[q][i][1][0], p[0], ac[0]);
                     ac[1] = fmaf(sc[q][i][1][0], p[1], ac[1]);
                     ac[2] = fmaf(sc[q][i][1][1], p[2], ac[2]);
@@ -423,37 +553,66 @@ extern "C" __global__ void __launch_bounds__(GEMM_WARPS * 32, GEMM_MINB)
               const float* __restrict__ xsc,
               const float* __restrict__ bias, const float* res, float* y, int rows, int k, int n,
               int lo, int fault, int rg) {
-    gemm_body<GmQ4_0, false, GEMM_MT>(w, w, xh, xl, xsc, bias, res, y, rows, k, n, 0, lo, fault, rg);
+    gemm_body<GmQ4_0, false, GEMM_MT>(w, w, xh, xl, xl, xsc, bias, res, y, rows, k, n, 0, lo, fault, rg);
 }
 extern "C" __global__ void __launch_bounds__(GEMM_WARPS * 32, GEMM_MINB)
     gemm_q4_0_glu(const u8* __restrict__ wg, const u8* __restrict__ wu, const u16* __restrict__ xh,
                   const u16* __restrict__ xl, const float* __restrict__ xsc, float* y, int rows,
                   int k, int n, int act, int lo, int fault, int rg) {
-    gemm_body<GmQ4_0, true, GEMM_MT_GLU>(wg, wu, xh, xl, xsc, 0, 0, y, rows, k, n, act, lo, fault, rg);
+    gemm_body<GmQ4_0, true, GEMM_MT_GLU>(wg, wu, xh, xl, xl, xsc, 0, 0, y, rows, k, n, act, lo, fault, rg);
 }
 extern "C" __global__ void __launch_bounds__(GEMM_WARPS * 32, GEMM_MINB)
     gemm_q8_0(const u8* __restrict__ w, const u16* __restrict__ xh, const u16* __restrict__ xl,
               const float* __restrict__ xsc,
               const float* __restrict__ bias, const float* res, float* y, int rows, int k, int n,
               int lo, int fault, int rg) {
-    gemm_body<GmQ8_0, false, GEMM_MT>(w, w, xh, xl, xsc, bias, res, y, rows, k, n, 0, lo, fault, rg);
+    gemm_body<GmQ8_0, false, GEMM_MT>(w, w, xh, xl, xl, xsc, bias, res, y, rows, k, n, 0, lo, fault, rg);
 }
 extern "C" __global__ void __launch_bounds__(GEMM_WARPS * 32, GEMM_MINB)
     gemm_q8_0_glu(const u8* __restrict__ wg, const u8* __restrict__ wu, const u16* __restrict__ xh,
                   const u16* __restrict__ xl, const float* __restrict__ xsc, float* y, int rows,
                   int k, int n, int act, int lo, int fault, int rg) {
-    gemm_body<GmQ8_0, true, GEMM_MT_GLU>(wg, wu, xh, xl, xsc, 0, 0, y, rows, k, n, act, lo, fault, rg);
+    gemm_body<GmQ8_0, true, GEMM_MT_GLU>(wg, wu, xh, xl, xl, xsc, 0, 0, y, rows, k, n, act, lo, fault, rg);
 }
 extern "C" __global__ void __launch_bounds__(GEMM_WARPS * 32, GEMM_MINB)
     gemm_q6_k(const u8* __restrict__ w, const u16* __restrict__ xh, const u16* __restrict__ xl,
               const float* __restrict__ xsc,
               const float* __restrict__ bias, const float* res, float* y, int rows, int k, int n,
               int lo, int fault, int rg) {
-    gemm_body<GmQ6_K, false, GEMM_MT>(w, w, xh, xl, xsc, bias, res, y, rows, k, n, 0, lo, fault, rg);
+    gemm_body<GmQ6_K, false, GEMM_MT>(w, w, xh, xl, xl, xsc, bias, res, y, rows, k, n, 0, lo, fault, rg);
 }
 extern "C" __global__ void __launch_bounds__(GEMM_WARPS * 32, GEMM_MINB)
     gemm_q6_k_glu(const u8* __restrict__ wg, const u8* __restrict__ wu, const u16* __restrict__ xh,
                   const u16* __restrict__ xl, const float* __restrict__ xsc, float* y, int rows,
                   int k, int n, int act, int lo, int fault, int rg) {
-    gemm_body<GmQ6_K, true, GEMM_MT_GLU>(wg, wu, xh, xl, xsc, 0, 0, y, rows, k, n, act, lo, fault, rg);
+    gemm_body<GmQ6_K, true, GEMM_MT_GLU>(wg, wu, xh, xl, xl, xsc, 0, 0, y, rows, k, n, act, lo, fault, rg);
+}
+// F16 weights: x as f16 hi / lo (gemm_stage_x), the A fragments the weights themselves.
+extern "C" __global__ void __launch_bounds__(GEMM_WARPS * 32, GEMM_MINB)
+    gemm_f16(const u8* __restrict__ w, const u16* __restrict__ xh, const u16* __restrict__ xl,
+             const float* __restrict__ xsc,
+             const float* __restrict__ bias, const float* res, float* y, int rows, int k, int n,
+             int lo, int fault, int rg) {
+    gemm_body<GmF16, false, GEMM_MT>(w, w, xh, xl, xl, xsc, bias, res, y, rows, k, n, 0, lo, fault, rg);
+}
+extern "C" __global__ void __launch_bounds__(GEMM_WARPS * 32, GEMM_MINB)
+    gemm_f16_glu(const u8* __restrict__ wg, const u8* __restrict__ wu, const u16* __restrict__ xh,
+                 const u16* __restrict__ xl, const float* __restrict__ xsc, float* y, int rows,
+                 int k, int n, int act, int lo, int fault, int rg) {
+    gemm_body<GmF16, true, GEMM_MT_GLU>(wg, wu, xh, xl, xl, xsc, 0, 0, y, rows, k, n, act, lo, fault, rg);
+}
+// BF16 weights: x as three bf16 parts (gemm_stage_x_bf16: xh, xl, xm), bf16 MMAs.
+extern "C" __global__ void __launch_bounds__(GEMM_WARPS * 32, GEMM_MINB)
+    gemm_bf16(const u8* __restrict__ w, const u16* __restrict__ xh, const u16* __restrict__ xl,
+              const u16* __restrict__ xm, const float* __restrict__ xsc,
+              const float* __restrict__ bias, const float* res, float* y, int rows, int k, int n,
+              int lo, int fault, int rg) {
+    gemm_body<GmBF16, false, GEMM_MT>(w, w, xh, xl, xm, xsc, bias, res, y, rows, k, n, 0, lo, fault, rg);
+}
+extern "C" __global__ void __launch_bounds__(GEMM_WARPS * 32, GEMM_MINB)
+    gemm_bf16_glu(const u8* __restrict__ wg, const u8* __restrict__ wu, const u16* __restrict__ xh,
+                  const u16* __restrict__ xl, const u16* __restrict__ xm,
+                  const float* __restrict__ xsc, float* y, int rows,
+                  int k, int n, int act, int lo, int fault, int rg) {
+    gemm_body<GmBF16, true, GEMM_MT_GLU>(wg, wu, xh, xl, xm, xsc, 0, 0, y, rows, k, n, act, lo, fault, rg);
 }

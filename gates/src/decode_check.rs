@@ -236,9 +236,10 @@ pub fn verdict(lines: &[DecodeLine]) -> Verdict {
 
 /// Small synthetic checkpoints of every family, in several weight formats.
 pub fn synthetic_models() -> Result<Vec<DecodeCase>, String> {
-    let variants: [(&'static str, QuantFormat, usize, usize, usize); 7] = [
+    let variants: [(&'static str, QuantFormat, usize, usize, usize); 8] = [
         ("llama", QuantFormat::Q4_0, 64, 4, 512),
         ("llama", QuantFormat::F16, 64, 4, 512),
+        ("qwen2", QuantFormat::BF16, 64, 4, 512),
         ("qwen2", QuantFormat::Q8_0, 64, 4, 512),
         ("qwen2", QuantFormat::Q5_0, 64, 4, 512),
         ("qwen3", QuantFormat::Q4_K, 64, 4, 768),

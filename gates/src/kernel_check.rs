@@ -128,8 +128,8 @@ pub const TOLERANCES: &[(&str, Tol, &str)] = &[
     (
         "gemm",
         Tol::MaxRel(2e-5),
-        "tensor-core prompt pass, x as f16 hi + lo (each value within ~2^-22 of its f32), \
-         error / sum|w*x| of its row: products exact in the MMA, f32 accumulation (tensor \
+        "tensor-core prompt pass, x as f16 hi + lo (each value within ~2^-22 of its f32; \
+         for BF16 weights three bf16 parts, x exactly), error / sum|w*x| of its row: products exact in the MMA, f32 accumulation (tensor \
          cores align and truncate, a few 2^-23 of the chunk's magnitude per MMA), scale \
          applied per chunk; well under the matvec's 2e-5; a dropped block scale moves it \
          by ~1e-2",
@@ -137,8 +137,8 @@ pub const TOLERANCES: &[(&str, Tol, &str)] = &[
     (
         "gemm_f16x",
         Tol::MaxRel(3e-4),
-        "the same with x rounded to f16 only: each value within 2^-12 = 2.4e-4 of its f32 \
-         (round to nearest), so the error / sum|w*x| stays under 2.4e-4 plus the f32 \
+        "the same with x rounded to f16 only (BF16 weights: x as two bf16 parts, within \
+         2^-17): each value within 2^-12 = 2.4e-4 of its f32 (round to nearest), so the error / sum|w*x| stays under 2.4e-4 plus the f32 \
          accumulation",
     ),
     (

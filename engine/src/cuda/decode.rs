@@ -9,7 +9,7 @@
 //!
 //! Prompt tokens go through [`CudaDecoder::prefill`] (`decode/prefill.rs`: passes of
 //! [`PREFILL_ROWS`](super::sources::consts::PREFILL_ROWS) rows in buffers of their own, the body's matrix products on tensor
-//! cores for Q4_0 / Q8_0 / Q6_K, by default), generated tokens through
+//! cores for Q4_0 / Q8_0 / Q6_K / F16 / BF16, by default), generated tokens through
 //! [`CudaDecoder::forward`], the row path described next.
 //!
 //! A prompt is processed [`MAX_ROWS`] tokens per launch. Every kernel is batch-invariant

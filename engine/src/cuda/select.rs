@@ -31,8 +31,13 @@ pub const KERNEL_FORMATS: [QuantFormat; 11] = [
 
 /// Weight formats with a tensor-core prompt pass (`kernels/gemm.cu`: `gemm_<suffix>`,
 /// `gemm_<suffix>_glu`); the others keep the batched matvec in the prompt pass.
-pub const GEMM_FORMATS: [QuantFormat; 3] =
-    [QuantFormat::Q4_0, QuantFormat::Q8_0, QuantFormat::Q6_K];
+pub const GEMM_FORMATS: [QuantFormat; 5] = [
+    QuantFormat::Q4_0,
+    QuantFormat::Q8_0,
+    QuantFormat::Q6_K,
+    QuantFormat::F16,
+    QuantFormat::BF16,
+];
 
 /// Whether `format` has a tensor-core prompt pass on a device of compute capability `cc`
 /// (`mma.sync.m16n8k16` with f16 inputs needs sm_80).

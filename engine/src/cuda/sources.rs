@@ -242,7 +242,8 @@ impl Family {
                 ]
             }
             Family::Embed => per_format("embed"),
-            Family::Gemm => std::iter::once("gemm_stage_x".to_string())
+            Family::Gemm => ["gemm_stage_x".to_string(), "gemm_stage_x_bf16".to_string()]
+                .into_iter()
                 .chain(super::select::GEMM_FORMATS.iter().flat_map(|f| {
                     let s = super::select::format_suffix(*f);
                     [format!("gemm_{s}"), format!("gemm_{s}_glu")]

@@ -84,7 +84,7 @@ fn run(
         eps: 1e-5,
         w_offset: 0.0,
     });
-    ops::gemm_stage_x(gpu, &dx, n, k, None, xs).map_err(e2s)?;
+    ops::gemm_stage_x_for(gpu, inp.w.format, &dx, n, k, None, xs).map_err(e2s)?;
     let mut y = poison(gpu, n * rows).map_err(e2s)?;
     ops::gemm(gpu, &inp.w, xs, n, bias, false, &mut y, opts).map_err(e2s)?;
     let plain = gpu.download(&y).map_err(e2s)?;
@@ -104,7 +104,7 @@ fn run(
     )
     .map_err(e2s)?;
     let glu_gelu = gpu.download(&y).map_err(e2s)?;
-    ops::gemm_stage_x(gpu, &dx, n, k, norm, xs).map_err(e2s)?;
+    ops::gemm_stage_x_for(gpu, inp.w.format, &dx, n, k, norm, xs).map_err(e2s)?;
     let mut y = poison(gpu, n * rows).map_err(e2s)?;
     ops::gemm(gpu, &inp.w, xs, n, bias, false, &mut y, opts).map_err(e2s)?;
     let norm_out = gpu.download(&y).map_err(e2s)?;
@@ -235,7 +235,7 @@ fn cases_of(
     let dx = gpu.upload(&x).map_err(e2s)?;
     let mut normed = poison(gpu, GEMM_N * k).map_err(e2s)?;
     ops::rmsnorm(gpu, &dx, &inp.norm_w, &mut normed, GEMM_N, k, 1e-5, 0.0).map_err(e2s)?;
-    ops::gemm_stage_x(gpu, &normed, GEMM_N, k, None, &mut xs).map_err(e2s)?;
+    ops::gemm_stage_x_for(gpu, format, &normed, GEMM_N, k, None, &mut xs).map_err(e2s)?;
     let mut y = poison(gpu, GEMM_N * rows).map_err(e2s)?;
     let bias_d = Some(&inp.bias as &dyn DevicePtr<f32>);
     ops::gemm(gpu, &inp.w, &xs, GEMM_N, bias_d, false, &mut y, opts).map_err(e2s)?;

@@ -324,10 +324,13 @@ impl CudaDecoder {
         } = self;
         let gpu = &**gpu;
         let opts = prefill.opts;
-        let k = match f {
+        let (k, format) = match f {
             fuse::Fused::Glu { gate_w: w, .. }
             | fuse::Fused::Residual { weight: w, .. }
-            | fuse::Fused::Plain { weight: w, .. } => w_ref(mats, matrix(weights, w)?)?.cols,
+            | fuse::Fused::Plain { weight: w, .. } => {
+                let w = w_ref(mats, matrix(weights, w)?)?;
+                (w.cols, w.format)
+            }
             fuse::Fused::RopeAttn { .. } => {
                 return Err(model_err("rope + attention is not a GEMM"));
             }
@@ -340,7 +343,7 @@ impl CudaDecoder {
             }),
             None => None,
         };
-        ops::gemm_stage_x(gpu, get(bufs, x)?, n, k, norm_in, xs)?;
+        ops::gemm_stage_x_for(gpu, format, get(bufs, x)?, n, k, norm_in, xs)?;
         let mut o = take(bufs, out)?;
         let r = (|| match f {
             fuse::Fused::Glu {

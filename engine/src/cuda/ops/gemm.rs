@@ -4,7 +4,9 @@
 //!
 //! A product is two launches: [`gemm_stage_x`] turns x (optionally RMS-normalised as the
 //! matvec folds it) into the f16 halves hi / lo of every token slot ([`GemmX`]), then
-//! [`gemm`] or [`gemm_glu`] multiply. A token's outputs depend only on its own x and the
+//! [`gemm`] or [`gemm_glu`] multiply. BF16 weights multiply on bf16 MMAs with x staged as
+//! three bf16 parts ([`gemm_stage_x_for`] picks the staging by the weight format; the
+//! product refuses a staging of the other kind). A token's outputs depend only on its own x and the
 //! weights (not on the other rows of the pass, nor on their number): kernel-check's `gemm`
 //! cases compare each row alone with the same row among n = 1..64, bit for bit. They are not the
 //! bits of the row path (`matvec`); the `prefill` gate bounds the difference.
@@ -15,6 +17,7 @@ use crate::cuda::sources::consts::{
     GEMM_MT, GEMM_MT_GLU, GEMM_N, GEMM_RG, GEMM_RG_GLU, GEMM_WARPS,
 };
 use crate::cuda::{CudaError, Gpu, shape_err};
+use crate::quant::QuantFormat;
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig};
 
 /// How the tensor-core pass runs.
@@ -36,14 +39,39 @@ impl Default for GemmOpts {
     }
 }
 
+/// How x was staged ([`GemmX::staged`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum XStaging {
+    /// f16 hi + lo halves (`gemm_stage_x`), for every format but BF16.
+    F16,
+    /// bf16 hi + mid + lo parts (`gemm_stage_x_bf16`), for BF16 weights.
+    Bf16,
+}
+
+impl XStaging {
+    /// The staging the GEMM of `format` multiplies.
+    pub fn of(format: QuantFormat) -> XStaging {
+        if format == QuantFormat::BF16 {
+            XStaging::Bf16
+        } else {
+            XStaging::F16
+        }
+    }
+}
+
 /// The staged activations of one pass: `[GEMM_N][k]` f16 hi and lo halves, for rows of up
 /// to `k_max` values, and per row the power of two its values were divided by (1 unless
 /// the row's largest |value| reached 2^15: f16 would overflow; the GEMM multiplies it back).
+/// For BF16 weights the same buffers hold x as bf16 parts: hi, mid (in `lo`) and `lo2`.
 pub struct GemmX {
     pub hi: CudaSlice<u16>,
     pub lo: CudaSlice<u16>,
+    /// The third bf16 part (BF16 staging only).
+    pub lo2: CudaSlice<u16>,
     pub scale: CudaSlice<f32>,
     pub k_max: usize,
+    /// The last staging written (`None` before the first).
+    pub staged: Option<XStaging>,
 }
 
 impl GemmX {
@@ -53,8 +81,10 @@ impl GemmX {
         Ok(GemmX {
             hi: gpu.zeros(n)?,
             lo: gpu.zeros(n)?,
+            lo2: gpu.zeros(n)?,
             scale: gpu.zeros(GEMM_N)?,
             k_max: k_max.max(1),
+            staged: None,
         })
     }
 }
@@ -65,6 +95,32 @@ impl GemmX {
 /// become zeros (the GEMM does not read the slots past that tile).
 pub fn gemm_stage_x(
     gpu: &Gpu,
+    x: &dyn DevicePtr<f32>,
+    n: usize,
+    k: usize,
+    norm: Option<NormIn<'_>>,
+    xs: &mut GemmX,
+) -> Result<(), CudaError> {
+    stage(gpu, XStaging::F16, x, n, k, norm, xs)
+}
+
+/// [`gemm_stage_x`] in the staging the GEMM of `format` multiplies: bf16 parts for BF16
+/// (no power-of-two scaling: bf16 has f32's range), f16 halves otherwise.
+pub fn gemm_stage_x_for(
+    gpu: &Gpu,
+    format: QuantFormat,
+    x: &dyn DevicePtr<f32>,
+    n: usize,
+    k: usize,
+    norm: Option<NormIn<'_>>,
+    xs: &mut GemmX,
+) -> Result<(), CudaError> {
+    stage(gpu, XStaging::of(format), x, n, k, norm, xs)
+}
+
+fn stage(
+    gpu: &Gpu,
+    kind: XStaging,
     x: &dyn DevicePtr<f32>,
     n: usize,
     k: usize,
@@ -98,22 +154,29 @@ pub fn gemm_stage_x(
         wr(gpu, &mut xs.lo),
         wr(gpu, &mut xs.scale),
     );
-    launch(
-        gpu,
-        "gemm_stage_x",
-        cfg1((n.div_ceil(8) * 8) as u32, 256),
-        &[
-            Arg::Ptr(xp),
-            Arg::I32(int(OP, "n", n)?),
-            Arg::I32(int(OP, "k", k)?),
-            Arg::Ptr(np),
-            Arg::F32(eps),
-            Arg::F32(w_off),
-            Arg::Ptr(hp),
-            Arg::Ptr(lp),
-            Arg::Ptr(sp),
-        ],
-    )
+    let mut args = vec![
+        Arg::Ptr(xp),
+        Arg::I32(int(OP, "n", n)?),
+        Arg::I32(int(OP, "k", k)?),
+        Arg::Ptr(np),
+        Arg::F32(eps),
+        Arg::F32(w_off),
+        Arg::Ptr(hp),
+        Arg::Ptr(lp),
+    ];
+    let entry = match kind {
+        XStaging::F16 => "gemm_stage_x",
+        XStaging::Bf16 => {
+            args.push(Arg::Ptr(wr(gpu, &mut xs.lo2)));
+            "gemm_stage_x_bf16"
+        }
+    };
+    args.push(Arg::Ptr(sp));
+    // Marked before the launch: a failed launch leaves no staging to trust either way.
+    xs.staged = None;
+    launch(gpu, entry, cfg1((n.div_ceil(8) * 8) as u32, 256), &args)?;
+    xs.staged = Some(kind);
+    Ok(())
 }
 
 /// Row groups per block (`gemm.cu`'s `rg`) of the plain and of the gate + up products:
@@ -175,6 +238,16 @@ fn check(
     }
     need(op, "y", y_len, n * w.rows)?;
     need(op, "weight", w.data.len(), w.rows * w.row_bytes)?;
+    let want = XStaging::of(w.format);
+    if xs.staged != Some(want) {
+        return Err(shape_err(
+            op,
+            format!(
+                "x staged as {:?}; {} weights multiply x staged as {want:?} (gemm_stage_x_for)",
+                xs.staged, w.format
+            ),
+        ));
+    }
     let (rg_plain, rg_glu) = gemm_row_groups();
     let rows_per_block = if glu {
         GEMM_MT_GLU * rg_glu as usize
@@ -219,25 +292,27 @@ pub fn gemm(
         wr(gpu, y),
     );
     aligned(OP, "weight", wp, 16)?;
+    let mut args = vec![Arg::Ptr(wp), Arg::Ptr(hp), Arg::Ptr(lp)];
+    if xs.staged == Some(XStaging::Bf16) {
+        args.push(Arg::Ptr(rd(gpu, &xs.lo2)));
+    }
+    args.extend([
+        Arg::Ptr(sp),
+        Arg::Ptr(bias_ptr),
+        Arg::Ptr(if residual { yp } else { 0 }),
+        Arg::Ptr(yp),
+        Arg::I32(int(OP, "rows", w.rows)?),
+        Arg::I32(int(OP, "k", w.cols)?),
+        Arg::I32(int(OP, "n", n)?),
+        Arg::I32(i32::from(opts.lo)),
+        Arg::I32(i32::from(opts.fault)),
+        Arg::I32(gemm_row_groups().0 as i32),
+    ]);
     launch(
         gpu,
         &format!("gemm_{}", select::format_suffix(w.format)),
         cfg,
-        &[
-            Arg::Ptr(wp),
-            Arg::Ptr(hp),
-            Arg::Ptr(lp),
-            Arg::Ptr(sp),
-            Arg::Ptr(bias_ptr),
-            Arg::Ptr(if residual { yp } else { 0 }),
-            Arg::Ptr(yp),
-            Arg::I32(int(OP, "rows", w.rows)?),
-            Arg::I32(int(OP, "k", w.cols)?),
-            Arg::I32(int(OP, "n", n)?),
-            Arg::I32(i32::from(opts.lo)),
-            Arg::I32(i32::from(opts.fault)),
-            Arg::I32(gemm_row_groups().0 as i32),
-        ],
+        &args,
     )
 }
 
@@ -268,25 +343,26 @@ pub fn gemm_glu(
     );
     aligned(OP, "gate weight", gp, 16)?;
     aligned(OP, "up weight", up, 16)?;
+    let mut args = vec![Arg::Ptr(gp), Arg::Ptr(up), Arg::Ptr(hp), Arg::Ptr(lp)];
+    if xs.staged == Some(XStaging::Bf16) {
+        args.push(Arg::Ptr(rd(gpu, &xs.lo2)));
+    }
+    args.extend([
+        Arg::Ptr(sp),
+        Arg::Ptr(yp),
+        Arg::I32(int(OP, "rows", wg.rows)?),
+        Arg::I32(int(OP, "k", wg.cols)?),
+        Arg::I32(int(OP, "n", n)?),
+        Arg::I32(super::pointwise::act_code(act)),
+        Arg::I32(i32::from(opts.lo)),
+        Arg::I32(i32::from(opts.fault)),
+        Arg::I32(gemm_row_groups().1 as i32),
+    ]);
     launch(
         gpu,
         &format!("gemm_{}_glu", select::format_suffix(wg.format)),
         cfg,
-        &[
-            Arg::Ptr(gp),
-            Arg::Ptr(up),
-            Arg::Ptr(hp),
-            Arg::Ptr(lp),
-            Arg::Ptr(sp),
-            Arg::Ptr(yp),
-            Arg::I32(int(OP, "rows", wg.rows)?),
-            Arg::I32(int(OP, "k", wg.cols)?),
-            Arg::I32(int(OP, "n", n)?),
-            Arg::I32(super::pointwise::act_code(act)),
-            Arg::I32(i32::from(opts.lo)),
-            Arg::I32(i32::from(opts.fault)),
-            Arg::I32(gemm_row_groups().1 as i32),
-        ],
+        &args,
     )
 }
 

@@ -18,7 +18,7 @@ pub use attention::{
     AttnScratch, AttnShape, KvRow, KvRowsDev, RopeKvShape, attention, attention_rows,
     attention_two_pass, kv_row_table, kv_store, rope_kv, rope_kv_rows,
 };
-pub use gemm::{GemmOpts, GemmX, gemm, gemm_glu, gemm_stage_x};
+pub use gemm::{GemmOpts, GemmX, XStaging, gemm, gemm_glu, gemm_stage_x, gemm_stage_x_for};
 pub use linear::{NormIn, embed, matvec, matvec_fused, matvec_glu, matvec_pair, matvec_residual};
 pub use mask::{MaskBuffer, apply_mask};
 pub use pointwise::{
