@@ -127,8 +127,46 @@ struct FmtF32 : RowFmt<FmtF32> {
     }
 };
 
-struct FmtF16 : RowFmt<FmtF16> {
+// F16 / BF16 rows: a loaded chunk is its 16 raw words (64 bytes: half the registers of
+// RowFmt's 32 floats, so the one-token matvec can hold a round of loads apart from its dot
+// products), each value converted in the dot product. Value 2j is word j's low half, 2j + 1
+// its high half (as F::chunk orders them); the fma chain is RowFmt::dotc's, value 0 to 31:
+// the same bits.
+template <class F>
+struct HalfFmt : RowFmt<F> {
+    struct Ld {
+        u32 w[16];
+    };
+    static __device__ __forceinline__ void ldc(const WMat& m, u64 row, int c, Ld& L) {
+        const uint4* p = (const uint4*)(m.w + row * m.row_bytes + (u64)c * 64);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const uint4 a = p[i];
+            L.w[4 * i] = a.x; L.w[4 * i + 1] = a.y; L.w[4 * i + 2] = a.z; L.w[4 * i + 3] = a.w;
+        }
+    }
+    static __device__ __forceinline__ float dotc(const Ld& L, const float* xs, int xst) {
+        float s = 0.f;
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            s = fmaf(F::lo(L.w[j]), xs[(2 * j) * xst], s);
+            s = fmaf(F::hi(L.w[j]), xs[(2 * j + 1) * xst], s);
+        }
+        return s;
+    }
+    using Lf = Ld;
+    static __device__ __forceinline__ void ldf(const WMat& m, u64 row, int c, Lf& L) {
+        ldc(m, row, c, L);
+    }
+    static __device__ __forceinline__ float dotf(const Lf& L, const float* xs, int xst) {
+        return dotc(L, xs, xst);
+    }
+};
+
+struct FmtF16 : HalfFmt<FmtF16> {
     static constexpr int BYTES = 2, ELEMS = 1;
+    static __device__ __forceinline__ float lo(u32 w) { return f16_to_f32((u16)(w & 0xffffu)); }
+    static __device__ __forceinline__ float hi(u32 w) { return f16_to_f32((u16)(w >> 16)); }
     static __device__ __forceinline__ void chunk(const u8* row, int c, float* v) {
         const uint4* p = (const uint4*)(row + (u64)c * 64);
 #pragma unroll
@@ -137,15 +175,17 @@ struct FmtF16 : RowFmt<FmtF16> {
             const u32 w[4] = {a.x, a.y, a.z, a.w};
 #pragma unroll
             for (int k = 0; k < 4; k++) {
-                v[8 * i + 2 * k] = f16_to_f32((u16)(w[k] & 0xffffu));
-                v[8 * i + 2 * k + 1] = f16_to_f32((u16)(w[k] >> 16));
+                v[8 * i + 2 * k] = lo(w[k]);
+                v[8 * i + 2 * k + 1] = hi(w[k]);
             }
         }
     }
 };
 
-struct FmtBF16 : RowFmt<FmtBF16> {
+struct FmtBF16 : HalfFmt<FmtBF16> {
     static constexpr int BYTES = 2, ELEMS = 1;
+    static __device__ __forceinline__ float lo(u32 w) { return __uint_as_float(w << 16); }
+    static __device__ __forceinline__ float hi(u32 w) { return __uint_as_float(w & 0xffff0000u); }
     static __device__ __forceinline__ void chunk(const u8* row, int c, float* v) {
         const uint4* p = (const uint4*)(row + (u64)c * 64);
 #pragma unroll
@@ -154,8 +194,8 @@ struct FmtBF16 : RowFmt<FmtBF16> {
             const u32 w[4] = {a.x, a.y, a.z, a.w};
 #pragma unroll
             for (int k = 0; k < 4; k++) {
-                v[8 * i + 2 * k] = bf16_to_f32((u16)(w[k] & 0xffffu));
-                v[8 * i + 2 * k + 1] = bf16_to_f32((u16)(w[k] >> 16));
+                v[8 * i + 2 * k] = lo(w[k]);
+                v[8 * i + 2 * k + 1] = hi(w[k]);
             }
         }
     }
