@@ -31,11 +31,13 @@ pub const SOURCES: &[KernelSource] = &[
     src!("attention.cu"),
     src!("common/common.cuh"),
     src!("common/formats.cuh"),
+    src!("common/mma.cuh"),
     src!("elementwise.cu"),
     src!("embed.cu"),
     src!("gemm.cu"),
     src!("mask.cu"),
     src!("matvec.cu"),
+    src!("mmv.cu"),
     src!("norm.cu"),
     src!("rope.cu"),
     src!("sample.cu"),
@@ -99,6 +101,21 @@ pub mod consts {
     /// prompt pass's rows.
     pub const GEMM_N: usize = PREFILL_ROWS;
     const _: () = assert!(GEMM_N % 8 == 0 && PREFILL_ROWS % MV_MAX_TOK == 0);
+    /// Warps per `mmv.cu` block (the decode products on tensor cores): the block owns one
+    /// 16-row tile, its warps split the block's chunk range (summed in warp order).
+    pub const MMV_WARPS: u32 = 8;
+    /// Chunks whose weights an `mmv.cu` lane loads before their MMAs (plain products with
+    /// up to 4 n-tiles; 8 n-tiles take 2).
+    pub const MMV_U: usize = 4;
+    /// The same for the gate + up products (two matrices per chunk).
+    pub const MMV_U_GLU: usize = 2;
+    /// Most token vectors per `mmv.cu` launch: the staging buffer's slots (`GemmX`, shared
+    /// with the prompt pass).
+    pub const MMV_N: usize = GEMM_N;
+    /// n-tile counts of the `mmv.cu` entry points (`mmv_<fmt>[_glu]_nt<NT>`): a launch for
+    /// n tokens takes the smallest NT with 8 NT >= n.
+    pub const MMV_NT: [usize; 4] = [1, 2, 4, 8];
+    const _: () = assert!(MMV_N == 8 * 8);
     const _: () = assert!(MV_LAUNCH_MAX_TOK >= MV_MAX_TOK);
     /// Threads per RMSNorm block.
     pub const NORM_THREADS: u32 = 256;
@@ -133,6 +150,8 @@ pub enum Family {
     Gemm,
     Mask,
     Matvec,
+    /// `mmv.cu`: the decode products on tensor cores (`ASSAY_MMV=1`).
+    Mmv,
     /// `matvec.cu` again, its batched entry points (`-DMV_PART=2`; Matvec holds the
     /// one-token ones, `-DMV_PART=1`): two compilations that run in parallel.
     MatvecBatch,
@@ -143,7 +162,7 @@ pub enum Family {
 
 impl Family {
     /// Every family.
-    pub const ALL: [Family; 11] = [
+    pub const ALL: [Family; 12] = [
         Family::Argmax,
         Family::Attention,
         Family::Elementwise,
@@ -152,6 +171,7 @@ impl Family {
         Family::Mask,
         Family::Matvec,
         Family::MatvecBatch,
+        Family::Mmv,
         Family::Norm,
         Family::Rope,
         Family::Sample,
@@ -167,6 +187,7 @@ impl Family {
             Family::Gemm => "gemm.cu",
             Family::Mask => "mask.cu",
             Family::Matvec | Family::MatvecBatch => "matvec.cu",
+            Family::Mmv => "mmv.cu",
             Family::Norm => "norm.cu",
             Family::Rope => "rope.cu",
             Family::Sample => "sample.cu",
@@ -192,6 +213,12 @@ impl Family {
                 format!("-DGEMM_MT_GLU={GEMM_MT_GLU}"),
                 format!("-DGEMM_N={GEMM_N}"),
                 format!("-DGEMM_U={GEMM_U}"),
+            ],
+            Family::Mmv => vec![
+                format!("-DMMV_WARPS={MMV_WARPS}"),
+                format!("-DMMV_N={MMV_N}"),
+                format!("-DMMV_U={MMV_U}"),
+                format!("-DMMV_U_GLU={MMV_U_GLU}"),
             ],
             Family::Norm => vec![format!("-DNORM_THREADS={NORM_THREADS}")],
             Family::Attention => vec![
@@ -250,6 +277,15 @@ impl Family {
                 }))
                 .collect(),
             Family::Mask => vec!["mask_logits".into()],
+            Family::Mmv => super::select::MMV_FORMATS
+                .iter()
+                .flat_map(|f| {
+                    let s = super::select::format_suffix(*f);
+                    consts::MMV_NT.iter().flat_map(move |nt| {
+                        [format!("mmv_{s}_nt{nt}"), format!("mmv_{s}_glu_nt{nt}")]
+                    })
+                })
+                .collect(),
             Family::Matvec => per_format("matvec")
                 .into_iter()
                 .flat_map(|n: String| {
@@ -455,7 +491,25 @@ mod tests {
                         && src.contains(&format!("MACRO({fmt},"))
                         && src.contains(inst)
                 });
-                assert!(direct || by_macro, "{name} is not defined in {}", f.file());
+                // mmv.cu: `mmv_##fmt##[_glu]_nt##NT(` by MMV_PLAIN / MMV_GLU, instantiated by
+                // `MMV_FMT(fmt, ...)` for each NT of its list.
+                let by_mmv = name.strip_prefix("mmv_").is_some_and(|rest| {
+                    let (body, nt) = rest.rsplit_once("_nt").unwrap_or((rest, ""));
+                    let (fmt, tail) = match body.strip_suffix("_glu") {
+                        Some(fmt) => (fmt, "mmv_##fmt##_glu_nt##NT("),
+                        None => (body, "mmv_##fmt##_nt##NT("),
+                    };
+                    let glu = body.ends_with("_glu");
+                    let inst = if glu { "MMV_GLU(fmt, G, " } else { "MMV_PLAIN(fmt, G, " };
+                    src.contains(tail)
+                        && src.contains(&format!("MMV_FMT({fmt},"))
+                        && src.contains(&format!("{inst}{nt})"))
+                });
+                assert!(
+                    direct || by_macro || by_mmv,
+                    "{name} is not defined in {}",
+                    f.file()
+                );
             }
             // And every kernel the file defines is listed (kernels defined inside a macro
             // body, lines ending in `\`, are the per-format ones checked above; their
@@ -475,6 +529,17 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn mma_header_is_gemm_copy() {
+        // common/mma.cuh holds the same helpers as gemm.cu (until gemm.cu includes it).
+        let hdr = source("common/mma.cuh").unwrap();
+        let body = &hdr[hdr.find("// (lo, hi) = bytes").unwrap()..];
+        let gemm = source("gemm.cu").unwrap();
+        assert!(gemm.contains(body.trim_end()), "mma.cuh drifted from gemm.cu");
+        let mmv = expand(Family::Mmv).unwrap();
+        assert_eq!(mmv.matches("struct GmQ4_0").count(), 1);
     }
 
     #[test]

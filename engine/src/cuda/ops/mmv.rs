@@ -1,0 +1,178 @@
+//! Wrappers of `mmv.cu`: the decode products on tensor cores (`ASSAY_MMV=1`): y[t] = W x[t]
+//! for 1..=[`MMV_N`] token vectors staged by [`super::gemm_stage_x`] (f16 hi + lo halves),
+//! `mma.sync.m16n8k16` with the quants as exact f16 integers, one 16-row tile per block,
+//! the k split a function of the shape only ([`select::mmv_splits`]): a token's outputs are
+//! the same bits for any n (kernel-check `mmv` cases check it). They are not the bits of the
+//! matvec (the row path), nor of the prompt pass's `gemm`.
+
+use super::{Arg, DeviceWeight, GemmX, aligned, int, launch, need, rd, wr};
+use crate::cuda::select::{self, MMV_SPLIT_ROWS, MMV_TARGET_BLOCKS, MmvKernel};
+use crate::cuda::sources::consts::{MMV_N, MMV_WARPS};
+use crate::cuda::{CudaError, Gpu, shape_err};
+use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig};
+
+/// The split products' partial sums (`[splits][2][MMV_N][rows]`) and one arrival counter per
+/// tile (zero between launches: the last block of a tile resets it). One per stream of
+/// launches (launches on one stream run one after the other).
+pub struct MmvScratch {
+    part: CudaSlice<f32>,
+    cnt: CudaSlice<u32>,
+}
+
+impl MmvScratch {
+    pub fn new(gpu: &Gpu) -> Result<MmvScratch, CudaError> {
+        Ok(MmvScratch {
+            part: gpu.zeros(2 * MMV_N * MMV_SPLIT_ROWS)?,
+            cnt: gpu.zeros(MMV_TARGET_BLOCKS)?,
+        })
+    }
+}
+
+/// The checks shared by [`mmv`] and [`mmv_glu`]; returns the choice and launch shape.
+fn check(
+    op: &'static str,
+    gpu: &Gpu,
+    w: &DeviceWeight,
+    xs: &GemmX,
+    n: usize,
+    y_len: usize,
+    glu: bool,
+) -> Result<(MmvKernel, LaunchConfig), CudaError> {
+    let choice = select::choose_mmv(
+        w.format,
+        glu,
+        w.rows,
+        w.cols,
+        n,
+        gpu.info().compute_capability,
+    )?;
+    let (block, _) = w.format.block_geometry();
+    if w.cols % block != 0 || w.cols > xs.k_max {
+        return Err(shape_err(
+            op,
+            format!(
+                "k = {}: a multiple of the {} block up to {}",
+                w.cols, w.format, xs.k_max
+            ),
+        ));
+    }
+    need(op, "y", y_len, n * w.rows)?;
+    need(op, "weight", w.data.len(), w.rows * w.row_bytes)?;
+    let tiles = w.rows.div_ceil(16);
+    if choice.splits > 1 && tiles * 16 * choice.splits as usize > MMV_SPLIT_ROWS {
+        return Err(shape_err(op, "split product larger than the scratch"));
+    }
+    let blocks = u32::try_from(tiles).map_err(|_| shape_err(op, "too many rows"))?;
+    Ok((
+        choice,
+        LaunchConfig {
+            grid_dim: (blocks, choice.splits, 1),
+            block_dim: (MMV_WARPS * 32, 1, 1),
+            shared_mem_bytes: 0,
+        },
+    ))
+}
+
+/// `y[t] = W xs[t] (+ bias) (+ y[t] when residual)` for the `n` staged tokens.
+#[allow(clippy::too_many_arguments)]
+pub fn mmv(
+    gpu: &Gpu,
+    w: &DeviceWeight,
+    xs: &GemmX,
+    n: usize,
+    bias: Option<&dyn DevicePtr<f32>>,
+    residual: bool,
+    y: &mut dyn DevicePtrMut<f32>,
+    scratch: &mut MmvScratch,
+) -> Result<MmvKernel, CudaError> {
+    const OP: &str = "mmv";
+    let (choice, cfg) = check(OP, gpu, w, xs, n, y.len(), false)?;
+    let bias_ptr = match bias {
+        Some(b) => {
+            need(OP, "bias", b.len(), w.rows)?;
+            rd(gpu, b)
+        }
+        None => 0,
+    };
+    let (wp, hp, lp, sp, yp) = (
+        rd(gpu, &w.data),
+        rd(gpu, &xs.hi),
+        rd(gpu, &xs.lo),
+        rd(gpu, &xs.scale),
+        wr(gpu, y),
+    );
+    let (pp, cp) = (wr(gpu, &mut scratch.part), wr(gpu, &mut scratch.cnt));
+    aligned(OP, "weight", wp, 16)?;
+    launch(
+        gpu,
+        &choice.entry(),
+        cfg,
+        &[
+            Arg::Ptr(wp),
+            Arg::Ptr(hp),
+            Arg::Ptr(lp),
+            Arg::Ptr(sp),
+            Arg::Ptr(bias_ptr),
+            Arg::Ptr(if residual { yp } else { 0 }),
+            Arg::Ptr(yp),
+            Arg::Ptr(pp),
+            Arg::Ptr(cp),
+            Arg::I32(int(OP, "rows", w.rows)?),
+            Arg::I32(int(OP, "k", w.cols)?),
+            Arg::I32(int(OP, "n", n)?),
+            Arg::I32(choice.splits as i32),
+        ],
+    )?;
+    Ok(choice)
+}
+
+/// `y[t] = act(Wg xs[t]) * (Wu xs[t])` for the `n` staged tokens (same format and shape).
+#[allow(clippy::too_many_arguments)]
+pub fn mmv_glu(
+    gpu: &Gpu,
+    wg: &DeviceWeight,
+    wu: &DeviceWeight,
+    xs: &GemmX,
+    n: usize,
+    act: super::Activation,
+    y: &mut dyn DevicePtrMut<f32>,
+    scratch: &mut MmvScratch,
+) -> Result<MmvKernel, CudaError> {
+    const OP: &str = "mmv_glu";
+    if wg.format != wu.format || wg.rows != wu.rows || wg.cols != wu.cols {
+        return Err(shape_err(OP, "gate and up differ in format or shape"));
+    }
+    let (choice, cfg) = check(OP, gpu, wg, xs, n, y.len(), true)?;
+    need(OP, "up weight", wu.data.len(), wu.rows * wu.row_bytes)?;
+    let (gp, up) = (rd(gpu, &wg.data), rd(gpu, &wu.data));
+    let (hp, lp, sp, yp) = (
+        rd(gpu, &xs.hi),
+        rd(gpu, &xs.lo),
+        rd(gpu, &xs.scale),
+        wr(gpu, y),
+    );
+    let (pp, cp) = (wr(gpu, &mut scratch.part), wr(gpu, &mut scratch.cnt));
+    aligned(OP, "gate weight", gp, 16)?;
+    aligned(OP, "up weight", up, 16)?;
+    launch(
+        gpu,
+        &choice.entry(),
+        cfg,
+        &[
+            Arg::Ptr(gp),
+            Arg::Ptr(up),
+            Arg::Ptr(hp),
+            Arg::Ptr(lp),
+            Arg::Ptr(sp),
+            Arg::Ptr(yp),
+            Arg::Ptr(pp),
+            Arg::Ptr(cp),
+            Arg::I32(int(OP, "rows", wg.rows)?),
+            Arg::I32(int(OP, "k", wg.cols)?),
+            Arg::I32(int(OP, "n", n)?),
+            Arg::I32(super::pointwise::act_code(act)),
+            Arg::I32(choice.splits as i32),
+        ],
+    )?;
+    Ok(choice)
+}

@@ -1,0 +1,92 @@
+// mma.cuh — the tensor-core helpers of mmv.cu (the decode products): quant bytes to exact
+// f16 integers (`gm_pair`), the m16n8k16 MMA (`gm_mma`), and the per-format A-fragment
+// loads (`GmQ4_0`, `GmQ8_0`, `GmQ6_K`; fragment map: gemm.cu's file comment). The same
+// text as gemm.cu's own copy (kept there while gemm.cu is being edited on another branch;
+// gemm.cu should include this header instead, a pure move: engine/src/cuda/sources.rs
+// tests that the two copies stay identical).
+#pragma once
+#include "common/common.cuh"
+#include "common/formats.cuh"
+
+// (lo, hi) = bytes (0, 1) or (2, 3) of w, each under 0x64 (f16 1024 + byte), minus `off`
+// (f16x2 of 1024 + offset): two exact f16 integers.
+__device__ __forceinline__ u32 gm_pair(u32 w, u32 sel, u32 off) {
+    u32 r, d;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(w), "r"(0x64u), "r"(sel));
+    asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(r), "r"(off));
+    return d;
+}
+
+__device__ __forceinline__ void gm_mma(float* c, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0,
+                                       u32 b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#else
+    __trap();
+#endif
+}
+
+// One row's share of a chunk for lane t: two words of four unsigned quant bytes (w0: the
+// values of k16 step 0, w1: step 1) and the scales of step 0 and step 1.
+struct GmA {
+    u32 w0, w1;
+    float s0, s1;
+};
+
+// Q4_0 (planar, formats.cuh): lane t takes the low (t < 2) or high nibbles of
+// qs[8 (t & 1) .. 8 (t & 1) + 7]: values 8t .. 8t + 7.
+struct GmQ4_0 {
+    static constexpr bool SPLIT = false;
+    static constexpr int ELEMS = 32;
+    static constexpr u32 OFF = 0x64086408u;  // 1032: q - 8
+    static __device__ __forceinline__ GmA load(const WMat& m, u64 row, int c, int t) {
+        const u64 bi = row * m.nb + (u64)c;
+        const uint2 q = *(const uint2*)(m.w + bi * 16 + 8 * (t & 1));
+        const int sh = 4 * (t >> 1);
+        const float d = f16_to_f32(*(const u16*)(m.w + m.rows * m.nb * 16 + bi * 2));
+        return {(q.x >> sh) & 0x0F0F0F0Fu, (q.y >> sh) & 0x0F0F0F0Fu, d, d};
+    }
+};
+
+// Q8_0 (planar): lane t takes qs[8t .. 8t + 7] (as q + 128).
+struct GmQ8_0 {
+    static constexpr bool SPLIT = false;
+    static constexpr int ELEMS = 32;
+    static constexpr u32 OFF = 0x64806480u;  // 1152: (q + 128) - 128
+    static __device__ __forceinline__ GmA load(const WMat& m, u64 row, int c, int t) {
+        const u64 bi = row * m.nb + (u64)c;
+        const uint2 q = *(const uint2*)(m.w + bi * 32 + 8 * t);
+        const float d = f16_to_f32(*(const u16*)(m.w + m.rows * m.nb * 32 + bi * 2));
+        return {q.x ^ 0x80808080u, q.y ^ 0x80808080u, d, d};
+    }
+};
+
+// Q6_K (planar): chunk c = sub-blocks 2(c & 7) and 2(c & 7) + 1 of block c >> 3 (16 values
+// each, scales d * sc); lane t takes values 4t .. 4t + 3 (word t) and 16 + 4t .. (word 4+t).
+struct GmQ6_K {
+    static constexpr bool SPLIT = true;
+    static constexpr int ELEMS = 256;
+    static constexpr u32 OFF = 0x64206420u;  // 1056: q - 32
+    static __device__ __forceinline__ GmA load(const WMat& m, u64 row, int c, int t) {
+        const u64 bi = row * m.nb + (u64)(c >> 3);
+        const int j = c & 7;
+        const int n = j >> 2, r = j & 3;
+        const u8* b = m.w + bi * 192;
+        const u32* pl = (const u32*)(b + 64 * n + 32 * (r & 1));
+        const u32* ph = (const u32*)(b + 128 + 32 * n);
+        const int shl = 4 * (r >> 1), shh = 2 * r;
+        const u32 l0 = pl[t], l1 = pl[4 + t], h0 = ph[t], h1 = ph[4 + t];
+        const u32 sc = *(const u16*)(m.w + m.rows * m.nb * 192 + bi * 16 + 8 * n + 2 * r);
+        const float d = f16_to_f32(*(const u16*)(m.w + m.rows * m.nb * 208 + bi * 2));
+        GmA a;
+        a.w0 = ((l0 >> shl) & 0x0F0F0F0Fu) | (((h0 >> shh) & 0x03030303u) << 4);
+        a.w1 = ((l1 >> shl) & 0x0F0F0F0Fu) | (((h1 >> shh) & 0x03030303u) << 4);
+        a.s0 = d * (float)(int)(i8)(sc & 0xffu);
+        a.s1 = d * (float)(int)(i8)(sc >> 8);
+        return a;
+    }
+};

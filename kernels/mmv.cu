@@ -1,0 +1,249 @@
+// mmv.cu — the decode products on tensor cores: y[t] = W x[t] for n = 1..MMV_N (64) token
+// vectors (one-token decode, verification rows, the batched step), with the MMA of gemm.cu
+// (`mma.sync.aligned.m16n8k16`, f16 x f16 -> f32, sm_80+) and its exact quant-to-f16
+// integers (common/mma.cuh), x staged by gemm.cu's `gemm_stage_x` as f16 hi + lo halves.
+// gemm.cu is shaped for prompt throughput (a warp owns 32-64 rows, 16 warps per block, 64
+// tokens always computed); mmv is shaped for decode bandwidth:
+// - a block owns ONE 16-row tile; its MMV_WARPS warps split the block's chunk range into
+//   contiguous shares (per = ceil(len / MMV_WARPS)); rows are never few per SM: a
+//   4096-row product has 256 blocks;
+// - where the tiles are few (k / v products: 1024 rows = 64 tiles) the chunk range of a
+//   tile is also split across `ks` blocks (gridDim.y; `ks` from engine/src/cuda/select.rs
+//   `mmv_splits(rows, k)`): each block writes its sum to `part`, and the last block of the
+//   tile to arrive (a counter per tile, reset by that block) adds the ks partial sums in
+//   split order 0, 1, .., ks - 1 (a fixed order, whoever arrives last) and runs the epilogue;
+// - MMV_U chunks of weights are loaded before their MMAs (loads in flight per lane);
+// - entry points per live n-tile count NT = 1, 2, 4, 8 (`mmv_<fmt>[_glu]_nt<NT>`): the
+//   accumulators and the B loads cover the NT * 8 token slots only (n = 1 pays one n-tile,
+//   and the tiles past ceil(n / 8) of an NT launch are skipped).
+// Per chunk and tile: A fragments made once (gm_pair: ~1 instruction per 2 weights), then
+// per live n-tile: hi and lo MMAs of both k16 steps into a zeroed partial p, then acc =
+// fmaf(d, p, acc) (d: the block scale) in chunk order. A warp's sums are added in warp
+// order in shared memory (warp 0 stores, warp 1 adds, ...), then x's power-of-two scale
+// is multiplied back, then + bias, + residual (res may be y), or act(gate) * up.
+// Invariance: an MMA output element (row m, token t) depends only on row m of A and column
+// t of B (the property gemm.cu's invariance rests on too); the chunk split (ks, MMV_WARPS)
+// and every reduction order depend only on (rows, k, format), never on n or NT; so a
+// token's output is the same bits for n = 1 and n = 64 BY CONSTRUCTION (kernel-check `mmv`
+// cases check it). The bits are not those of matvec.cu nor of gemm.cu (another k split).
+#include "common/common.cuh"
+#include "common/formats.cuh"
+#include "common/mma.cuh"
+
+#ifndef MMV_WARPS
+#define MMV_WARPS 8
+#endif
+#ifndef MMV_N
+#define MMV_N 64
+#endif
+#ifndef MMV_U
+#define MMV_U 4
+#endif
+#ifndef MMV_U_GLU
+#define MMV_U_GLU 2
+#endif
+
+// Chunks whose weights a lane loads before their MMAs (fewer for gate + up: two matrices,
+// and for NT = 8: 32-64 accumulators).
+template <bool GLU, int NT>
+struct MmvU {
+    static constexpr int U = NT >= 8 ? 2 : (GLU ? MMV_U_GLU : MMV_U);
+};
+
+// See the file comment. part: [ks][NM][MMV_N][rows] partial sums (ks > 1); cnt: one
+// counter per tile, zero between launches.
+template <class G, bool GLU, int NT>
+__device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __restrict__ w2,
+                                         const u16* __restrict__ xh,
+                                         const u16* __restrict__ xl,
+                                         const float* __restrict__ xsc,
+                                         const float* __restrict__ bias, const float* res,
+                                         float* y, float* part, u32* cnt, int rows, int k,
+                                         int n, int act, int ks) {
+    constexpr int NM = GLU ? 2 : 1;
+    // Row stride of the reduction: = 8 (mod 32) floats, so the 8 rows g of a fragment
+    // store land 8 banks apart.
+    constexpr int LD = ((NT * 8 + 31) / 32) * 32 + 8;
+    constexpr int U = MmvU<GLU, NT>::U;
+    __shared__ float red[NM][16][LD];
+    __shared__ int last;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int tile = blockIdx.x, split = blockIdx.y;
+    const int row0 = tile * 16;
+    const int nchunks = k >> 5;
+    const int ntiles = (n + 7) >> 3;  // live n-tiles (<= NT; warp-uniform)
+    const WMat m = {w, 0, (u64)rows, (u64)(k / G::ELEMS)};
+    const WMat m2 = {w2, 0, (u64)rows, (u64)(k / G::ELEMS)};
+    // Rows past the end compute row rows-1 again and write nothing.
+    const u64 rr0 = (u64)min(row0 + g, rows - 1);
+    const u64 rr1 = (u64)min(row0 + g + 8, rows - 1);
+    // The block's chunk range (split `split` of ks), then the warp's share of it.
+    const int per_s = (nchunks + ks - 1) / ks;
+    const int cs0 = min(nchunks, split * per_s), cs1 = min(nchunks, cs0 + per_s);
+    const int per_w = (cs1 - cs0 + MMV_WARPS - 1) / MMV_WARPS;
+    const int c0 = min(cs1, cs0 + warp * per_w), c1 = min(cs1, c0 + per_w);
+    float acc[NM][NT][4];
+#pragma unroll
+    for (int q = 0; q < NM; q++)
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[q][j][e] = 0.f;
+    // Token g of n-tile j is staged row 8 j + g.
+    const u16* xht = xh + (u64)g * k;
+    const u16* xlt = xl + (u64)g * k;
+    auto chunk = [&](int c, const GmA (&a)[NM][2]) {
+        u32 af[NM][2][4];
+#pragma unroll
+        for (int q = 0; q < NM; q++) {
+            const GmA& r0 = a[q][0];
+            const GmA& r1 = a[q][1];
+            af[q][0][0] = gm_pair(r0.w0, 0x4140u, G::OFF);
+            af[q][0][1] = gm_pair(r1.w0, 0x4140u, G::OFF);
+            af[q][0][2] = gm_pair(r0.w0, 0x4342u, G::OFF);
+            af[q][0][3] = gm_pair(r1.w0, 0x4342u, G::OFF);
+            af[q][1][0] = gm_pair(r0.w1, 0x4140u, G::OFF);
+            af[q][1][1] = gm_pair(r1.w1, 0x4140u, G::OFF);
+            af[q][1][2] = gm_pair(r0.w1, 0x4342u, G::OFF);
+            af[q][1][3] = gm_pair(r1.w1, 0x4342u, G::OFF);
+        }
+#pragma unroll
+        for (int j = 0; j < NT; j++) {
+            if (j >= ntiles) continue;
+            const uint4 h = *(const uint4*)(xht + (u64)(8 * j) * k + c * 32 + 8 * t);
+            const uint4 l = *(const uint4*)(xlt + (u64)(8 * j) * k + c * 32 + 8 * t);
+#pragma unroll
+            for (int q = 0; q < NM; q++) {
+                const u32* f0 = af[q][0];
+                const u32* f1 = af[q][1];
+                float p[4] = {0.f, 0.f, 0.f, 0.f};
+                gm_mma(p, f0[0], f0[1], f0[2], f0[3], h.x, h.y);
+                gm_mma(p, f0[0], f0[1], f0[2], f0[3], l.x, l.y);
+                gm_mma(p, f1[0], f1[1], f1[2], f1[3], h.z, h.w);
+                gm_mma(p, f1[0], f1[1], f1[2], f1[3], l.z, l.w);
+                float* ac = acc[q][j];
+                ac[0] = fmaf(a[q][0].s1, p[0], ac[0]);
+                ac[1] = fmaf(a[q][0].s1, p[1], ac[1]);
+                ac[2] = fmaf(a[q][1].s1, p[2], ac[2]);
+                ac[3] = fmaf(a[q][1].s1, p[3], ac[3]);
+            }
+        }
+    };
+    int c = c0;
+    for (; c + U <= c1; c += U) {
+        GmA a[U][NM][2];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            a[u][0][0] = G::load(m, rr0, c + u, t);
+            a[u][0][1] = G::load(m, rr1, c + u, t);
+            if (GLU) {
+                a[u][NM - 1][0] = G::load(m2, rr0, c + u, t);
+                a[u][NM - 1][1] = G::load(m2, rr1, c + u, t);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) chunk(c + u, a[u]);
+    }
+    for (; c < c1; c++) {
+        GmA a[NM][2];
+        a[0][0] = G::load(m, rr0, c, t);
+        a[0][1] = G::load(m, rr1, c, t);
+        if (GLU) {
+            a[NM - 1][0] = G::load(m2, rr0, c, t);
+            a[NM - 1][1] = G::load(m2, rr1, c, t);
+        }
+        chunk(c, a);
+    }
+    // The warps' sums in warp order. C fragment: acc[q][j][0..1] = row g, tokens 8j + 2t,
+    // 8j + 2t + 1; [2..3] = row g + 8.
+    for (int v = 0; v < MMV_WARPS; v++) {
+        if (warp == v) {
+#pragma unroll
+            for (int q = 0; q < NM; q++)
+#pragma unroll
+                for (int j = 0; j < NT; j++) {
+                    if (j >= ntiles) continue;
+                    float* d0 = &red[q][g][8 * j + 2 * t];
+                    float* d1 = &red[q][g + 8][8 * j + 2 * t];
+                    const float* s = acc[q][j];
+                    if (v == 0) {
+                        d0[0] = s[0]; d0[1] = s[1]; d1[0] = s[2]; d1[1] = s[3];
+                    } else {
+                        d0[0] += s[0]; d0[1] += s[1]; d1[0] += s[2]; d1[1] += s[3];
+                    }
+                }
+        }
+        __syncthreads();
+    }
+    if (ks > 1) {
+        // This split's sums to `part`; the tile's last block adds them in split order.
+        for (int o = threadIdx.x; o < 16 * n; o += MMV_WARPS * 32) {
+            const int tok = o >> 4, r = o & 15;
+            const int row = row0 + r;
+            if (row >= rows) continue;
+#pragma unroll
+            for (int q = 0; q < NM; q++)
+                part[(((u64)split * NM + q) * MMV_N + tok) * rows + row] = red[q][r][tok];
+        }
+        __threadfence();
+        __syncthreads();
+        if (threadIdx.x == 0) last = atomicAdd(&cnt[tile], 1u) == (u32)(ks - 1);
+        __syncthreads();
+        if (!last) return;
+        __threadfence();
+    }
+    for (int o = threadIdx.x; o < 16 * n; o += MMV_WARPS * 32) {
+        const int tok = o >> 4, r = o & 15;
+        const int row = row0 + r;
+        if (row >= rows) continue;
+        float sum[NM];
+#pragma unroll
+        for (int q = 0; q < NM; q++) {
+            if (ks > 1) {
+                float tot = __ldcg(&part[((u64)q * MMV_N + tok) * rows + row]);
+                for (int s = 1; s < ks; s++)
+                    tot += __ldcg(&part[(((u64)s * NM + q) * MMV_N + tok) * rows + row]);
+                sum[q] = tot;
+            } else {
+                sum[q] = red[q][r][tok];
+            }
+        }
+        // x's power-of-two scale undone (1 unless the row reached 2^15: gemm_stage_x).
+        const float u = xsc[tok];
+        const float s = __fmul_rn(sum[0], u);
+        const u64 oi = (u64)tok * rows + row;
+        if (GLU) {
+            const float s2 = __fmul_rn(sum[NM - 1], u);
+            y[oi] = __fmul_rn(act == 0 ? silu(s) : gelu_tanh(s), s2);
+        } else {
+            float v = bias != 0 ? s + bias[row] : s;
+            if (res != 0) v = v + res[oi];
+            y[oi] = v;
+        }
+    }
+    if (ks > 1 && threadIdx.x == 0) cnt[tile] = 0u;
+}
+
+// Entry points: mmv_<fmt>_nt<NT> (+ bias, + residual; res may be y) and
+// mmv_<fmt>_glu_nt<NT>, for n <= 8 NT tokens (engine/src/cuda/select.rs: `MmvKernel`).
+#define MMV_PLAIN(fmt, G, NT)                                                                \
+    extern "C" __global__ void __launch_bounds__(MMV_WARPS * 32) mmv_##fmt##_nt##NT(         \
+        const u8* __restrict__ w, const u16* __restrict__ xh, const u16* __restrict__ xl,    \
+        const float* __restrict__ xsc, const float* __restrict__ bias, const float* res,     \
+        float* y, float* part, u32* cnt, int rows, int k, int n, int ks) {                   \
+        mmv_body<G, false, NT>(w, w, xh, xl, xsc, bias, res, y, part, cnt, rows, k, n, 0,    \
+                               ks);                                                          \
+    }
+#define MMV_GLU(fmt, G, NT)                                                                  \
+    extern "C" __global__ void __launch_bounds__(MMV_WARPS * 32) mmv_##fmt##_glu_nt##NT(     \
+        const u8* __restrict__ wg, const u8* __restrict__ wu, const u16* __restrict__ xh,    \
+        const u16* __restrict__ xl, const float* __restrict__ xsc, float* y, float* part,    \
+        u32* cnt, int rows, int k, int n, int act, int ks) {                                 \
+        mmv_body<G, true, NT>(wg, wu, xh, xl, xsc, 0, 0, y, part, cnt, rows, k, n, act, ks); \
+    }
+#define MMV_FMT(fmt, G) \
+    MMV_PLAIN(fmt, G, 1) MMV_PLAIN(fmt, G, 2) MMV_PLAIN(fmt, G, 4) MMV_PLAIN(fmt, G, 8) \
+    MMV_GLU(fmt, G, 1) MMV_GLU(fmt, G, 2) MMV_GLU(fmt, G, 4) MMV_GLU(fmt, G, 8)
+MMV_FMT(q4_0, GmQ4_0)
+MMV_FMT(q8_0, GmQ8_0)
