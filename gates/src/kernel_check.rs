@@ -16,6 +16,7 @@ mod batch;
 mod cases;
 mod gemm;
 mod mask;
+mod mmv;
 mod sample;
 
 pub use cases::{GROUPS, OPS, Rng, random_weight};

@@ -619,7 +619,9 @@ pub fn choose_mmv(
         .iter()
         .copied()
         .find(|nt| 8 * nt >= n && n > 0)
-        .ok_or_else(|| super::shape_err("mmv", format!("{n} tokens; a launch takes 1..={MMV_N}")))?;
+        .ok_or_else(|| {
+            super::shape_err("mmv", format!("{n} tokens; a launch takes 1..={MMV_N}"))
+        })?;
     Ok(MmvKernel {
         format,
         glu,
@@ -951,7 +953,16 @@ mod tests {
         let k = choose_mmv(QuantFormat::Q4_0, false, 4096, 4096, 1, cc).unwrap();
         assert_eq!((k.n_tiles, k.splits), (1, 1));
         assert_eq!(k.entry(), "mmv_q4_0_nt1");
-        for (n, nt) in [(1, 1), (8, 1), (9, 2), (16, 2), (17, 4), (32, 4), (33, 8), (64, 8)] {
+        for (n, nt) in [
+            (1, 1),
+            (8, 1),
+            (9, 2),
+            (16, 2),
+            (17, 4),
+            (32, 4),
+            (33, 8),
+            (64, 8),
+        ] {
             let c = choose_mmv(QuantFormat::Q8_0, true, 14336, 4096, n, cc).unwrap();
             assert_eq!(c.n_tiles, nt, "n = {n}");
             assert_eq!(c.entry(), format!("mmv_q8_0_glu_nt{nt}"));

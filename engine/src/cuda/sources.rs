@@ -500,7 +500,11 @@ mod tests {
                         None => (body, "mmv_##fmt##_nt##NT("),
                     };
                     let glu = body.ends_with("_glu");
-                    let inst = if glu { "MMV_GLU(fmt, G, " } else { "MMV_PLAIN(fmt, G, " };
+                    let inst = if glu {
+                        "MMV_GLU(fmt, G, "
+                    } else {
+                        "MMV_PLAIN(fmt, G, "
+                    };
                     src.contains(tail)
                         && src.contains(&format!("MMV_FMT({fmt},"))
                         && src.contains(&format!("{inst}{nt})"))
@@ -537,7 +541,10 @@ mod tests {
         let hdr = source("common/mma.cuh").unwrap();
         let body = &hdr[hdr.find("// (lo, hi) = bytes").unwrap()..];
         let gemm = source("gemm.cu").unwrap();
-        assert!(gemm.contains(body.trim_end()), "mma.cuh drifted from gemm.cu");
+        assert!(
+            gemm.contains(body.trim_end()),
+            "mma.cuh drifted from gemm.cu"
+        );
         let mmv = expand(Family::Mmv).unwrap();
         assert_eq!(mmv.matches("struct GmQ4_0").count(), 1);
     }

@@ -36,9 +36,10 @@ pub const OPS: [&str; 19] = [
 ];
 
 /// The case groups `run_all` can be limited to (`kernel-check --only`).
-pub const GROUPS: [&str; 9] = [
+pub const GROUPS: [&str; 10] = [
     "matvec",
     "gemm",
+    "mmv",
     "embed",
     "norm",
     "rope",
@@ -192,6 +193,7 @@ pub fn run_all(gpu: &Gpu, seed: u64, only: &[String]) -> Vec<CheckLine> {
         ("attention", "attention_rows", super::attention::rows_cases),
         ("pointwise", "pointwise", pointwise_cases),
         ("gemm", "gemm", super::gemm::gemm_cases),
+        ("mmv", "mmv", super::mmv::mmv_cases),
         ("sample", "sample", super::sample::sample_cases),
         ("mask", "mask", super::mask::mask_cases),
     ] {

@@ -1,0 +1,237 @@
+//! kernel-check's tensor-core decode-product cases (`kernels/mmv.cu`, `ASSAY_MMV=1`), for
+//! every format of [`select::MMV_FORMATS`]:
+//! - invariance (`batch_invariance`, exact): each token alone (n = 1) against the same
+//!   token among n of [`PASS_SIZES`] (2..=64: every n-tile count of the entry points and
+//!   their edges), bit for bit, for three epilogues: plain + bias, RMSNorm folded into the
+//!   staging + residual, gate/up (SiLU) on the normed staging; the full pass runs first so
+//!   that its slots stay in the staging buffer (a pass of 1 must not read them);
+//! - `fusion` (exact): the residual epilogue == the plain result + res (one f32 add);
+//! - against the CPU reference (`cpu::matvec`, f64) under the `gemm` tolerance (x as hi +
+//!   lo): plain + bias for the first [`REF_TOKENS`] tokens, and in the n = 64 pass.
+//!
+//! Shapes: Llama-3.1-8B's products (4096 x 4096: 256 tiles, one block each; 1024 x 4096,
+//! k / v: 64 tiles, each split across 4 blocks summed in split order; 14336 x 4096 gate /
+//! up; 4096 x 14336 down) and two edges: 37 rows (a partial last tile) with k = 2304 (8
+//! splits of 9 chunks: warps of 2, 1 and 0 chunks) and 64 x 768 (3 splits).
+//! Outputs are poisoned (NaN) before every launch.
+
+use super::cases::{dot_scales, e2s, poison, rand_vec, random_weight};
+use super::{CheckLine, Rng, compare_f32, compare_f32_scaled};
+use engine::cuda::cudarc::driver::{CudaSlice, DevicePtr};
+use engine::cuda::ops::{self, Activation, GemmX, MmvScratch};
+use engine::cuda::sources::consts::MMV_N;
+use engine::cuda::{DeviceWeight, Gpu, cpu, select};
+use engine::quant::QuantFormat;
+
+/// The pass sizes compared with the tokens alone.
+const PASS_SIZES: [usize; 10] = [2, 7, 8, 9, 16, 17, 31, 33, 48, MMV_N];
+
+/// Tokens compared with the f64 reference alone (the big shapes' reference is CPU time).
+const REF_TOKENS: usize = 2;
+
+/// (rows, k) of the cases.
+const SHAPES: [(usize, usize); 6] = [
+    (37, 72 * 32),
+    (64, 24 * 32),
+    (1024, 4096),
+    (4096, 4096),
+    (14336, 4096),
+    (4096, 14336),
+];
+
+struct Inputs {
+    w: DeviceWeight,
+    wu: DeviceWeight,
+    bias: CudaSlice<f32>,
+    norm_w: CudaSlice<f32>,
+    rows: usize,
+    k: usize,
+}
+
+/// One pass's outputs, token-major.
+struct Outputs {
+    plain: Vec<f32>,
+    residual: Vec<f32>,
+    glu: Vec<f32>,
+}
+
+impl Outputs {
+    fn token(&self, t: usize, rows: usize) -> [&[f32]; 3] {
+        let r = t * rows..(t + 1) * rows;
+        [
+            &self.plain[r.clone()],
+            &self.residual[r.clone()],
+            &self.glu[r],
+        ]
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run(
+    gpu: &Gpu,
+    inp: &Inputs,
+    xs: &mut GemmX,
+    sc: &mut MmvScratch,
+    x: &[f32],
+    res: &[f32],
+    n: usize,
+) -> Result<Outputs, String> {
+    let (rows, k) = (inp.rows, inp.k);
+    let dx = gpu.upload(x).map_err(e2s)?;
+    let bias = Some(&inp.bias as &dyn DevicePtr<f32>);
+    let norm = Some(ops::NormIn {
+        weight: &inp.norm_w,
+        eps: 1e-5,
+        w_offset: 0.0,
+    });
+    ops::gemm_stage_x(gpu, &dx, n, k, None, xs).map_err(e2s)?;
+    let mut y = poison(gpu, n * rows).map_err(e2s)?;
+    ops::mmv(gpu, &inp.w, xs, n, bias, false, &mut y, sc).map_err(e2s)?;
+    let plain = gpu.download(&y).map_err(e2s)?;
+    ops::gemm_stage_x(gpu, &dx, n, k, norm, xs).map_err(e2s)?;
+    let mut y = gpu.upload(res).map_err(e2s)?;
+    ops::mmv(gpu, &inp.w, xs, n, None, true, &mut y, sc).map_err(e2s)?;
+    let residual = gpu.download(&y).map_err(e2s)?;
+    let mut y = poison(gpu, n * rows).map_err(e2s)?;
+    ops::mmv_glu(gpu, &inp.w, &inp.wu, xs, n, Activation::Silu, &mut y, sc).map_err(e2s)?;
+    let glu = gpu.download(&y).map_err(e2s)?;
+    Ok(Outputs {
+        plain,
+        residual,
+        glu,
+    })
+}
+
+/// Every mmv format's cases (an error becomes a failing line).
+pub fn mmv_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
+    let cc = gpu.info().compute_capability;
+    let mut sc = match MmvScratch::new(gpu) {
+        Ok(s) => s,
+        Err(e) => {
+            lines.push(CheckLine::error("gemm", "mmv scratch", e));
+            return;
+        }
+    };
+    for format in select::MMV_FORMATS {
+        if !select::mmv_supported(format, cc) {
+            continue;
+        }
+        for (rows, k) in SHAPES {
+            let name = format!(
+                "mmv {format} rows={rows} k={k} splits={}",
+                select::mmv_splits(rows, k)
+            );
+            if let Err(e) = cases_of(gpu, rng, &mut sc, format, rows, k, &name, lines) {
+                lines.push(CheckLine::error("gemm", name, e));
+            }
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn cases_of(
+    gpu: &Gpu,
+    rng: &mut Rng,
+    sc: &mut MmvScratch,
+    format: QuantFormat,
+    rows: usize,
+    k: usize,
+    name: &str,
+    lines: &mut Vec<CheckLine>,
+) -> Result<(), String> {
+    let w = random_weight(rng, format, rows, k);
+    let wu = random_weight(rng, format, rows, k);
+    let x = rand_vec(rng, MMV_N * k, 1.0);
+    let bias = rand_vec(rng, rows, 1.0);
+    let res = rand_vec(rng, MMV_N * rows, 1.0);
+    let norm_w: Vec<f32> = (0..k).map(|_| 1.0 + 0.1 * rng.symmetric()).collect();
+    let inp = Inputs {
+        w: DeviceWeight::upload(gpu, format, rows, k, &w).map_err(e2s)?,
+        wu: DeviceWeight::upload(gpu, format, rows, k, &wu).map_err(e2s)?,
+        bias: gpu.upload(&bias).map_err(e2s)?,
+        norm_w: gpu.upload(&norm_w).map_err(e2s)?,
+        rows,
+        k,
+    };
+    let mut xs = GemmX::new(gpu, k).map_err(e2s)?;
+    // The full pass first: its slots stay in the staging buffer for the singles.
+    let full = run(gpu, &inp, &mut xs, sc, &x, &res, MMV_N)?;
+    let mut single = Vec::with_capacity(MMV_N);
+    for t in 0..MMV_N {
+        let xt = &x[t * k..(t + 1) * k];
+        let rt = &res[t * rows..(t + 1) * rows];
+        single.push(run(gpu, &inp, &mut xs, sc, xt, rt, 1)?);
+    }
+    for n in PASS_SIZES {
+        let got = if n == MMV_N {
+            None
+        } else {
+            match run(gpu, &inp, &mut xs, sc, &x[..n * k], &res[..n * rows], n) {
+                Ok(o) => Some(o),
+                Err(e) => {
+                    lines.push(CheckLine::error(
+                        "batch_invariance",
+                        format!("{name} n={n}"),
+                        e,
+                    ));
+                    continue;
+                }
+            }
+        };
+        let got = got.as_ref().unwrap_or(&full);
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for t in 0..n {
+            for (g, s) in got.token(t, rows).iter().zip(single[t].token(0, rows)) {
+                a.extend_from_slice(g);
+                b.extend_from_slice(s);
+            }
+        }
+        lines.push(compare_f32(
+            "batch_invariance",
+            format!("{name}: 1 vs {n} per launch, plain+bias, rmsnorm+residual, rmsnorm+glu silu"),
+            &a,
+            &b,
+        ));
+    }
+    // Against f64: the first tokens alone, and the same tokens in the full pass.
+    let nr = REF_TOKENS;
+    let want = cpu::matvec(format, &w, rows, k, &x[..nr * k], nr, Some(&bias)).map_err(e2s)?;
+    let scale = dot_scales(format, &w, rows, k, &x[..nr * k], nr, Some(&bias))?;
+    let alone: Vec<f32> = single[..nr]
+        .iter()
+        .flat_map(|o| o.plain.iter().copied())
+        .collect();
+    lines.push(compare_f32_scaled(
+        "gemm",
+        format!("{name} n=1 +bias"),
+        &alone,
+        &want,
+        &scale,
+    ));
+    lines.push(compare_f32_scaled(
+        "gemm",
+        format!("{name} n={MMV_N} (first {nr}) +bias"),
+        &full.plain[..nr * rows],
+        &want,
+        &scale,
+    ));
+    // The residual epilogue: the normed plain product + res, one f32 add.
+    let dx = gpu.upload(&x).map_err(e2s)?;
+    let norm = Some(ops::NormIn {
+        weight: &inp.norm_w,
+        eps: 1e-5,
+        w_offset: 0.0,
+    });
+    ops::gemm_stage_x(gpu, &dx, MMV_N, k, norm, &mut xs).map_err(e2s)?;
+    let mut y = poison(gpu, MMV_N * rows).map_err(e2s)?;
+    ops::mmv(gpu, &inp.w, &xs, MMV_N, None, false, &mut y, sc).map_err(e2s)?;
+    let normed: Vec<f32> = gpu.download(&y).map_err(e2s)?;
+    let sum: Vec<f32> = normed.iter().zip(&res).map(|(a, b)| a + b).collect();
+    lines.push(compare_f32(
+        "fusion",
+        format!("{name}: residual epilogue == plain + res"),
+        &full.residual,
+        &sum,
+    ));
+    Ok(())
+}
