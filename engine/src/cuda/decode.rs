@@ -62,6 +62,7 @@ mod fuse;
 mod graph;
 mod inspect;
 mod mask;
+mod mmv;
 mod prefill;
 mod sample;
 mod shared;
@@ -137,6 +138,8 @@ pub struct CudaDecoder {
     verify: verify::VerifyBufs,
     /// The prompt pass's mode and buffers ([`prefill`]).
     prefill: prefill::PrefillState,
+    /// The decode products on tensor cores (`ASSAY_MMV=1`; [`mmv`]).
+    mmv: mmv::MmvState,
     /// The batched step's workspace ([`batch`]), made on first use by the batch's first row.
     batch: Option<Box<batch::BatchWs>>,
 }
@@ -263,6 +266,11 @@ impl CudaDecoder {
             plan: fuse::plan(&program),
             verify: verify::VerifyBufs::new(&gpu)?,
             prefill: prefill::PrefillState::from_env()?,
+            mmv: mmv::MmvState::from_env(
+                &gpu,
+                mats.iter().map(|m| m.cols).max().unwrap_or(1),
+                program.body.len(),
+            )?,
             batch: None,
             tokens: gpu.zeros(MAX_ROWS)?,
             pos: gpu.zeros(MAX_ROWS)?,
@@ -332,6 +340,13 @@ impl CudaDecoder {
             .iter()
             .map(|(k, c)| (k.clone(), c.to_string()))
             .collect();
+        // With `ASSAY_MMV=1` a product that ran on `mmv.cu` names that kernel instead.
+        for (k, c) in &self.mmv.choices {
+            match v.iter_mut().find(|(n, _)| n == k) {
+                Some(e) => e.1 = c.to_string(),
+                None => v.push((k.clone(), c.to_string())),
+            }
+        }
         v.sort();
         v
     }

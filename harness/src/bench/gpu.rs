@@ -290,6 +290,10 @@ impl GpuArm {
             format!("capacity={}", self.capacity),
             format!("prefill={}", self.dec.prefill_mode().name()),
         ];
+        if self.dec.mmv_on() {
+            // ASSAY_MMV=1: the Q4_0 / Q8_0 decode products on tensor cores (mmv.cu).
+            flags.push("mmv=on".into());
+        }
         let mut detail = vec![
             self.same.detail(),
             format!("matvec kernels: {}", kernels.join(", ")),

@@ -25,6 +25,18 @@ impl CudaDecoder {
             }
             return self.attention(spec, n, feed);
         }
+        // `ASSAY_MMV=1`: a body product on tensor cores (decode/mmv.rs).
+        if let Op::MatMul {
+            x,
+            weight,
+            bias,
+            out,
+        } = op
+        {
+            if self.mmv_matmul(idx, head, (*x, *weight, *bias, *out), n)? {
+                return Ok(());
+            }
+        }
         let CudaDecoder {
             gpu,
             program,
@@ -207,6 +219,9 @@ impl CudaDecoder {
 
     /// Run a fused launch unit of the body ([`fuse::Fused`]) for `n` rows.
     pub(super) fn run_fused(&mut self, f: fuse::Fused, n: usize) -> Result<(), CudaError> {
+        if self.mmv_fused(f, n)? {
+            return Ok(());
+        }
         let CudaDecoder {
             gpu,
             program,
@@ -313,6 +328,9 @@ impl CudaDecoder {
 
     /// Two matvec units run as one launch ([`fuse::Pair`]) for `n` rows.
     pub(super) fn run_pair(&mut self, pr: fuse::Pair, n: usize) -> Result<(), CudaError> {
+        if self.mmv_pair(pr, n)? {
+            return Ok(());
+        }
         let CudaDecoder {
             gpu,
             program,

@@ -1,0 +1,278 @@
+//! The decode products on tensor cores (`kernels/mmv.cu`), behind `ASSAY_MMV=1` (default
+//! off: the matvec keeps main's bits).
+//!
+//! With the switch on, every body matrix product of a Q4_0 / Q8_0 weight ([`select::MMV_FORMATS`])
+//! outside the GEMM prompt pass runs as `gemm_stage_x` (x, with the unit's folded RMSNorm,
+//! as f16 hi + lo) then `mmv` / `mmv_glu`: the one-token step (graphed and eager), the rows
+//! of `forward` (prompt rows on the row path, verification) and the batched step, through
+//! the three hooks of the op interpreter (`exec.rs`: fused units, k + v pairs, lone
+//! matmuls). The k split of `mmv.cu` depends on the shape only, so a row's bits are the
+//! same alone or among up to 64, and the exactness contract (batched == verification ==
+//! one-token, per row) holds in this mode as in the matvec one. The head (the output
+//! matrix, Q6_K in the usual checkpoints) stays on the matvec in every path, so the
+//! one-token head and the rows' head agree. Other formats keep the matvec.
+//!
+//! The staging buffer and the split products' scratch are allocated when the decoder is
+//! built (not during a graph capture); the switch is read then too.
+
+use super::exec::{get, matrix, put, take, vector, w_ref};
+use super::{CudaDecoder, fuse, model_err};
+use crate::arch::{self, BufId, WeightId};
+use crate::cuda::cudarc::driver::DevicePtr;
+use crate::cuda::ops::{self, Activation, GemmX, MmvScratch};
+use crate::cuda::select::{self, MmvKernel};
+use crate::cuda::sources::consts::MMV_N;
+use crate::cuda::{CudaError, Gpu, shape_err};
+use std::collections::HashMap;
+
+/// `ASSAY_MMV`: `1` routes the decode products to `mmv.cu`; unset, empty or `0` keeps the
+/// matvec. Anything else is an error (a typo must not silently measure the other path).
+pub fn mmv_switch_from(v: Option<&str>) -> Result<bool, String> {
+    match v.map(str::trim) {
+        None | Some("") | Some("0") => Ok(false),
+        Some("1") => Ok(true),
+        Some(o) => Err(format!("ASSAY_MMV={o:?}: expected 0 or 1")),
+    }
+}
+
+/// A decoder's tensor-core decode state.
+pub(super) struct MmvState {
+    pub(super) on: bool,
+    /// Ops of the body (ops at or past this index are the head's).
+    n_body: usize,
+    x: Option<GemmX>,
+    scratch: Option<MmvScratch>,
+    /// The products run so far (for receipts), by weight name.
+    pub(super) choices: HashMap<String, MmvKernel>,
+}
+
+impl MmvState {
+    pub(super) fn from_env(gpu: &Gpu, k_max: usize, n_body: usize) -> Result<Self, CudaError> {
+        let v = std::env::var("ASSAY_MMV").ok();
+        let on = mmv_switch_from(v.as_deref()).map_err(|e| shape_err("decoder", e))?;
+        let cc = gpu.info().compute_capability;
+        // Off on a device without the MMA (the matvec then serves every format).
+        let on = on && cc.0 >= 8;
+        let (x, scratch) = if on {
+            (Some(GemmX::new(gpu, k_max)?), Some(MmvScratch::new(gpu)?))
+        } else {
+            (None, None)
+        };
+        Ok(MmvState {
+            on,
+            n_body,
+            x,
+            scratch,
+            choices: HashMap::new(),
+        })
+    }
+}
+
+impl CudaDecoder {
+    /// Whether the decode products run on `mmv.cu` (`ASSAY_MMV=1` when the decoder was built).
+    pub fn mmv_on(&self) -> bool {
+        self.mmv.on
+    }
+
+    /// Whether weight `w` goes to `mmv.cu`.
+    fn mmv_takes(&self, w: WeightId) -> Result<bool, CudaError> {
+        if !self.mmv.on {
+            return Ok(false);
+        }
+        let fmt = w_ref(&self.mats, matrix(&self.weights, w)?)?.format;
+        Ok(select::mmv_supported(
+            fmt,
+            self.gpu.info().compute_capability,
+        ))
+    }
+
+    /// Run fused unit `f` for `n` rows on `mmv.cu`; `Ok(false)` (nothing queued) when the
+    /// switch is off or the unit's format has no mmv.
+    pub(super) fn mmv_fused(&mut self, f: fuse::Fused, n: usize) -> Result<bool, CudaError> {
+        let (x, first, norm) = match f {
+            fuse::Fused::Glu {
+                x, gate_w, norm, ..
+            } => (x, gate_w, norm),
+            fuse::Fused::Residual {
+                x, weight, norm, ..
+            }
+            | fuse::Fused::Plain {
+                x, weight, norm, ..
+            } => (x, weight, norm),
+            fuse::Fused::RopeAttn { .. } => return Ok(false),
+        };
+        if !self.mmv_takes(first)? {
+            return Ok(false);
+        }
+        self.mmv_run(x, norm, n, &[f])?;
+        Ok(true)
+    }
+
+    /// Run k + v ([`fuse::Pair`]) for `n` rows on `mmv.cu` (one staging for both).
+    pub(super) fn mmv_pair(&mut self, pr: fuse::Pair, n: usize) -> Result<bool, CudaError> {
+        if !(self.mmv_takes(pr.a.0)? && self.mmv_takes(pr.b.0)?) {
+            return Ok(false);
+        }
+        let unit = |(weight, bias, out): (WeightId, Option<WeightId>, BufId)| fuse::Fused::Plain {
+            x: pr.x,
+            weight,
+            bias,
+            out,
+            norm: pr.norm,
+        };
+        self.mmv_run(pr.x, pr.norm, n, &[unit(pr.a), unit(pr.b)])?;
+        Ok(true)
+    }
+
+    /// A lone matmul of the body (op `idx`) for `n` rows on `mmv.cu`; `Ok(false)` for the
+    /// head's ops, in place products, or formats without mmv.
+    pub(super) fn mmv_matmul(
+        &mut self,
+        idx: usize,
+        head: bool,
+        (x, weight, bias, out): (BufId, WeightId, Option<WeightId>, BufId),
+        n: usize,
+    ) -> Result<bool, CudaError> {
+        if head || idx >= self.mmv.n_body || x == out || !self.mmv_takes(weight)? {
+            return Ok(false);
+        }
+        let f = fuse::Fused::Plain {
+            x,
+            weight,
+            bias,
+            out,
+            norm: None,
+        };
+        self.mmv_run(x, None, n, &[f])?;
+        Ok(true)
+    }
+
+    /// Stage x (normalised by `norm`) once per slice of [`MMV_N`] rows, then run `units`
+    /// (all reading that x) on it.
+    fn mmv_run(
+        &mut self,
+        x: BufId,
+        norm: Option<fuse::NormFold>,
+        n: usize,
+        units: &[fuse::Fused],
+    ) -> Result<(), CudaError> {
+        let (Some(mut xs), Some(mut sc)) = (self.mmv.x.take(), self.mmv.scratch.take()) else {
+            return Err(model_err("mmv buffers missing"));
+        };
+        let r = self.mmv_slices(x, norm, n, units, &mut xs, &mut sc);
+        self.mmv.x = Some(xs);
+        self.mmv.scratch = Some(sc);
+        r
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn mmv_slices(
+        &mut self,
+        x: BufId,
+        norm: Option<fuse::NormFold>,
+        n: usize,
+        units: &[fuse::Fused],
+        xs: &mut GemmX,
+        sc: &mut MmvScratch,
+    ) -> Result<(), CudaError> {
+        let CudaDecoder {
+            gpu,
+            program,
+            mats,
+            weights,
+            bufs,
+            mmv,
+            ..
+        } = self;
+        let gpu = &**gpu;
+        let width = |b: BufId| program.buffer(b).width;
+        let norm_in = match norm {
+            Some(nf) => Some(ops::NormIn {
+                weight: vector(weights, nf.weight)?,
+                eps: nf.eps,
+                w_offset: 0.0,
+            }),
+            None => None,
+        };
+        let wx = width(x);
+        for a in (0..n).step_by(MMV_N) {
+            let b = (a + MMV_N).min(n);
+            ops::gemm_stage_x(
+                gpu,
+                &get(bufs, x)?.slice(a * wx..b * wx),
+                b - a,
+                wx,
+                norm_in,
+                xs,
+            )?;
+            for f in units {
+                let (out, used) = match *f {
+                    fuse::Fused::Glu {
+                        gate_w, up_w, out, ..
+                    } => (out, [Some(gate_w), Some(up_w)]),
+                    fuse::Fused::Residual { weight, out, .. }
+                    | fuse::Fused::Plain { weight, out, .. } => (out, [Some(weight), None]),
+                    fuse::Fused::RopeAttn { .. } => {
+                        return Err(model_err("rope + attention is not an mmv unit"));
+                    }
+                };
+                let wy = width(out);
+                let mut o = take(bufs, out)?;
+                let r = (|| {
+                    let y = &mut o.slice.slice_mut(a * wy..b * wy);
+                    match *f {
+                        fuse::Fused::Glu {
+                            gate_w, up_w, act, ..
+                        } => {
+                            let wg = w_ref(mats, matrix(weights, gate_w)?)?;
+                            let wu = w_ref(mats, matrix(weights, up_w)?)?;
+                            let act = match act {
+                                arch::Activation::Silu => Activation::Silu,
+                                arch::Activation::GeluTanh => Activation::GeluTanh,
+                            };
+                            ops::mmv_glu(gpu, wg, wu, xs, b - a, act, y, sc)
+                        }
+                        fuse::Fused::Residual { weight, bias, .. }
+                        | fuse::Fused::Plain { weight, bias, .. } => {
+                            let w = w_ref(mats, matrix(weights, weight)?)?;
+                            let bias = match bias {
+                                Some(bi) => Some(vector(weights, bi)? as &dyn DevicePtr<f32>),
+                                None => None,
+                            };
+                            let residual = matches!(f, fuse::Fused::Residual { .. });
+                            ops::mmv(gpu, w, xs, b - a, bias, residual, y, sc)
+                        }
+                        fuse::Fused::RopeAttn { .. } => {
+                            Err(model_err("rope + attention is not an mmv unit"))
+                        }
+                    }
+                })();
+                put(bufs, out, o);
+                let choice = r?;
+                for w in used.into_iter().flatten() {
+                    let name = &program.weight(w).name;
+                    if !mmv.choices.contains_key(name) {
+                        mmv.choices.insert(name.clone(), choice);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn switch_parses_strictly() {
+        assert_eq!(mmv_switch_from(None), Ok(false));
+        assert_eq!(mmv_switch_from(Some("")), Ok(false));
+        assert_eq!(mmv_switch_from(Some("0")), Ok(false));
+        assert_eq!(mmv_switch_from(Some("1")), Ok(true));
+        assert_eq!(mmv_switch_from(Some(" 1 ")), Ok(true));
+        assert!(mmv_switch_from(Some("yes")).is_err());
+        assert!(mmv_switch_from(Some("2")).is_err());
+    }
+}
