@@ -180,8 +180,8 @@ fn cases_of(
         };
         let got = got.as_ref().unwrap_or(&full);
         let (mut a, mut b) = (Vec::new(), Vec::new());
-        for t in 0..n {
-            for (g, s) in got.token(t, rows).iter().zip(single[t].token(0, rows)) {
+        for (t, one) in single.iter().enumerate().take(n) {
+            for (g, s) in got.token(t, rows).iter().zip(one.token(0, rows)) {
                 a.extend_from_slice(g);
                 b.extend_from_slice(s);
             }

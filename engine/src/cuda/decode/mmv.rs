@@ -195,6 +195,19 @@ impl CudaDecoder {
             None => None,
         };
         let wx = width(x);
+        for f in units {
+            let w = match *f {
+                fuse::Fused::Glu { gate_w: w, .. }
+                | fuse::Fused::Residual { weight: w, .. }
+                | fuse::Fused::Plain { weight: w, .. } => w,
+                fuse::Fused::RopeAttn { .. } => {
+                    return Err(model_err("rope + attention is not an mmv unit"));
+                }
+            };
+            if w_ref(mats, matrix(weights, w)?)?.cols != wx {
+                return Err(model_err("mmv: the input's width is not the matrix's k"));
+            }
+        }
         for a in (0..n).step_by(MMV_N) {
             let b = (a + MMV_N).min(n);
             ops::gemm_stage_x(
