@@ -1,9 +1,11 @@
 // mma.cuh — the tensor-core helpers of mmv.cu (the decode products): quant bytes to exact
-// f16 integers (`gm_pair`), the m16n8k16 MMA (`gm_mma`), and the per-format A-fragment
-// loads (`GmQ4_0`, `GmQ8_0`, `GmQ6_K`; fragment map: gemm.cu's file comment). The same
-// text as gemm.cu's own copy (kept there while gemm.cu is being edited on another branch;
-// gemm.cu should include this header instead, a pure move: engine/src/cuda/sources.rs
-// tests that the two copies stay identical).
+// f16 integers (`gm_pair`), the m16n8k16 f16 MMA (`gm_mma`), and the A-fragment loads of
+// Q4_0 and Q8_0 (`GmQ4_0`, `GmQ8_0`; fragment map: gemm.cu's file comment). The f16 subset
+// of gemm.cu's helpers (which also serve its Q6_K / F16 / BF16 products): `gm_pair`,
+// `gm_mma` and the two `load` functions are the same text as gemm.cu's
+// (engine/src/cuda/sources.rs `mma_header_matches_gemm`), so the prompt pass and the decode
+// products turn quants into the same f16 integers and multiply them with the same MMA.
+// (gemm.cu keeps its own copy while it is being changed; it could include this header.)
 #pragma once
 #include "common/common.cuh"
 #include "common/formats.cuh"
@@ -62,31 +64,5 @@ struct GmQ8_0 {
         const uint2 q = *(const uint2*)(m.w + bi * 32 + 8 * t);
         const float d = f16_to_f32(*(const u16*)(m.w + m.rows * m.nb * 32 + bi * 2));
         return {q.x ^ 0x80808080u, q.y ^ 0x80808080u, d, d};
-    }
-};
-
-// Q6_K (planar): chunk c = sub-blocks 2(c & 7) and 2(c & 7) + 1 of block c >> 3 (16 values
-// each, scales d * sc); lane t takes values 4t .. 4t + 3 (word t) and 16 + 4t .. (word 4+t).
-struct GmQ6_K {
-    static constexpr bool SPLIT = true;
-    static constexpr int ELEMS = 256;
-    static constexpr u32 OFF = 0x64206420u;  // 1056: q - 32
-    static __device__ __forceinline__ GmA load(const WMat& m, u64 row, int c, int t) {
-        const u64 bi = row * m.nb + (u64)(c >> 3);
-        const int j = c & 7;
-        const int n = j >> 2, r = j & 3;
-        const u8* b = m.w + bi * 192;
-        const u32* pl = (const u32*)(b + 64 * n + 32 * (r & 1));
-        const u32* ph = (const u32*)(b + 128 + 32 * n);
-        const int shl = 4 * (r >> 1), shh = 2 * r;
-        const u32 l0 = pl[t], l1 = pl[4 + t], h0 = ph[t], h1 = ph[4 + t];
-        const u32 sc = *(const u16*)(m.w + m.rows * m.nb * 192 + bi * 16 + 8 * n + 2 * r);
-        const float d = f16_to_f32(*(const u16*)(m.w + m.rows * m.nb * 208 + bi * 2));
-        GmA a;
-        a.w0 = ((l0 >> shl) & 0x0F0F0F0Fu) | (((h0 >> shh) & 0x03030303u) << 4);
-        a.w1 = ((l1 >> shl) & 0x0F0F0F0Fu) | (((h1 >> shh) & 0x03030303u) << 4);
-        a.s0 = d * (float)(int)(i8)(sc & 0xffu);
-        a.s1 = d * (float)(int)(i8)(sc >> 8);
-        return a;
     }
 };

@@ -536,15 +536,37 @@ mod tests {
     }
 
     #[test]
-    fn mma_header_is_gemm_copy() {
-        // common/mma.cuh holds the same helpers as gemm.cu (until gemm.cu includes it).
+    fn mma_header_matches_gemm() {
+        // common/mma.cuh's quant-to-f16 pair, MMA and Q4_0 / Q8_0 loads are gemm.cu's text.
         let hdr = source("common/mma.cuh").unwrap();
-        let body = &hdr[hdr.find("// (lo, hi) = bytes").unwrap()..];
         let gemm = source("gemm.cu").unwrap();
-        assert!(
-            gemm.contains(body.trim_end()),
-            "mma.cuh drifted from gemm.cu"
-        );
+        let item = |text: &'static str, start: &str| -> &'static str {
+            let a = text.find(start).unwrap();
+            let len = text[a..].find("\n}").unwrap() + 2;
+            &text[a..a + len]
+        };
+        for start in [
+            "__device__ __forceinline__ u32 gm_pair(",
+            "__device__ __forceinline__ void gm_mma(",
+        ] {
+            assert_eq!(item(hdr, start), item(gemm, start), "{start}");
+        }
+        for fmt in ["struct GmQ4_0 {", "struct GmQ8_0 {"] {
+            let load = "static __device__ __forceinline__ GmA load(";
+            let (h, g) = (item(hdr, fmt), item(gemm, fmt));
+            let body = |s: &'static str| {
+                let a = s.find(load).unwrap();
+                let len = s[a..].find("\n    }").unwrap();
+                s[a..a + len].to_string()
+            };
+            assert_eq!(body(h), body(g), "{fmt}");
+            let off = |s: &str| {
+                s.lines()
+                    .find(|l| l.contains("constexpr u32 OFF"))
+                    .map(|l| l.trim().to_string())
+            };
+            assert_eq!(off(h), off(g), "{fmt}");
+        }
         let mmv = expand(Family::Mmv).unwrap();
         assert_eq!(mmv.matches("struct GmQ4_0").count(), 1);
     }

@@ -56,6 +56,15 @@ fn check(
             ),
         ));
     }
+    if xs.staged != Some(super::gemm::XStaging::F16) {
+        return Err(shape_err(
+            op,
+            format!(
+                "x staged as {:?}; mmv multiplies x staged as F16 (gemm_stage_x)",
+                xs.staged
+            ),
+        ));
+    }
     need(op, "y", y_len, n * w.rows)?;
     need(op, "weight", w.data.len(), w.rows * w.row_bytes)?;
     let tiles = w.rows.div_ceil(16);
