@@ -455,6 +455,98 @@ async fn logprobs_equal_the_reference_log_softmax() {
     }
 }
 
+/// `return_tokens_as_token_ids` (vLLM's field): the logprobs name each token `token_id:N`;
+/// the ids are the reference's chosen and top tokens, with its log-probabilities; the text
+/// and offsets are those of the same request without the flag; a malformed flag is a 400.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logprobs_name_tokens_by_id_on_request() {
+    let Some(f) = fixture() else { return };
+    let prompt = f.tok.encode("Once upon a time", true, false).unwrap();
+    let mut req = json!({"model": "smol", "prompt": prompt, "max_tokens": 5, "temperature": 0,
+                         "logprobs": 5, "return_token_ids": true});
+    let (s, plain, _) = post(f, "/v1/completions", req.clone()).await;
+    assert_eq!(s, 200, "{plain}");
+    req["return_tokens_as_token_ids"] = json!(true);
+    let (s, v, _) = post(f, "/v1/completions", req.clone()).await;
+    assert_eq!(s, 200, "{v}");
+    let (c, p) = (&v["choices"][0], &plain["choices"][0]);
+    assert_eq!(c["text"], p["text"]);
+    assert_eq!(c["logprobs"]["text_offset"], p["logprobs"]["text_offset"]);
+    let toks = ids(&c["token_ids"]);
+    assert_eq!(toks.len(), 5);
+    let lp = &c["logprobs"];
+    let name = |t: u32| format!("token_id:{t}");
+    let mut kv = f.reference.new_cache();
+    let mut logits = f.reference.step(&mut kv, &prompt).unwrap();
+    for (i, &t) in toks.iter().enumerate() {
+        assert_eq!(lp["tokens"][i], json!(name(t)), "{lp}");
+        let want = log_softmax_f64(&logits);
+        let mut order: Vec<u32> = (0..want.len() as u32).collect();
+        order.sort_by(|a, b| want[*b as usize].total_cmp(&want[*a as usize]));
+        let top = lp["top_logprobs"][i].as_object().unwrap();
+        assert_eq!(top.len(), 5, "{lp}");
+        // The five best ids (a tie at the fifth place may take either).
+        for &id in &order[..4] {
+            let got = top
+                .get(&name(id))
+                .unwrap_or_else(|| panic!("token {i}: id {id} missing from {top:?}"));
+            assert!((got.as_f64().unwrap() - want[id as usize]).abs() < 1e-9);
+        }
+        for (k, x) in top {
+            let id: usize = k.strip_prefix("token_id:").unwrap().parse().unwrap();
+            assert!((x.as_f64().unwrap() - want[id]).abs() < 1e-9, "{k}");
+        }
+        logits = f.reference.step(&mut kv, &[t]).unwrap();
+    }
+    // Streamed: each chunk names its token by id.
+    req["stream"] = json!(true);
+    let (s, _, body) = post(f, "/v1/completions", req).await;
+    assert_eq!(s, 200);
+    let mut streamed = Vec::new();
+    for e in sse(&body).iter().filter(|e| *e != "[DONE]") {
+        let ch: Value = serde_json::from_str(e).unwrap();
+        let c = &ch["choices"][0];
+        if let Some(t) = c["token_ids"].as_array().and_then(|a| a.first()) {
+            let t = t.as_u64().unwrap() as u32;
+            assert_eq!(c["logprobs"]["tokens"][0], json!(name(t)), "{ch}");
+            streamed.push(t);
+        }
+    }
+    assert_eq!(streamed, toks);
+    // Chat: `token` is the id's name, `bytes` the token's own bytes.
+    let q = "What is the capital of France?";
+    let req = json!({"model": "smol", "messages": [{"role": "user", "content": q}],
+                     "max_tokens": 3, "temperature": 0, "logprobs": true, "top_logprobs": 2,
+                     "return_token_ids": true, "return_tokens_as_token_ids": true});
+    let (s, v, _) = post(f, "/v1/chat/completions", req).await;
+    assert_eq!(s, 200, "{v}");
+    let c = &v["choices"][0];
+    let content = c["logprobs"]["content"].as_array().unwrap();
+    let toks = ids(&c["token_ids"]);
+    assert_eq!(content.len(), toks.len());
+    for (e, &t) in content.iter().zip(&toks) {
+        assert_eq!(e["token"], json!(name(t)), "{e}");
+        assert_eq!(e["bytes"], json!(f.tok.token_to_piece(t).unwrap()), "{e}");
+        assert_eq!(e["top_logprobs"][0]["token"], json!(name(t)), "{e}");
+    }
+    // A malformed flag is a 400 naming it, on both endpoints.
+    for (path, body) in [
+        (
+            "/v1/completions",
+            json!({"model": "smol", "prompt": "x", "logprobs": 2, "return_tokens_as_token_ids": "yes"}),
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"model": "smol", "messages": [{"role": "user", "content": "x"}],
+                   "return_tokens_as_token_ids": 1}),
+        ),
+    ] {
+        let (s, v, _) = post(f, path, body).await;
+        assert_eq!(s, 400, "{v}");
+        assert_eq!(v["error"]["param"], "return_tokens_as_token_ids", "{v}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_schema_is_enforced_on_the_served_path() {
     use engine::api::constrain::{GrammarEnv, GrammarSpec};

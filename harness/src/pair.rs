@@ -7,10 +7,11 @@
 //! lengths, `batch` = concurrency): start `assay serve` and the competitor's server, check
 //! that both give the same first [`AGREE_TOKENS`] greedy tokens for the cell's first prompt
 //! (recorded either way, with the first position where they part; a parting is accepted
-//! only where it is a near-tie in both arms' own distributions, [`agree`]), then time waves of
-//! `batch` streamed greedy completions (`ignore_eos`, fixed `max_tokens`): time to first
-//! token, per-stream decode tok/s from the stream's token arrival times, and end-to-end
-//! tok/s (tokens over the request's whole time). One receipt (`kind = pair`) per cell with
+//! only where it is a near-tie in both arms' own distributions, the picks compared by token
+//! id, [`agree`]), then time waves of `batch` streamed greedy completions (`ignore_eos`, fixed
+//! `max_tokens`): time to first token, per-stream decode tok/s from the stream's token
+//! arrival times, and end-to-end tok/s
+//! (tokens over the request's whole time). One receipt (`kind = pair`) per cell with
 //! every raw sample of both arms, their versions and flags.
 //!
 //! Competitors: `llama.cpp` (llama-server from competitors/llama.cpp/build, its best flags
@@ -175,23 +176,12 @@ fn first_tokens_llama(port: u16, prompt: &[u32], n: usize, timeout: Duration) ->
     ids(&v["tokens"], "tokens")
 }
 
-/// Our server's top next tokens after `prompt` (completions with `logprobs`).
-fn top_ours(t: &Target, prompt: &[u32], timeout: Duration) -> Result<agree::Top> {
-    let v = post_json(
-        t.addr,
-        "/v1/completions",
-        &json!({"model": t.model, "prompt": prompt, "max_tokens": 1, "temperature": 0,
-                "logprobs": agree::TOP_K}),
-        timeout,
-    )?;
-    agree::parse_openai(&v).context("no choices[0].logprobs.top_logprobs[0] in the answer")
-}
-
-/// vLLM's top next tokens after `prompt`: completions with `logprobs` and
-/// `return_tokens_as_token_ids` (it has no tokenizer: `--skip-tokenizer-init`), each
-/// `token_id:N` key named by the piece our server gives token N, so that the two arms'
-/// tops compare token for token.
-fn top_vllm(
+/// An OpenAI-compatible arm's top next tokens after `prompt` (ours, or vLLM's): completions
+/// with `logprobs` and `return_tokens_as_token_ids` (vLLM has no tokenizer,
+/// `--skip-tokenizer-init`; ours would key two tokens with the same text by one piece), each
+/// `token_id:N` key named by the piece our tokenizer gives token N, so that the two arms'
+/// tops compare id for id and read the same.
+fn top_openai(
     t: &Target,
     prompt: &[u32],
     tok: &engine::tokenizer::Tokenizer,
@@ -204,17 +194,18 @@ fn top_vllm(
                 "logprobs": agree::TOP_K, "return_tokens_as_token_ids": true}),
         timeout,
     )?;
-    let top =
-        agree::parse_openai(&v).context("no choices[0].logprobs.top_logprobs[0] in the answer")?;
-    agree::name_token_ids(top, |id| {
-        tok.token_to_piece(id)
-            .ok()
-            .map(|b| String::from_utf8_lossy(b).into_owned())
-    })
+    agree::parse_openai(&v, |id| piece(tok, id))
+}
+
+/// Our tokenizer's piece of token `id` (lossy UTF-8; None when out of the vocabulary).
+fn piece(tok: &engine::tokenizer::Tokenizer, id: u32) -> Option<String> {
+    tok.token_to_piece(id)
+        .ok()
+        .map(|b| String::from_utf8_lossy(b).into_owned())
 }
 
 /// llama-server's top next tokens after `prompt` (native `/completion` with `n_probs`:
-/// log-probabilities of the raw distribution, before its samplers).
+/// log-probabilities of the raw distribution, before its samplers; each with its id).
 fn top_llama(port: u16, prompt: &[u32], timeout: Duration) -> Result<agree::Top> {
     let v = post_json(
         SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
@@ -427,36 +418,82 @@ fn pair_cell(
         ),
     }];
     // A divergence is a near-tie or a real disagreement (`agree`): each arm's top next
-    // tokens over the shared prefix.
-    let near_tie = match divergence {
+    // tokens over the shared prefix, the two streamed picks looked up by id.
+    let tie = match divergence {
         Some(i) if !differ => {
             let mut prefix = prompt.clone();
             prefix.extend_from_slice(&a[..i.min(a.len())]);
-            let tops = top_ours(&our_target, &prefix, timeout).and_then(|o| {
-                let t = match &theirs {
-                    TheirServer::Llama(l) => top_llama(l.port, &prefix, timeout),
-                    TheirServer::Vllm(_) => top_vllm(&their_target, &prefix, &tok, timeout),
-                }?;
-                Ok((o, t))
-            });
-            let tie = match tops {
-                Ok((o, t)) => agree::judge(&o, &t, agree::NEAR_TIE),
-                Err(e) => agree::Tie::Real(format!("top tokens unavailable: {e:#}")),
+            let picks = match (a.get(i), b.get(i)) {
+                (Some(&x), Some(&y)) => Ok((x, y)),
+                _ => Err(agree::Tie::Real(format!(
+                    "an arm stopped at generated token {i} (assay {} tokens, {} {})",
+                    a.len(),
+                    args.vs.name(),
+                    b.len()
+                ))),
+            };
+            let tie = match picks {
+                Err(t) => t,
+                Ok((x, y)) => {
+                    let name = |id| agree::Pick {
+                        id,
+                        piece: piece(&tok, id).unwrap_or_default(),
+                    };
+                    let tops = top_openai(&our_target, &prefix, &tok, timeout)
+                        .context("assay")
+                        .and_then(|o| {
+                            let t = match &theirs {
+                                TheirServer::Llama(l) => top_llama(l.port, &prefix, timeout),
+                                TheirServer::Vllm(_) => {
+                                    top_openai(&their_target, &prefix, &tok, timeout)
+                                }
+                            }
+                            .context(args.vs.name())?;
+                            Ok((o, t))
+                        });
+                    match tops {
+                        Ok((o, t)) => agree::judge(
+                            &o,
+                            &t,
+                            &name(x),
+                            &name(y),
+                            args.vs.name(),
+                            agree::NEAR_TIE,
+                        ),
+                        Err(e) => agree::Tie::Real(format!("top tokens unavailable: {e:#}")),
+                    }
+                }
             };
             detail.push(match &tie {
-                agree::Tie::Near { ours, theirs } => format!(
-                    "agreement: token {i} is a near-tie: assay ranks {}'s pick {ours:.4} nats below its own, {} ranks assay's {theirs:.4} below its own (<= {} each: green)",
+                agree::Tie::Near {
+                    ours,
+                    theirs,
+                    note,
+                } => format!(
+                    "agreement: token {i} is a near-tie: assay ranks the two picks (id {} {:?}, {} id {} {:?}) within {ours:.4} nats of its best, {} within {theirs:.4} (<= {} each: green){}",
+                    a[i],
+                    piece(&tok, a[i]).unwrap_or_default(),
                     args.vs.name(),
+                    b[i],
+                    piece(&tok, b[i]).unwrap_or_default(),
                     args.vs.name(),
-                    agree::NEAR_TIE
+                    agree::NEAR_TIE,
+                    if note.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; {note}")
+                    }
                 ),
                 agree::Tie::Real(why) => {
                     format!("agreement: token {i} is not a near-tie: {why}")
                 }
+                agree::Tie::Undecided(why) => format!(
+                    "agreement: token {i} cannot be judged (not counted as agreement): {why}"
+                ),
             });
-            matches!(tie, agree::Tie::Near { .. })
+            Some(tie)
         }
-        _ => false,
+        _ => None,
     };
     if let (true, Some(q), Some(s)) = (differ, &cell.vllm_quantization, &cell.synth) {
         detail.push(format!(
@@ -520,12 +557,16 @@ fn pair_cell(
     ours.stop();
     theirs.stop();
 
-    let verdict = if divergence.is_none() || differ || near_tie {
-        Verdict::Green
-    } else {
-        Verdict::Red {
+    let verdict = match (&tie, divergence.is_none() || differ) {
+        (_, true) | (Some(agree::Tie::Near { .. }), _) => Verdict::Green,
+        (Some(agree::Tie::Undecided(_)), _) => Verdict::Red {
+            failures: vec![
+                "the arms part on the first greedy tokens and their top tokens cannot tell a near-tie from a disagreement".into(),
+            ],
+        },
+        _ => Verdict::Red {
             failures: vec!["the arms disagree on the first greedy tokens (not a near-tie)".into()],
-        }
+        },
     };
     let mut r = stamp.receipt(Kind::Pair, &cell.id, verdict);
     r.model = Some(facts);

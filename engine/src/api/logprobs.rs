@@ -1,7 +1,8 @@
 //! Log-probabilities: the log-softmax of a row of raw logits (before penalties, temperature
 //! and grammar masks; accumulated in f64), the chosen token's value and the `top_logprobs`
 //! most likely alternatives, in OpenAI's chat (`logprobs.content[]`) and completions
-//! (`tokens` / `token_logprobs` / `top_logprobs` / `text_offset`) shapes.
+//! (`tokens` / `token_logprobs` / `top_logprobs` / `text_offset`) shapes, the tokens named by
+//! their text or, on request, by their ids ([`TokenNames`]).
 
 use serde_json::{Map, Value, json};
 
@@ -123,6 +124,38 @@ pub fn parse_completion(obj: &Map<String, Value>) -> Result<Option<LogprobsReque
     Ok(top_field(obj, "logprobs")?.map(|top| LogprobsRequest { top }))
 }
 
+/// How the logprobs name tokens.
+///
+/// By text (OpenAI's shape) two tokens with the same text cannot be told apart, and the
+/// completions `top_logprobs` object, keyed by that text, keeps only the likelier of them.
+/// `Ids` (the request field `return_tokens_as_token_ids`, as vLLM names it) writes every
+/// token as `token_id:N` instead; chat's `bytes` still hold the token's own bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TokenNames {
+    #[default]
+    Pieces,
+    Ids,
+}
+
+impl TokenNames {
+    /// `Ids` when `as_ids`.
+    pub fn ids_if(as_ids: bool) -> TokenNames {
+        if as_ids {
+            TokenNames::Ids
+        } else {
+            TokenNames::Pieces
+        }
+    }
+
+    /// How this naming writes token `id` whose text is `text`.
+    fn name(self, id: u32, text: String) -> String {
+        match self {
+            TokenNames::Pieces => text,
+            TokenNames::Ids => format!("token_id:{id}"),
+        }
+    }
+}
+
 fn piece(tok: &Tokenizer, id: u32) -> (String, Vec<u8>) {
     let b = tok
         .token_to_piece(id)
@@ -132,17 +165,18 @@ fn piece(tok: &Tokenizer, id: u32) -> (String, Vec<u8>) {
 }
 
 /// One entry of a chat `logprobs.content` array.
-pub fn chat_entry(tok: &Tokenizer, lp: &TokenLogprob) -> Value {
+pub fn chat_entry(tok: &Tokenizer, lp: &TokenLogprob, names: TokenNames) -> Value {
     let (text, bytes) = piece(tok, lp.token);
     let top: Vec<Value> = lp
         .top
         .iter()
         .map(|&(t, l)| {
             let (s, b) = piece(tok, t);
-            json!({"token": s, "logprob": finite(l), "bytes": b})
+            json!({"token": names.name(t, s), "logprob": finite(l), "bytes": b})
         })
         .collect();
-    json!({"token": text, "logprob": finite(lp.logprob), "bytes": bytes, "top_logprobs": top})
+    json!({"token": names.name(lp.token, text), "logprob": finite(lp.logprob), "bytes": bytes,
+           "top_logprobs": top})
 }
 
 /// OpenAI clamps impossible tokens to a large negative number (JSON has no `-inf`).
@@ -151,12 +185,19 @@ fn finite(x: f64) -> f64 {
 }
 
 /// A chat choice's `logprobs` object.
-pub fn chat_logprobs(tok: &Tokenizer, lps: &[TokenLogprob]) -> Value {
-    json!({"content": lps.iter().map(|l| chat_entry(tok, l)).collect::<Vec<_>>(), "refusal": null})
+pub fn chat_logprobs(tok: &Tokenizer, lps: &[TokenLogprob], names: TokenNames) -> Value {
+    let content: Vec<Value> = lps.iter().map(|l| chat_entry(tok, l, names)).collect();
+    json!({"content": content, "refusal": null})
 }
 
-/// A completions choice's `logprobs` object; `offset` is the text offset of the first token.
-pub fn completion_logprobs(tok: &Tokenizer, lps: &[TokenLogprob], offset: usize) -> Value {
+/// A completions choice's `logprobs` object; `offset` is the text offset of the first token
+/// (offsets count the tokens' text whatever `names`).
+pub fn completion_logprobs(
+    tok: &Tokenizer,
+    lps: &[TokenLogprob],
+    offset: usize,
+    names: TokenNames,
+) -> Value {
     let mut tokens = Vec::new();
     let mut token_logprobs = Vec::new();
     let mut top = Vec::new();
@@ -166,12 +207,13 @@ pub fn completion_logprobs(tok: &Tokenizer, lps: &[TokenLogprob], offset: usize)
         let (s, _) = piece(tok, l.token);
         text_offset.push(at);
         at += s.len();
-        tokens.push(Value::String(s));
+        tokens.push(Value::String(names.name(l.token, s)));
         token_logprobs.push(json!(finite(l.logprob)));
         let mut m = Map::new();
         for &(t, v) in &l.top {
             let (s, _) = piece(tok, t);
-            m.entry(s).or_insert(json!(finite(v)));
+            // Most likely first: of two tokens with the same text, the likelier keeps it.
+            m.entry(names.name(t, s)).or_insert(json!(finite(v)));
         }
         top.push(Value::Object(m));
     }
@@ -244,5 +286,94 @@ mod tests {
             parse_completion(&o(json!({"logprobs": -1}))).unwrap_err().0,
             "logprobs"
         );
+    }
+}
+
+#[cfg(test)]
+mod names_tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::model_file::{GgufHeader, MetaArray, MetaValue};
+
+    /// Byte-level BPE tokens `a`, `b`, then two padding tokens (type UNUSED) whose text is
+    /// empty, as on the synthetic checkpoints' padded vocabularies.
+    fn tok() -> Tokenizer {
+        let mut m = BTreeMap::new();
+        let s = |v: &str| MetaValue::String(v.to_owned());
+        m.insert("tokenizer.ggml.model".to_owned(), s("gpt2"));
+        m.insert("tokenizer.ggml.pre".to_owned(), s("gpt-2"));
+        m.insert(
+            "tokenizer.ggml.tokens".to_owned(),
+            MetaValue::Array(MetaArray::String(
+                ["a", "b", "<|pad_2|>", "<|pad_3|>"]
+                    .map(String::from)
+                    .to_vec(),
+            )),
+        );
+        m.insert(
+            "tokenizer.ggml.token_type".to_owned(),
+            MetaValue::Array(MetaArray::I32(vec![1, 1, 5, 5])),
+        );
+        m.insert(
+            "tokenizer.ggml.merges".to_owned(),
+            MetaValue::Array(MetaArray::String(Vec::new())),
+        );
+        let h = GgufHeader {
+            version: 3,
+            metadata: m,
+            tensors: Vec::new(),
+            alignment: 32,
+            data_offset: 0,
+        };
+        Tokenizer::from_gguf(&h).unwrap()
+    }
+
+    #[test]
+    fn ids_tell_apart_tokens_whose_text_is_the_same() {
+        let t = tok();
+        assert_eq!(t.token_to_piece(2).unwrap(), b"");
+        assert_eq!(t.token_to_piece(3).unwrap(), b"");
+        // Tokens 2 and 3 (both empty text) are the two best, then `a`.
+        let lp = token_logprob(&[1.0, -2.0, 3.0, 2.9], 3, 3);
+        assert_eq!(
+            lp.top.iter().map(|x| x.0).collect::<Vec<_>>(),
+            vec![2, 3, 0]
+        );
+
+        // By text the two empty tokens share one key: the likelier (2) keeps it.
+        let v = completion_logprobs(&t, std::slice::from_ref(&lp), 0, TokenNames::Pieces);
+        let top = v["top_logprobs"][0].as_object().unwrap();
+        assert_eq!(top.len(), 2, "{v}");
+        assert_eq!(top[""], json!(lp.top[0].1));
+        assert_eq!(v["tokens"][0], "");
+
+        // By id every candidate is there under its own key, the values unchanged.
+        let v = completion_logprobs(&t, std::slice::from_ref(&lp), 5, TokenNames::Ids);
+        let top = v["top_logprobs"][0].as_object().unwrap();
+        assert_eq!(top.len(), 3, "{v}");
+        for (id, l) in &lp.top {
+            assert_eq!(top[&format!("token_id:{id}")], json!(l), "{v}");
+        }
+        assert_eq!(v["tokens"][0], "token_id:3");
+        assert_eq!(v["token_logprobs"][0], json!(lp.logprob));
+        // Offsets still count the tokens' text.
+        let two = [token_logprob(&[5.0, 0.0, 0.0, 0.0], 0, 1), lp.clone()];
+        let v = completion_logprobs(&t, &two, 5, TokenNames::Ids);
+        assert_eq!(v["text_offset"], json!([5, 6]));
+        assert_eq!(v["tokens"], json!(["token_id:0", "token_id:3"]));
+
+        // Chat: `token` names the id, `bytes` keep the token's own bytes.
+        let a = token_logprob(&[5.0, 4.0, 0.0, 0.0], 0, 2);
+        let c = chat_logprobs(&t, &[a], TokenNames::Ids);
+        let e = &c["content"][0];
+        assert_eq!(e["token"], "token_id:0");
+        assert_eq!(e["bytes"], json!([b'a']));
+        assert_eq!(e["top_logprobs"][1]["token"], "token_id:1");
+        assert_eq!(e["top_logprobs"][1]["bytes"], json!([b'b']));
+        let c = chat_logprobs(&t, &[lp], TokenNames::Pieces);
+        let e = &c["content"][0];
+        assert_eq!(e["token"], "");
+        assert_eq!(e["top_logprobs"].as_array().unwrap().len(), 3);
     }
 }

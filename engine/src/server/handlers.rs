@@ -20,6 +20,7 @@ use super::request::{self, GenParams, Kind, Prompt};
 use super::stop::StopMatcher;
 use super::surfaces;
 use super::{AppState, ServedModel, Tenant};
+use crate::api::logprobs::TokenNames;
 use crate::scheduler::{Event, Finish, FinishReason, GenRequest, SubmitError};
 use crate::tokenizer::StreamDecoder;
 
@@ -465,9 +466,12 @@ async fn blocking(
         choice["token_ids"] = json!(c.tokens);
     }
     if p.logprobs.is_some() {
+        let names = TokenNames::ids_if(p.return_tokens_as_token_ids);
         choice["logprobs"] = match kind {
-            Kind::Chat => crate::api::logprobs::chat_logprobs(&m.tokenizer, &lps),
-            Kind::Completion => crate::api::logprobs::completion_logprobs(&m.tokenizer, &lps, 0),
+            Kind::Chat => crate::api::logprobs::chat_logprobs(&m.tokenizer, &lps, names),
+            Kind::Completion => {
+                crate::api::logprobs::completion_logprobs(&m.tokenizer, &lps, 0, names)
+            }
         };
     }
     let object = match kind {
@@ -537,6 +541,7 @@ fn stream(
         let model = m.alias.as_str();
         let mut c = Collector::new(&m, &p.stop, started, &st);
         let ids = |t: u32| p.return_token_ids.then_some(vec![t]);
+        let names = TokenNames::ids_if(p.return_tokens_as_token_ids);
         let mut parser = surfaces::tool_parser(&m, &p, &id);
         let mut pending_lp = None;
         let mut text_offset = 0usize;
@@ -562,12 +567,15 @@ fn stream(
                     let text = c.token(t);
                     let tid = ids(t);
                     let lp = pending_lp.take().map(|l| match kind {
-                        Kind::Chat => crate::api::logprobs::chat_logprobs(&m.tokenizer, &[l]),
+                        Kind::Chat => {
+                            crate::api::logprobs::chat_logprobs(&m.tokenizer, &[l], names)
+                        }
                         Kind::Completion => {
                             let v = crate::api::logprobs::completion_logprobs(
                                 &m.tokenizer,
                                 &[l],
                                 text_offset,
+                                names,
                             );
                             text_offset += text.len();
                             v

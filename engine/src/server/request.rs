@@ -49,6 +49,9 @@ pub struct GenParams {
     pub tools: Option<Tools>,
     /// `logprobs` / `top_logprobs`.
     pub logprobs: Option<LogprobsRequest>,
+    /// Extension (vLLM's field): the logprobs name every token `token_id:N` rather than by
+    /// its text, which may be shared by several tokens (or empty).
+    pub return_tokens_as_token_ids: bool,
 }
 
 /// A [`ConstrainError`] as a 400.
@@ -173,7 +176,7 @@ fn refuse_unsupported(obj: &Map<String, Value>, kind: Kind) -> Result<(), ApiErr
 }
 
 fn known_field(k: &str, kind: Kind) -> bool {
-    const COMMON: [&str; 28] = [
+    const COMMON: [&str; 29] = [
         "model",
         "max_tokens",
         "temperature",
@@ -200,6 +203,7 @@ fn known_field(k: &str, kind: Kind) -> bool {
         "function_call",
         "response_format",
         "return_token_ids",
+        "return_tokens_as_token_ids",
         "ignore_eos",
         "prediction",
     ];
@@ -494,6 +498,7 @@ pub fn parse(body: &Value, kind: Kind, default_seed: u64) -> Result<GenParams, A
         response_format,
         tools,
         logprobs,
+        return_tokens_as_token_ids: boolean(obj, "return_tokens_as_token_ids")?.unwrap_or(false),
     })
 }
 
@@ -534,6 +539,15 @@ mod tests {
         .unwrap();
         assert_eq!(p.prompt, Prompt::Tokens(vec![1, 2, 3]));
         assert_eq!((p.sampling.temperature, p.sampling.seed), (1.0, 7));
+        assert!(!p.return_tokens_as_token_ids);
+        let p = parse(
+            &json!({"model": "m", "prompt": [1], "logprobs": 5, "return_tokens_as_token_ids": true}),
+            Kind::Completion,
+            7,
+        )
+        .unwrap();
+        assert!(p.return_tokens_as_token_ids);
+        assert_eq!(p.logprobs, Some(LogprobsRequest { top: 5 }));
     }
 
     #[test]
@@ -550,6 +564,10 @@ mod tests {
             (json!({"n": 2}), "n"),
             (json!({"logprobs": 1}), "logprobs"),
             (json!({"top_logprobs": 2}), "top_logprobs"),
+            (
+                json!({"return_tokens_as_token_ids": "yes"}),
+                "return_tokens_as_token_ids",
+            ),
             (json!({"tools": {}}), "tools"),
             (json!({"tool_choice": "required"}), "tool_choice"),
             (
