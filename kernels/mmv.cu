@@ -12,7 +12,9 @@
 //   `mmv_splits(rows, k)`): each block writes its sum to `part`, and the last block of the
 //   tile to arrive (a counter per tile, reset by that block) adds the ks partial sums in
 //   split order 0, 1, .., ks - 1 (a fixed order, whoever arrives last) and runs the epilogue;
-// - MMV_U chunks of weights are loaded before their MMAs (loads in flight per lane);
+// - MMV_U chunks of weights are loaded before their MMAs (loads in flight per lane), and
+//   before its pdl_wait each warp asks L2 for all its weight bytes (W is written by no
+//   kernel; launched with programmatic dependent launch like the matvecs, `mmv_*`);
 // - entry points per live n-tile count NT = 1, 2, 4, 8 (`mmv_<fmt>[_glu]_nt<NT>`): the
 //   accumulators and the B loads cover the NT * 8 token slots only (n = 1 pays one n-tile,
 //   and the tiles past ceil(n / 8) of an NT launch are skipped).
@@ -44,10 +46,11 @@
 #endif
 
 // Chunks whose weights a lane loads before their MMAs (fewer for gate + up: two matrices,
-// and for NT = 8: 32-64 accumulators).
+// and for NT = 8: 32-64 accumulators; gate + up at NT = 4 takes 1: with 2 it spilled 8-16
+// bytes at 128 registers).
 template <bool GLU, int NT>
 struct MmvU {
-    static constexpr int U = NT >= 8 ? 2 : (GLU ? MMV_U_GLU : MMV_U);
+    static constexpr int U = NT >= 8 ? 2 : (GLU ? (NT >= 4 ? 1 : MMV_U_GLU) : MMV_U);
 };
 
 // See the file comment. part: [ks][NM][MMV_N][rows] partial sums (ks > 1); cnt: one
@@ -83,6 +86,28 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
     const int cs0 = min(nchunks, split * per_s), cs1 = min(nchunks, cs0 + per_s);
     const int per_w = (cs1 - cs0 + MMV_WARPS - 1) / MMV_WARPS;
     const int c0 = min(cs1, cs0 + warp * per_w), c1 = min(cs1, c0 + per_w);
+    // Start this warp's weight reads (its chunks of the tile's 16 rows: quants, then the
+    // scales) before the wait: W is written by no kernel.
+    {
+        constexpr int QB = G::QBYTES;
+        const int span = (c1 - c0) * QB;  // quant bytes of a row in the range
+        const int sect = (span + 31) >> 5;
+        for (int i = lane; i < 16 * sect; i += 32) {
+            const u64 row = (u64)min(row0 + i / sect, rows - 1);
+            const u64 bi = row * m.nb + (u64)c0;
+            pf_l2(m.w + bi * QB + 32 * (i % sect));
+            if (GLU) pf_l2(m2.w + bi * QB + 32 * (i % sect));
+        }
+        if (lane < 16 && c1 > c0) {
+            const u64 bi = (u64)min(row0 + lane, rows - 1) * m.nb + (u64)c0;
+            pf_l2(m.w + m.rows * m.nb * QB + bi * 2);
+            if (GLU) pf_l2(m2.w + m.rows * m.nb * QB + bi * 2);
+        }
+    }
+    // Programmatic dependent launch (common.cuh): the prefetch above reads only W; x, its
+    // scale, res, y and the split scratch are touched after the wait.
+    pdl_wait();
+    pdl_trigger();
     float acc[NM][NT][4];
 #pragma unroll
     for (int q = 0; q < NM; q++)

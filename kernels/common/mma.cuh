@@ -45,6 +45,7 @@ struct GmQ4_0 {
     static constexpr bool SPLIT = false;
     static constexpr int ELEMS = 32;
     static constexpr u32 OFF = 0x64086408u;  // 1032: q - 8
+    static constexpr int QBYTES = 16;  // quant bytes per block (mmv.cu's prefetch)
     static __device__ __forceinline__ GmA load(const WMat& m, u64 row, int c, int t) {
         const u64 bi = row * m.nb + (u64)c;
         const uint2 q = *(const uint2*)(m.w + bi * 16 + 8 * (t & 1));
@@ -59,6 +60,7 @@ struct GmQ8_0 {
     static constexpr bool SPLIT = false;
     static constexpr int ELEMS = 32;
     static constexpr u32 OFF = 0x64806480u;  // 1152: (q + 128) - 128
+    static constexpr int QBYTES = 32;
     static __device__ __forceinline__ GmA load(const WMat& m, u64 row, int c, int t) {
         const u64 bi = row * m.nb + (u64)c;
         const uint2 q = *(const uint2*)(m.w + bi * 32 + 8 * t);

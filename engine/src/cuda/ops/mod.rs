@@ -198,6 +198,26 @@ mod tests {
             }
         }
         assert!(bodies >= 1);
+        // The mmv entry points (`mmv_*`) run `mmv_body`: it waits after its weight
+        // prefetch and before the first read of x, its scale, res, y or the split scratch.
+        let mv = kernel_body("mmv_body").unwrap_or_else(|| panic!("no mmv_body"));
+        let mv = &mv[..mv.find("\n}").unwrap()];
+        let wait = mv
+            .find("pdl_wait();")
+            .unwrap_or_else(|| panic!("mmv_body: no pdl_wait"));
+        assert!(
+            mv[wait..]
+                .trim_start_matches("pdl_wait();")
+                .trim_start()
+                .starts_with("pdl_trigger();")
+        );
+        for first_use in ["xht", "xsc[", "res[", "y[", "part[", "cnt[", "G::load"] {
+            let at = mv
+                .find(first_use)
+                .unwrap_or_else(|| panic!("mmv_body: no {first_use}"));
+            assert!(wait < at, "mmv_body: {first_use} before pdl_wait");
+        }
+        assert!(is_pdl_kernel("mmv_q4_0_glu_nt1"));
         assert!(is_pdl_kernel("matvec_q4_0_r2") && is_pdl_kernel("rope_kv"));
         assert!(!is_pdl_kernel("embed_q4_0"));
     }
@@ -303,7 +323,7 @@ pub const PDL_KERNELS: &[&str] = &[
 
 /// Whether kernel `name` is launched programmatically (where [`pdl_allowed`]).
 pub fn is_pdl_kernel(name: &str) -> bool {
-    PDL_KERNELS.contains(&name) || name.starts_with("matvec_")
+    PDL_KERNELS.contains(&name) || name.starts_with("matvec_") || name.starts_with("mmv_")
 }
 
 /// Whether launches may use programmatic dependent launch: sm_90+, unless the environment
