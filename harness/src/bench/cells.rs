@@ -137,6 +137,10 @@ pub struct Cell {
     /// BF16 safetensors copy of the cell's checkpoint (same shape and seed) and quantizes
     /// it itself; our arm runs the cell's `synth` format. Recorded in the receipt's flags.
     pub vllm_quantization: Option<String>,
+    /// GPU decode cells: the decode products on tensor cores (`mmv.cu`, what `ASSAY_MMV=1`
+    /// sets) for `true`, on the matvec for `false`; unset: the engine's default (and
+    /// `ASSAY_MMV`). Recorded in the receipt's flags (`mmv=on`).
+    pub mmv: Option<bool>,
 }
 
 /// Competitors a pairing cell may name in `vs`.
@@ -245,6 +249,15 @@ impl Board {
             {
                 bail!(
                     "{}: cell {}: batch > 1 decode cells are GPU cells with the assay arm only (batched decode)",
+                    file.display(),
+                    c.id
+                );
+            }
+            if c.mmv.is_some()
+                && (c.device != DeviceKind::Gpu || c.mode != Mode::Decode || c.spec.is_some())
+            {
+                bail!(
+                    "{}: cell {}: mmv is a choice of GPU decode cells without spec",
                     file.display(),
                     c.id
                 );

@@ -108,6 +108,15 @@ impl GpuArm {
         let capacity = cell.prompt_tokens + cell.gen_tokens + 8;
         let mut dec = CudaDecoder::new(Arc::clone(gpu), &model, program, capacity)
             .context("uploading the weights")?;
+        if let Some(on) = cell.mmv {
+            dec.set_mmv(on).context("choosing the decode products' kernels")?;
+            if on && !dec.mmv_on() {
+                bail!(
+                    "cell {}: mmv = true needs the tensor-core MMA (sm_80 or newer)",
+                    cell.id
+                );
+            }
+        }
         dec.capture_step().context("capturing the step graph")?;
         let rows = (1..cell.batch.max(1))
             .map(|_| dec.share(capacity))

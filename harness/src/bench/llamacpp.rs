@@ -425,6 +425,7 @@ mod tests {
             serve_flags: Vec::new(),
             vs: Vec::new(),
             vllm_quantization: None,
+            mmv: None,
         }
     }
 

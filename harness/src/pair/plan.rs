@@ -437,6 +437,7 @@ mod tests {
             serve_flags: Vec::new(),
             vs: vec!["llama.cpp".into()],
             vllm_quantization: None,
+            mmv: None,
         }
     }
 

@@ -224,6 +224,13 @@ fn check_batch(decs: &[&mut CudaDecoder], tokens: &[u32]) -> Result<(), CudaErro
                 "batch row {i} does not share the weights of row 0"
             )));
         }
+        if d.mmv_on() != first.mmv_on() {
+            return Err(model_err(format!(
+                "batch row {i} runs its decode products on {} and row 0 on {} (CudaDecoder::set_mmv)",
+                if d.mmv_on() { "mmv" } else { "the matvec" },
+                if first.mmv_on() { "mmv" } else { "the matvec" }
+            )));
+        }
         if d.len >= d.capacity {
             return Err(model_err(format!(
                 "batch row {i}: the KV cache is full ({} positions)",

@@ -50,6 +50,11 @@ impl MmvState {
     pub(super) fn from_env(gpu: &Gpu, k_max: usize, n_body: usize) -> Result<Self, CudaError> {
         let v = std::env::var("ASSAY_MMV").ok();
         let on = mmv_switch_from(v.as_deref()).map_err(|e| shape_err("decoder", e))?;
+        Self::new(gpu, k_max, n_body, on)
+    }
+
+    /// The state with the switch given (`on` is ignored on a device without the MMA).
+    pub(super) fn new(gpu: &Gpu, k_max: usize, n_body: usize, on: bool) -> Result<Self, CudaError> {
         let cc = gpu.info().compute_capability;
         // Off on a device without the MMA (the matvec then serves every format).
         let on = on && cc.0 >= 8;
@@ -72,6 +77,26 @@ impl CudaDecoder {
     /// Whether the decode products run on `mmv.cu` (`ASSAY_MMV=1` when the decoder was built).
     pub fn mmv_on(&self) -> bool {
         self.mmv.on
+    }
+
+    /// Choose this decoder's decode products: `true` = `mmv.cu` (what `ASSAY_MMV=1` sets
+    /// when a decoder is built), `false` = the matvec. Only before the decoder's first
+    /// token (its KV, a captured step and its receipts' kernel choices belong to one mode);
+    /// decoders made by [`CudaDecoder::share`] afterwards take the same mode. A no-op on a
+    /// device without the MMA when asked for `true` (`mmv_on` then says `false`).
+    pub fn set_mmv(&mut self, on: bool) -> Result<(), CudaError> {
+        if self.mmv.on == on {
+            return Ok(());
+        }
+        if self.len > 0 || self.graph.is_some() {
+            return Err(shape_err(
+                "decoder",
+                "the decode products' mode is chosen before the first token",
+            ));
+        }
+        let k_max = self.mats.iter().map(|m| m.cols).max().unwrap_or(1);
+        self.mmv = MmvState::new(&self.gpu, k_max, self.program.body.len(), on)?;
+        Ok(())
     }
 
     /// Whether weight `w` goes to `mmv.cu`.

@@ -20,14 +20,17 @@ impl CudaDecoder {
         if capacity == 0 {
             return Err(model_err("a KV cache needs at least one position"));
         }
-        Self::with_weights(
+        let mut d = Self::with_weights(
             Arc::clone(&self.gpu),
             self.program.clone(),
             Arc::clone(&self.mats),
             Arc::clone(&self.weights),
             Arc::clone(&self.rope),
             capacity,
-        )
+        )?;
+        // The decode products' mode of the decoder shared from (a batch's rows must agree).
+        d.set_mmv(self.mmv_on())?;
+        Ok(d)
     }
 
     /// Whether `other` runs on the same uploaded weights (made by [`CudaDecoder::share`]).
