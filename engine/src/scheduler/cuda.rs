@@ -94,6 +94,15 @@ impl CudaExecutor {
         self
     }
 
+    /// Run the decode products of every sequence on tensor cores (`mmv.cu`: `assay serve
+    /// --mmv`, what `ASSAY_MMV=1` sets; [`CudaDecoder::set_mmv`]): one arithmetic for 1..64
+    /// rows, so batched steps are much faster and a lone sequence slower; a sequence's
+    /// tokens alone and in a batch still agree (within the mode).
+    pub fn with_mmv(mut self, on: bool) -> Result<Self, CudaError> {
+        self.base.set_mmv(on)?;
+        Ok(self)
+    }
+
     /// Bytes of weights on the device.
     pub fn weight_bytes(&self) -> usize {
         self.base.weight_bytes()

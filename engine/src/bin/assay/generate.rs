@@ -104,6 +104,10 @@ pub struct Args {
     /// the bits of feeding it token by token); default: `ASSAY_PREFILL`, else the engine's.
     #[arg(long, value_parser = ["gemm", "rows"])]
     pub prefill: Option<String>,
+    /// CUDA: run the Q4_0 / Q8_0 decode products on tensor cores (`assay serve --mmv`;
+    /// default: `ASSAY_MMV`, else off).
+    #[arg(long)]
+    pub mmv: bool,
 
     /// Keep up to this many MiB of weights dequantized in memory (faster decode, same
     /// results); 0 = dequantize on every step.
@@ -391,6 +395,10 @@ fn load_exec(
                 .with_context(|| format!("cannot load {} on the GPU", path.display()))?;
             if let Some(mode) = args.prefill.as_deref().and_then(PrefillMode::parse) {
                 dec.set_prefill(mode);
+            }
+            if args.mmv {
+                dec.set_mmv(true)
+                    .with_context(|| format!("cannot run {} on tensor cores", path.display()))?;
             }
             let argmax = cfg.temperature <= 0.0
                 && cfg.repeat_penalty == 1.0

@@ -68,11 +68,18 @@ pub struct Args {
     #[arg(long)]
     pub no_graph: bool,
     /// CUDA: decode the sequences of a step in one batched device step (each weight read
-    /// once per group of up to 8 sequences; a sequence's tokens are those it gets alone,
+    /// once per group of up to 64 sequences; a sequence's tokens are those it gets alone,
     /// gate `batch`) instead of one after another. Opt-in for now; the CPU backend always
     /// runs a step as one batch.
     #[arg(long)]
     pub batched_decode: bool,
+    /// CUDA: run the Q4_0 / Q8_0 decode products on tensor cores (one arithmetic for 1..64
+    /// rows; default: `ASSAY_MMV`, else off): with --batched-decode a step of many
+    /// sequences is several times faster, a lone sequence about half as fast (board
+    /// batch-h200's `-mmv` cells). Tokens differ from the default mode's, never between a
+    /// sequence alone and in a batch.
+    #[arg(long)]
+    pub mmv: bool,
     /// Positions per KV block.
     #[arg(long, default_value_t = 16)]
     pub kv_block_tokens: usize,
@@ -292,6 +299,12 @@ fn load_exec(
             let exec = CudaExecutor::new(gpu.clone(), model, !args.no_graph)
                 .with_context(|| format!("cannot load {} on the GPU", path.display()))?
                 .with_batched_decode(args.batched_decode);
+            let exec = if args.mmv {
+                exec.with_mmv(true)
+                    .with_context(|| format!("cannot run {} on tensor cores", path.display()))?
+            } else {
+                exec
+            };
             Ok(Loaded::Cuda(Box::new(exec)))
         }
     }
