@@ -53,16 +53,76 @@ struct MmvU {
     static constexpr int U = NT >= 8 ? 2 : (GLU ? (NT >= 4 ? 1 : MMV_U_GLU) : MMV_U);
 };
 
+// gemm_stage_x (gemm.cu) for one token, by a block of 256 threads, into hi[k] / lo[k] and
+// *scale: the same code, reduction orders and thread count, hence the same bits.
+__device__ __forceinline__ void mmv_stage_one(const float* __restrict__ xt, int k,
+                                              const float* __restrict__ nw, float eps,
+                                              float w_off, u16* oh, u16* ol, float* scale) {
+    __shared__ double red[8];
+    __shared__ float redm[8];
+    const int lane = threadIdx.x & 31;
+    float inv = 1.f;
+    if (nw != 0) {
+        double ss = 0.0;
+        for (int i = threadIdx.x; i < k; i += 256) ss += (double)__fmul_rn(xt[i], xt[i]);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        if (lane == 0) red[threadIdx.x >> 5] = ss;
+        __syncthreads();
+        double tot = 0.0;
+#pragma unroll
+        for (int i = 0; i < 8; i++) tot += red[i];
+        const float mean = (float)(tot / (double)k);
+        inv = 1.0f / sqrtf(mean + eps);
+    }
+    float mx = 0.f;
+    for (int i = threadIdx.x; i < k; i += 256) {
+        float v = xt[i];
+        if (nw != 0) v = __fmul_rn(__fmul_rn(v, inv), nw[i] + w_off);
+        mx = fmaxf(mx, fabsf(v));
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    if (lane == 0) redm[threadIdx.x >> 5] = mx;
+    __syncthreads();
+    mx = redm[0];
+#pragma unroll
+    for (int i = 1; i < 8; i++) mx = fmaxf(mx, redm[i]);
+    int e = 0;
+    if (mx >= 32768.f && mx <= 3.0e38f) {
+        int ex;
+        frexpf(mx, &ex);  // mx < 2^ex
+        e = ex - 15;
+    }
+    const float down = ldexpf(1.f, -e);
+    if (threadIdx.x == 0) *scale = ldexpf(1.f, e);
+    for (int i = threadIdx.x; i < k; i += 256) {
+        float v = xt[i];
+        if (nw != 0) v = __fmul_rn(__fmul_rn(v, inv), nw[i] + w_off);
+        if (e != 0) v = __fmul_rn(v, down);
+        const u16 h = f32_to_f16(v);
+        oh[i] = h;
+        ol[i] = f32_to_f16(v - f16_to_f32(h));
+    }
+    __syncthreads();
+}
+
 // See the file comment. part: [ks][NM][MMV_N][rows] partial sums (ks > 1); cnt: one
 // counter per tile, zero between launches.
-template <class G, bool GLU, int NT>
+// X1 (the `_x1` entry points: one token, NT = 1): x is staged by the block itself into
+// shared memory (`mmv_stage_one`: gemm_stage_x's code for token 0, the same bits), so a
+// one-token product is one launch; lanes of tokens 1..7 feed zeros, as the staged slots.
+template <class G, bool GLU, int NT, bool X1 = false>
 __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __restrict__ w2,
                                          const u16* __restrict__ xh,
                                          const u16* __restrict__ xl,
                                          const float* __restrict__ xsc,
                                          const float* __restrict__ bias, const float* res,
                                          float* y, float* part, u32* cnt, int rows, int k,
-                                         int n, int act, int ks) {
+                                         int n, int act, int ks,
+                                         const float* __restrict__ x1 = 0,
+                                         const float* __restrict__ nw = 0, float eps = 0.f,
+                                         float w_off = 0.f) {
     constexpr int NM = GLU ? 2 : 1;
     // Row stride of the reduction: = 8 (mod 32) floats, so the 8 rows g of a fragment
     // store land 8 banks apart.
@@ -108,6 +168,9 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
     // scale, res, y and the split scratch are touched after the wait.
     pdl_wait();
     pdl_trigger();
+    extern __shared__ __align__(16) u16 mmv_xs[];  // X1: hi[k] then lo[k]
+    __shared__ float x1_scale;
+    if (X1) mmv_stage_one(x1, k, nw, eps, w_off, mmv_xs, mmv_xs + k, &x1_scale);
     float acc[NM][NT][4];
 #pragma unroll
     for (int q = 0; q < NM; q++)
@@ -136,8 +199,16 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
 #pragma unroll
         for (int j = 0; j < NT; j++) {
             if (j >= ntiles) continue;
-            const uint4 h = *(const uint4*)(xht + (u64)(8 * j) * k + c * 32 + 8 * t);
-            const uint4 l = *(const uint4*)(xlt + (u64)(8 * j) * k + c * 32 + 8 * t);
+            uint4 h, l;
+            if (X1) {
+                // Token 0 from shared memory; the other lanes' tokens are zeros.
+                const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+                h = g == 0 ? *(const uint4*)(mmv_xs + c * 32 + 8 * t) : z;
+                l = g == 0 ? *(const uint4*)(mmv_xs + k + c * 32 + 8 * t) : z;
+            } else {
+                h = *(const uint4*)(xht + (u64)(8 * j) * k + c * 32 + 8 * t);
+                l = *(const uint4*)(xlt + (u64)(8 * j) * k + c * 32 + 8 * t);
+            }
 #pragma unroll
             for (int q = 0; q < NM; q++) {
                 const u32* f0 = af[q][0];
@@ -235,7 +306,7 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
             }
         }
         // x's power-of-two scale undone (1 unless the row reached 2^15: gemm_stage_x).
-        const float u = xsc[tok];
+        const float u = X1 ? x1_scale : xsc[tok];
         const float s = __fmul_rn(sum[0], u);
         const u64 oi = (u64)tok * rows + row;
         if (GLU) {
@@ -267,8 +338,25 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
         u32* cnt, int rows, int k, int n, int act, int ks) {                                 \
         mmv_body<G, true, NT>(wg, wu, xh, xl, xsc, 0, 0, y, part, cnt, rows, k, n, act, ks); \
     }
+// One token, x staged in the block (dynamic shared memory: 4 k bytes): plain and gate + up.
+#define MMV_X1(fmt, G)                                                                      \
+    extern "C" __global__ void __launch_bounds__(MMV_WARPS * 32) mmv_##fmt##_x1(             \
+        const u8* __restrict__ w, const float* __restrict__ x, const float* __restrict__ nw, \
+        float eps, float w_off, const float* __restrict__ bias, const float* res, float* y,  \
+        float* part, u32* cnt, int rows, int k, int ks) {                                    \
+        mmv_body<G, false, 1, true>(w, w, 0, 0, 0, bias, res, y, part, cnt, rows, k, 1, 0,   \
+                                    ks, x, nw, eps, w_off);                                  \
+    }                                                                                        \
+    extern "C" __global__ void __launch_bounds__(MMV_WARPS * 32, 2) mmv_##fmt##_glu_x1(      \
+        const u8* __restrict__ wg, const u8* __restrict__ wu, const float* __restrict__ x,   \
+        const float* __restrict__ nw, float eps, float w_off, float* y, float* part,         \
+        u32* cnt, int rows, int k, int act, int ks) {                                        \
+        mmv_body<G, true, 1, true>(wg, wu, 0, 0, 0, 0, 0, y, part, cnt, rows, k, 1, act, ks, \
+                                   x, nw, eps, w_off);                                       \
+    }
 #define MMV_FMT(fmt, G) \
     MMV_PLAIN(fmt, G, 1) MMV_PLAIN(fmt, G, 2) MMV_PLAIN(fmt, G, 4) MMV_PLAIN(fmt, G, 8) \
-    MMV_GLU(fmt, G, 1) MMV_GLU(fmt, G, 2) MMV_GLU(fmt, G, 4) MMV_GLU(fmt, G, 8)
+    MMV_GLU(fmt, G, 1) MMV_GLU(fmt, G, 2) MMV_GLU(fmt, G, 4) MMV_GLU(fmt, G, 8) \
+    MMV_X1(fmt, G)
 MMV_FMT(q4_0, GmQ4_0)
 MMV_FMT(q8_0, GmQ8_0)

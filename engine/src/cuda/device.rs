@@ -131,8 +131,9 @@ impl Gpu {
                 let f = module
                     .load_function(&name)
                     .map_err(|_| CudaError::MissingKernel(name.clone()))?;
-                if matches!(family, Family::Matvec | Family::MatvecBatch) {
-                    // x tiles live in dynamic shared memory beyond the default 48 KiB.
+                if matches!(family, Family::Matvec | Family::MatvecBatch | Family::Mmv) {
+                    // x tiles live in dynamic shared memory beyond the default 48 KiB (mmv:
+                    // the one-token entry points' staged x, `select::MMV_X1_MAX_K`).
                     f.set_attribute(
                         cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                         select::MV_MAX_SHARED_BYTES as i32,

@@ -560,6 +560,11 @@ pub fn mmv_splits(rows: usize, k: usize) -> u32 {
     by_blocks.min(by_chunks) as u32
 }
 
+/// Longest row the one-token entry points (`mmv_<fmt>[_glu]_x1`) stage in shared memory
+/// (f16 hi + lo: 4 bytes a value, within the matvec's dynamic shared-memory limit);
+/// longer rows take `gemm_stage_x` + `_nt1`.
+pub const MMV_X1_MAX_K: usize = MV_MAX_SHARED_BYTES / 4;
+
 /// A tensor-core decode product (`kernels/mmv.cu`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MmvKernel {
@@ -570,17 +575,20 @@ pub struct MmvKernel {
     pub n_tiles: u32,
     /// Blocks per 16-row tile ([`mmv_splits`]).
     pub splits: u32,
+    /// One token with x staged by the kernel itself (`_x1`: one launch, no `gemm_stage_x`;
+    /// the same bits as the staged `_nt1`).
+    pub x1: bool,
 }
 
 impl MmvKernel {
     /// The entry point.
     pub fn entry(&self) -> String {
-        format!(
-            "mmv_{}{}_nt{}",
-            format_suffix(self.format),
-            if self.glu { "_glu" } else { "" },
-            self.n_tiles
-        )
+        let glu = if self.glu { "_glu" } else { "" };
+        if self.x1 {
+            format!("mmv_{}{glu}_x1", format_suffix(self.format))
+        } else {
+            format!("mmv_{}{glu}_nt{}", format_suffix(self.format), self.n_tiles)
+        }
     }
 }
 
@@ -589,10 +597,11 @@ impl std::fmt::Display for MmvKernel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "mmv_{}{} splits={} warps={MMV_WARPS}",
+            "mmv_{}{} splits={} warps={MMV_WARPS}{}",
             format_suffix(self.format),
             if self.glu { "_glu" } else { "" },
-            self.splits
+            self.splits,
+            if self.x1 { " x1" } else { "" }
         )
     }
 }
@@ -627,7 +636,27 @@ pub fn choose_mmv(
         glu,
         n_tiles: n_tiles as u32,
         splits: mmv_splits(rows, k),
+        x1: false,
     })
+}
+
+/// The one-token product that stages x itself, if the row fits ([`MMV_X1_MAX_K`]); the
+/// same split as [`choose_mmv`] for one token.
+pub fn choose_mmv_x1(
+    format: QuantFormat,
+    glu: bool,
+    rows: usize,
+    k: usize,
+    cc: (i32, i32),
+) -> Result<MmvKernel, CudaError> {
+    let c = choose_mmv(format, glu, rows, k, 1, cc)?;
+    if k > MMV_X1_MAX_K {
+        return Err(super::shape_err(
+            "mmv_x1",
+            format!("k = {k}: the one-token staging holds up to {MMV_X1_MAX_K} values"),
+        ));
+    }
+    Ok(MmvKernel { x1: true, ..c })
 }
 
 #[cfg(test)]
@@ -979,6 +1008,15 @@ mod tests {
         assert!(choose_mmv(QuantFormat::Q6_K, false, 1024, 4096, 1, cc).is_err());
         assert!(choose_mmv(QuantFormat::Q4_0, false, 1024, 4096, 1, (7, 5)).is_err());
         assert!(choose_mmv(QuantFormat::Q4_0, false, 1024, 4100, 1, cc).is_err());
+        // One token staged in the kernel: same split, `_x1` entry point, rows that fit.
+        let x = choose_mmv_x1(QuantFormat::Q4_0, true, 14336, 4096, cc).unwrap();
+        assert_eq!((x.entry().as_str(), x.splits), ("mmv_q4_0_glu_x1", 1));
+        let x = choose_mmv_x1(QuantFormat::Q8_0, false, 1024, 4096, cc).unwrap();
+        assert_eq!((x.entry().as_str(), x.splits), ("mmv_q8_0_x1", 4));
+        assert_eq!(x.to_string(), "mmv_q8_0 splits=4 warps=8 x1");
+        assert!(choose_mmv_x1(QuantFormat::Q4_0, false, 4096, 14336, cc).is_ok());
+        const { assert!(MMV_X1_MAX_K >= 14336) };
+        assert!(choose_mmv_x1(QuantFormat::Q4_0, false, 4096, MMV_X1_MAX_K + 32, cc).is_err());
     }
 
     #[test]

@@ -281,9 +281,12 @@ impl Family {
                 .iter()
                 .flat_map(|f| {
                     let s = super::select::format_suffix(*f);
-                    consts::MMV_NT.iter().flat_map(move |nt| {
-                        [format!("mmv_{s}_nt{nt}"), format!("mmv_{s}_glu_nt{nt}")]
-                    })
+                    consts::MMV_NT
+                        .iter()
+                        .flat_map(move |nt| {
+                            [format!("mmv_{s}_nt{nt}"), format!("mmv_{s}_glu_nt{nt}")]
+                        })
+                        .chain([format!("mmv_{s}_x1"), format!("mmv_{s}_glu_x1")])
                 })
                 .collect(),
             Family::Matvec => per_format("matvec")
@@ -493,6 +496,19 @@ mod tests {
                 });
                 // mmv.cu: `mmv_##fmt##[_glu]_nt##NT(` by MMV_PLAIN / MMV_GLU, instantiated by
                 // `MMV_FMT(fmt, ...)` for each NT of its list.
+                let by_x1 = name.strip_prefix("mmv_").is_some_and(|rest| {
+                    rest.strip_suffix("_x1").is_some_and(|body| {
+                        let fmt = body.strip_suffix("_glu").unwrap_or(body);
+                        let tail = if body.ends_with("_glu") {
+                            "mmv_##fmt##_glu_x1("
+                        } else {
+                            "mmv_##fmt##_x1("
+                        };
+                        src.contains(tail)
+                            && src.contains(&format!("MMV_FMT({fmt},"))
+                            && src.contains("MMV_X1(fmt, G)")
+                    })
+                });
                 let by_mmv = name.strip_prefix("mmv_").is_some_and(|rest| {
                     let (body, nt) = rest.rsplit_once("_nt").unwrap_or((rest, ""));
                     let (fmt, tail) = match body.strip_suffix("_glu") {
@@ -510,7 +526,7 @@ mod tests {
                         && src.contains(&format!("{inst}{nt})"))
                 });
                 assert!(
-                    direct || by_macro || by_mmv,
+                    direct || by_macro || by_mmv || by_x1,
                     "{name} is not defined in {}",
                     f.file()
                 );

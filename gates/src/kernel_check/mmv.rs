@@ -5,7 +5,9 @@
 //!   their edges), bit for bit, for three epilogues: plain + bias, RMSNorm folded into the
 //!   staging + residual, gate/up (SiLU) on the normed staging; the full pass runs first so
 //!   that its slots stay in the staging buffer (a pass of 1 must not read them);
-//! - `fusion` (exact): the residual epilogue == the plain result + res (one f32 add);
+//! - `fusion` (exact): the residual epilogue == the plain result + res (one f32 add); one
+//!   token through the `_x1` entry points (x staged by the kernel, RMSNorm folded) == the
+//!   same token staged by `gemm_stage_x` then `_nt1`, also for a token past f16's range;
 //! - against the CPU reference (`cpu::matvec`, f64) under the `gemm` tolerance (x as hi +
 //!   lo): plain + bias for the first [`REF_TOKENS`] tokens, and in the n = 64 pass.
 //!
@@ -94,6 +96,51 @@ fn run(
     let residual = gpu.download(&y).map_err(e2s)?;
     let mut y = poison(gpu, n * rows).map_err(e2s)?;
     ops::mmv_glu(gpu, &inp.w, &inp.wu, xs, n, Activation::Silu, &mut y, sc).map_err(e2s)?;
+    let glu = gpu.download(&y).map_err(e2s)?;
+    Ok(Outputs {
+        plain,
+        residual,
+        glu,
+    })
+}
+
+/// Tokens checked through the one-token entry points (`_x1`).
+const X1_TOKENS: usize = 4;
+
+/// [`run`]'s three epilogues for one token through the `_x1` entry points.
+fn run_x1(
+    gpu: &Gpu,
+    inp: &Inputs,
+    sc: &mut MmvScratch,
+    x: &[f32],
+    res: &[f32],
+) -> Result<Outputs, String> {
+    let rows = inp.rows;
+    let dx = gpu.upload(x).map_err(e2s)?;
+    let bias = Some(&inp.bias as &dyn DevicePtr<f32>);
+    let norm = Some(ops::NormIn {
+        weight: &inp.norm_w,
+        eps: 1e-5,
+        w_offset: 0.0,
+    });
+    let mut y = poison(gpu, rows).map_err(e2s)?;
+    ops::mmv_x1(gpu, &inp.w, &dx, None, bias, false, &mut y, sc).map_err(e2s)?;
+    let plain = gpu.download(&y).map_err(e2s)?;
+    let mut y = gpu.upload(res).map_err(e2s)?;
+    ops::mmv_x1(gpu, &inp.w, &dx, norm, None, true, &mut y, sc).map_err(e2s)?;
+    let residual = gpu.download(&y).map_err(e2s)?;
+    let mut y = poison(gpu, rows).map_err(e2s)?;
+    ops::mmv_glu_x1(
+        gpu,
+        &inp.w,
+        &inp.wu,
+        &dx,
+        norm,
+        Activation::Silu,
+        &mut y,
+        sc,
+    )
+    .map_err(e2s)?;
     let glu = gpu.download(&y).map_err(e2s)?;
     Ok(Outputs {
         plain,
@@ -193,6 +240,28 @@ fn cases_of(
             &b,
         ));
     }
+    // One token staged by the kernel itself (`_x1`) == staged by gemm_stage_x, bit for bit,
+    // also for a token past f16's range (staged divided by a power of two).
+    for t in 0..X1_TOKENS {
+        let xt = &x[t * k..(t + 1) * k];
+        let rt = &res[t * rows..(t + 1) * rows];
+        let got = run_x1(gpu, &inp, sc, xt, rt)?;
+        lines.push(compare_f32(
+            "fusion",
+            format!("{name} token {t}: x staged in the kernel (x1) == gemm_stage_x + mmv n=1, plain+bias, rmsnorm+residual, rmsnorm+glu"),
+            &[&got.plain[..], &got.residual, &got.glu].concat(),
+            &[&single[t].plain[..], &single[t].residual, &single[t].glu].concat(),
+        ));
+    }
+    let big: Vec<f32> = x[..k].iter().map(|v| v * 131072.0).collect();
+    let staged = run(gpu, &inp, &mut xs, sc, &big, &res[..rows], 1)?;
+    let got = run_x1(gpu, &inp, sc, &big, &res[..rows])?;
+    lines.push(compare_f32(
+        "fusion",
+        format!("{name}: token times 2^17 (past f16): x1 == gemm_stage_x + mmv n=1"),
+        &[&got.plain[..], &got.residual, &got.glu].concat(),
+        &[&staged.plain[..], &staged.residual, &staged.glu].concat(),
+    ));
     // Against f64: the first tokens alone, and the same tokens in the full pass.
     let nr = REF_TOKENS;
     let want = cpu::matvec(format, &w, rows, k, &x[..nr * k], nr, Some(&bias)).map_err(e2s)?;

@@ -109,7 +109,8 @@ impl GpuArm {
         let mut dec = CudaDecoder::new(Arc::clone(gpu), &model, program, capacity)
             .context("uploading the weights")?;
         if let Some(on) = cell.mmv {
-            dec.set_mmv(on).context("choosing the decode products' kernels")?;
+            dec.set_mmv(on)
+                .context("choosing the decode products' kernels")?;
             if on && !dec.mmv_on() {
                 bail!(
                     "cell {}: mmv = true needs the tensor-core MMA (sm_80 or newer)",
@@ -300,8 +301,8 @@ impl GpuArm {
             format!("prefill={}", self.dec.prefill_mode().name()),
         ];
         if self.dec.mmv_on() {
-            // ASSAY_MMV=1: the Q4_0 / Q8_0 decode products on tensor cores (mmv.cu).
-            flags.push("mmv=on".into());
+            // ASSAY_MMV=1 / staged: the Q4_0 / Q8_0 decode products on tensor cores (mmv.cu).
+            flags.push(format!("mmv={}", self.dec.mmv_mode()));
         }
         let mut detail = vec![
             self.same.detail(),

@@ -25,19 +25,25 @@ use crate::cuda::sources::consts::MMV_N;
 use crate::cuda::{CudaError, Gpu, shape_err};
 use std::collections::HashMap;
 
-/// `ASSAY_MMV`: `1` routes the decode products to `mmv.cu`; unset, empty or `0` keeps the
-/// matvec. Anything else is an error (a typo must not silently measure the other path).
-pub fn mmv_switch_from(v: Option<&str>) -> Result<bool, String> {
+/// `ASSAY_MMV`: `1` routes the decode products to `mmv.cu` (a one-token product stages x
+/// in the kernel: `_x1`, one launch), `staged` the same with every product staged by
+/// `gemm_stage_x` (the same bits: to time the two); unset, empty or `0` keeps the matvec.
+/// Anything else is an error (a typo must not silently measure the other path). Returns
+/// (on, one-token products staged in the kernel).
+pub fn mmv_switch_from(v: Option<&str>) -> Result<(bool, bool), String> {
     match v.map(str::trim) {
-        None | Some("") | Some("0") => Ok(false),
-        Some("1") => Ok(true),
-        Some(o) => Err(format!("ASSAY_MMV={o:?}: expected 0 or 1")),
+        None | Some("") | Some("0") => Ok((false, false)),
+        Some("1") => Ok((true, true)),
+        Some("staged") => Ok((true, false)),
+        Some(o) => Err(format!("ASSAY_MMV={o:?}: expected 0, 1 or staged")),
     }
 }
 
 /// A decoder's tensor-core decode state.
 pub(super) struct MmvState {
     pub(super) on: bool,
+    /// One-token products stage x in the kernel (`_x1`).
+    x1: bool,
     /// Ops of the body (ops at or past this index are the head's).
     n_body: usize,
     x: Option<GemmX>,
@@ -49,12 +55,19 @@ pub(super) struct MmvState {
 impl MmvState {
     pub(super) fn from_env(gpu: &Gpu, k_max: usize, n_body: usize) -> Result<Self, CudaError> {
         let v = std::env::var("ASSAY_MMV").ok();
-        let on = mmv_switch_from(v.as_deref()).map_err(|e| shape_err("decoder", e))?;
-        Self::new(gpu, k_max, n_body, on)
+        let (on, x1) = mmv_switch_from(v.as_deref()).map_err(|e| shape_err("decoder", e))?;
+        Self::new(gpu, k_max, n_body, on, x1)
     }
 
-    /// The state with the switch given (`on` is ignored on a device without the MMA).
-    pub(super) fn new(gpu: &Gpu, k_max: usize, n_body: usize, on: bool) -> Result<Self, CudaError> {
+    /// The state with the switch given (`on` is ignored on a device without the MMA; `x1`:
+    /// one-token products stage x in the kernel).
+    pub(super) fn new(
+        gpu: &Gpu,
+        k_max: usize,
+        n_body: usize,
+        on: bool,
+        x1: bool,
+    ) -> Result<Self, CudaError> {
         let cc = gpu.info().compute_capability;
         // Off on a device without the MMA (the matvec then serves every format).
         let on = on && cc.0 >= 8;
@@ -65,6 +78,7 @@ impl MmvState {
         };
         Ok(MmvState {
             on,
+            x1,
             n_body,
             x,
             scratch,
@@ -95,8 +109,19 @@ impl CudaDecoder {
             ));
         }
         let k_max = self.mats.iter().map(|m| m.cols).max().unwrap_or(1);
-        self.mmv = MmvState::new(&self.gpu, k_max, self.program.body.len(), on)?;
+        // `true` is `ASSAY_MMV=1`'s mode (one-token products staged in the kernel).
+        self.mmv = MmvState::new(&self.gpu, k_max, self.program.body.len(), on, true)?;
         Ok(())
+    }
+
+    /// The `ASSAY_MMV` mode this decoder runs: `off`, `on` (one-token products staged in
+    /// the kernel) or `staged`.
+    pub fn mmv_mode(&self) -> &'static str {
+        match (self.mmv.on, self.mmv.x1) {
+            (false, _) => "off",
+            (true, true) => "on",
+            (true, false) => "staged",
+        }
     }
 
     /// Whether weight `w` goes to `mmv.cu`.
@@ -220,6 +245,7 @@ impl CudaDecoder {
             None => None,
         };
         let wx = width(x);
+        let x1 = mmv.x1 && wx <= select::MMV_X1_MAX_K;
         for f in units {
             let w = match *f {
                 fuse::Fused::Glu { gate_w: w, .. }
@@ -235,14 +261,18 @@ impl CudaDecoder {
         }
         for a in (0..n).step_by(MMV_N) {
             let b = (a + MMV_N).min(n);
-            ops::gemm_stage_x(
-                gpu,
-                &get(bufs, x)?.slice(a * wx..b * wx),
-                b - a,
-                wx,
-                norm_in,
-                xs,
-            )?;
+            // One token: each product stages x itself (`_x1`, the same bits).
+            let one = x1 && b - a == 1;
+            if !one {
+                ops::gemm_stage_x(
+                    gpu,
+                    &get(bufs, x)?.slice(a * wx..b * wx),
+                    b - a,
+                    wx,
+                    norm_in,
+                    xs,
+                )?;
+            }
             for f in units {
                 let (out, used) = match *f {
                     fuse::Fused::Glu {
@@ -258,6 +288,7 @@ impl CudaDecoder {
                 let mut o = take(bufs, out)?;
                 let r = (|| {
                     let y = &mut o.slice.slice_mut(a * wy..b * wy);
+                    let xa = get(bufs, x)?.slice(a * wx..b * wx);
                     match *f {
                         fuse::Fused::Glu {
                             gate_w, up_w, act, ..
@@ -268,7 +299,11 @@ impl CudaDecoder {
                                 arch::Activation::Silu => Activation::Silu,
                                 arch::Activation::GeluTanh => Activation::GeluTanh,
                             };
-                            ops::mmv_glu(gpu, wg, wu, xs, b - a, act, y, sc)
+                            if one {
+                                ops::mmv_glu_x1(gpu, wg, wu, &xa, norm_in, act, y, sc)
+                            } else {
+                                ops::mmv_glu(gpu, wg, wu, xs, b - a, act, y, sc)
+                            }
                         }
                         fuse::Fused::Residual { weight, bias, .. }
                         | fuse::Fused::Plain { weight, bias, .. } => {
@@ -278,7 +313,11 @@ impl CudaDecoder {
                                 None => None,
                             };
                             let residual = matches!(f, fuse::Fused::Residual { .. });
-                            ops::mmv(gpu, w, xs, b - a, bias, residual, y, sc)
+                            if one {
+                                ops::mmv_x1(gpu, w, &xa, norm_in, bias, residual, y, sc)
+                            } else {
+                                ops::mmv(gpu, w, xs, b - a, bias, residual, y, sc)
+                            }
                         }
                         fuse::Fused::RopeAttn { .. } => {
                             Err(model_err("rope + attention is not an mmv unit"))
@@ -305,11 +344,12 @@ mod tests {
 
     #[test]
     fn switch_parses_strictly() {
-        assert_eq!(mmv_switch_from(None), Ok(false));
-        assert_eq!(mmv_switch_from(Some("")), Ok(false));
-        assert_eq!(mmv_switch_from(Some("0")), Ok(false));
-        assert_eq!(mmv_switch_from(Some("1")), Ok(true));
-        assert_eq!(mmv_switch_from(Some(" 1 ")), Ok(true));
+        assert_eq!(mmv_switch_from(None), Ok((false, false)));
+        assert_eq!(mmv_switch_from(Some("")), Ok((false, false)));
+        assert_eq!(mmv_switch_from(Some("0")), Ok((false, false)));
+        assert_eq!(mmv_switch_from(Some("1")), Ok((true, true)));
+        assert_eq!(mmv_switch_from(Some(" 1 ")), Ok((true, true)));
+        assert_eq!(mmv_switch_from(Some("staged")), Ok((true, false)));
         assert!(mmv_switch_from(Some("yes")).is_err());
         assert!(mmv_switch_from(Some("2")).is_err());
     }

@@ -5,7 +5,7 @@
 //! the same bits for any n (kernel-check `mmv` cases check it). They are not the bits of the
 //! matvec (the row path), nor of the prompt pass's `gemm`.
 
-use super::{Arg, DeviceWeight, GemmX, aligned, int, launch, need, rd, wr};
+use super::{Arg, DeviceWeight, GemmX, NormIn, aligned, int, launch, need, rd, wr};
 use crate::cuda::select::{self, MMV_SPLIT_ROWS, MMV_TARGET_BLOCKS, MmvKernel};
 use crate::cuda::sources::consts::{MMV_N, MMV_WARPS};
 use crate::cuda::{CudaError, Gpu, shape_err};
@@ -179,6 +179,144 @@ pub fn mmv_glu(
             Arg::I32(int(OP, "rows", wg.rows)?),
             Arg::I32(int(OP, "k", wg.cols)?),
             Arg::I32(int(OP, "n", n)?),
+            Arg::I32(super::pointwise::act_code(act)),
+            Arg::I32(choice.splits as i32),
+        ],
+    )?;
+    Ok(choice)
+}
+
+/// The checks and launch shape of the one-token entry points (`_x1`: x staged by the
+/// kernel into `4 k` bytes of dynamic shared memory).
+#[allow(clippy::too_many_arguments)]
+fn check_x1(
+    op: &'static str,
+    gpu: &Gpu,
+    w: &DeviceWeight,
+    x_len: usize,
+    norm: Option<NormIn<'_>>,
+    y_len: usize,
+    glu: bool,
+) -> Result<(MmvKernel, LaunchConfig, u64, f32, f32), CudaError> {
+    let choice =
+        select::choose_mmv_x1(w.format, glu, w.rows, w.cols, gpu.info().compute_capability)?;
+    let (block, _) = w.format.block_geometry();
+    if w.cols % block != 0 {
+        return Err(shape_err(
+            op,
+            format!("k = {}: a multiple of the {} block", w.cols, w.format),
+        ));
+    }
+    need(op, "x", x_len, w.cols)?;
+    need(op, "y", y_len, w.rows)?;
+    need(op, "weight", w.data.len(), w.rows * w.row_bytes)?;
+    let (np, eps, w_off) = match norm {
+        None => (0, 0.0, 0.0),
+        Some(nm) => {
+            need(op, "norm weight", nm.weight.len(), w.cols)?;
+            (rd(gpu, nm.weight), nm.eps, nm.w_offset)
+        }
+    };
+    let tiles = w.rows.div_ceil(16);
+    if choice.splits > 1 && tiles * 16 * choice.splits as usize > MMV_SPLIT_ROWS {
+        return Err(shape_err(op, "split product larger than the scratch"));
+    }
+    let blocks = u32::try_from(tiles).map_err(|_| shape_err(op, "too many rows"))?;
+    let cfg = LaunchConfig {
+        grid_dim: (blocks, choice.splits, 1),
+        block_dim: (MMV_WARPS * 32, 1, 1),
+        shared_mem_bytes: u32::try_from(4 * w.cols).map_err(|_| shape_err(op, "k too long"))?,
+    };
+    Ok((choice, cfg, np, eps, w_off))
+}
+
+/// One token: `y = W norm(x) (+ bias) (+ y when residual)` in one launch, x (`[k]`, f32)
+/// normalised by `norm` when given and staged by the kernel: the bits of
+/// [`super::gemm_stage_x`] + [`mmv`] for that token (kernel-check `mmv` cases).
+#[allow(clippy::too_many_arguments)]
+pub fn mmv_x1(
+    gpu: &Gpu,
+    w: &DeviceWeight,
+    x: &dyn DevicePtr<f32>,
+    norm: Option<NormIn<'_>>,
+    bias: Option<&dyn DevicePtr<f32>>,
+    residual: bool,
+    y: &mut dyn DevicePtrMut<f32>,
+    scratch: &mut MmvScratch,
+) -> Result<MmvKernel, CudaError> {
+    const OP: &str = "mmv_x1";
+    let (choice, cfg, np, eps, w_off) = check_x1(OP, gpu, w, x.len(), norm, y.len(), false)?;
+    let bias_ptr = match bias {
+        Some(b) => {
+            need(OP, "bias", b.len(), w.rows)?;
+            rd(gpu, b)
+        }
+        None => 0,
+    };
+    let (wp, xp, yp) = (rd(gpu, &w.data), rd(gpu, x), wr(gpu, y));
+    let (pp, cp) = (wr(gpu, &mut scratch.part), wr(gpu, &mut scratch.cnt));
+    aligned(OP, "weight", wp, 16)?;
+    launch(
+        gpu,
+        &choice.entry(),
+        cfg,
+        &[
+            Arg::Ptr(wp),
+            Arg::Ptr(xp),
+            Arg::Ptr(np),
+            Arg::F32(eps),
+            Arg::F32(w_off),
+            Arg::Ptr(bias_ptr),
+            Arg::Ptr(if residual { yp } else { 0 }),
+            Arg::Ptr(yp),
+            Arg::Ptr(pp),
+            Arg::Ptr(cp),
+            Arg::I32(int(OP, "rows", w.rows)?),
+            Arg::I32(int(OP, "k", w.cols)?),
+            Arg::I32(choice.splits as i32),
+        ],
+    )?;
+    Ok(choice)
+}
+
+/// One token: `y = act(Wg norm(x)) * (Wu norm(x))` in one launch (see [`mmv_x1`]).
+#[allow(clippy::too_many_arguments)]
+pub fn mmv_glu_x1(
+    gpu: &Gpu,
+    wg: &DeviceWeight,
+    wu: &DeviceWeight,
+    x: &dyn DevicePtr<f32>,
+    norm: Option<NormIn<'_>>,
+    act: super::Activation,
+    y: &mut dyn DevicePtrMut<f32>,
+    scratch: &mut MmvScratch,
+) -> Result<MmvKernel, CudaError> {
+    const OP: &str = "mmv_glu_x1";
+    if wg.format != wu.format || wg.rows != wu.rows || wg.cols != wu.cols {
+        return Err(shape_err(OP, "gate and up differ in format or shape"));
+    }
+    let (choice, cfg, np, eps, w_off) = check_x1(OP, gpu, wg, x.len(), norm, y.len(), true)?;
+    need(OP, "up weight", wu.data.len(), wu.rows * wu.row_bytes)?;
+    let (gp, up, xp, yp) = (rd(gpu, &wg.data), rd(gpu, &wu.data), rd(gpu, x), wr(gpu, y));
+    let (pp, cp) = (wr(gpu, &mut scratch.part), wr(gpu, &mut scratch.cnt));
+    aligned(OP, "gate weight", gp, 16)?;
+    aligned(OP, "up weight", up, 16)?;
+    launch(
+        gpu,
+        &choice.entry(),
+        cfg,
+        &[
+            Arg::Ptr(gp),
+            Arg::Ptr(up),
+            Arg::Ptr(xp),
+            Arg::Ptr(np),
+            Arg::F32(eps),
+            Arg::F32(w_off),
+            Arg::Ptr(yp),
+            Arg::Ptr(pp),
+            Arg::Ptr(cp),
+            Arg::I32(int(OP, "rows", wg.rows)?),
+            Arg::I32(int(OP, "k", wg.cols)?),
             Arg::I32(super::pointwise::act_code(act)),
             Arg::I32(choice.splits as i32),
         ],
