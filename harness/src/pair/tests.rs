@@ -1,5 +1,7 @@
 #![allow(clippy::unwrap_used)]
+use super::requests::{dechunk, ids};
 use super::*;
+use serde_json::json;
 
 #[test]
 fn divergence_is_the_first_differing_position() {
