@@ -10,12 +10,12 @@
 //! chunks than one batched tile holds, a partial last tile) and leaves the last block of
 //! rows partial, so a chunk order or row guard that depended on the batch would show.
 
-use super::cases::{dot_scales, e2s, poison, rand_vec, random_weight};
+use super::cases::{ProductCase, ProductInputs as Inputs, dot_scales, e2s, poison};
 use super::{CheckLine, Rng, compare_f32, compare_f32_scaled};
-use engine::cuda::cudarc::driver::{CudaSlice, DevicePtr};
+use engine::cuda::cudarc::driver::DevicePtr;
 use engine::cuda::ops::{self, Activation};
 use engine::cuda::sources::consts::{MV_LAUNCH_MAX_TOK, MV_MAX_TOK};
-use engine::cuda::{DeviceWeight, Gpu, cpu, select};
+use engine::cuda::{Gpu, cpu, select};
 use engine::quant::QuantFormat;
 
 /// One launch of every matvec epilogue on the first `n` tokens; outputs token-major.
@@ -40,15 +40,6 @@ impl Outputs {
         ]
         .concat()
     }
-}
-
-/// The device inputs of one format's case.
-struct Inputs {
-    w: DeviceWeight,
-    wu: DeviceWeight,
-    bias: CudaSlice<f32>,
-    norm_w: CudaSlice<f32>,
-    rows: usize,
 }
 
 /// Run the five epilogues on `x` (`n` tokens) with residual inputs `res` (`n * rows`).
@@ -126,22 +117,16 @@ fn cases_of(
     name: &str,
     lines: &mut Vec<CheckLine>,
 ) -> Result<(), String> {
-    let w = random_weight(rng, format, rows, k);
-    let wu = random_weight(rng, format, rows, k);
     // Every count of the row paths, and launches past them (the batched decode step and a
     // prompt pass run up to MV_LAUNCH_MAX_TOK rows per launch).
     const NMAX: usize = MV_LAUNCH_MAX_TOK;
-    let x = rand_vec(rng, NMAX * k, 1.0);
-    let bias = rand_vec(rng, rows, 1.0);
-    let res = rand_vec(rng, NMAX * rows, 1.0);
-    let norm_w: Vec<f32> = (0..k).map(|_| 1.0 + 0.1 * rng.symmetric()).collect();
-    let inp = Inputs {
-        w: DeviceWeight::upload(gpu, format, rows, k, &w).map_err(e2s)?,
-        wu: DeviceWeight::upload(gpu, format, rows, k, &wu).map_err(e2s)?,
-        bias: gpu.upload(&bias).map_err(e2s)?,
-        norm_w: gpu.upload(&norm_w).map_err(e2s)?,
-        rows,
-    };
+    let ProductCase {
+        w,
+        bias,
+        x,
+        res,
+        dev: inp,
+    } = ProductCase::random(gpu, rng, format, rows, k, NMAX)?;
     // Each token alone (the one-token-per-pass kernels).
     let mut single = Vec::with_capacity(NMAX);
     for t in 0..NMAX {

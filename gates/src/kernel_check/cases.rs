@@ -130,6 +130,60 @@ pub(super) fn rand_vec(rng: &mut Rng, n: usize, scale: f32) -> Vec<f32> {
     (0..n).map(|_| scale * rng.symmetric()).collect()
 }
 
+/// The device inputs of a multi-token product case (`batch`, `gemm`, `mmv`): a weight and an
+/// up weight of one format and shape, a bias and an RMSNorm weight.
+pub(super) struct ProductInputs {
+    pub w: DeviceWeight,
+    pub wu: DeviceWeight,
+    pub bias: CudaSlice<f32>,
+    pub norm_w: CudaSlice<f32>,
+    pub rows: usize,
+    pub k: usize,
+}
+
+/// A multi-token product case's random inputs: the host weight and bias (for the CPU
+/// reference), `n` token vectors of x and `n` residual rows, and the device inputs.
+pub(super) struct ProductCase {
+    pub w: Vec<u8>,
+    pub bias: Vec<f32>,
+    pub x: Vec<f32>,
+    pub res: Vec<f32>,
+    pub dev: ProductInputs,
+}
+
+impl ProductCase {
+    pub fn random(
+        gpu: &Gpu,
+        rng: &mut Rng,
+        format: QuantFormat,
+        rows: usize,
+        k: usize,
+        n: usize,
+    ) -> Result<ProductCase, String> {
+        let w = random_weight(rng, format, rows, k);
+        let wu = random_weight(rng, format, rows, k);
+        let x = rand_vec(rng, n * k, 1.0);
+        let bias = rand_vec(rng, rows, 1.0);
+        let res = rand_vec(rng, n * rows, 1.0);
+        let norm_w: Vec<f32> = (0..k).map(|_| 1.0 + 0.1 * rng.symmetric()).collect();
+        let dev = ProductInputs {
+            w: DeviceWeight::upload(gpu, format, rows, k, &w).map_err(e2s)?,
+            wu: DeviceWeight::upload(gpu, format, rows, k, &wu).map_err(e2s)?,
+            bias: gpu.upload(&bias).map_err(e2s)?,
+            norm_w: gpu.upload(&norm_w).map_err(e2s)?,
+            rows,
+            k,
+        };
+        Ok(ProductCase {
+            w,
+            bias,
+            x,
+            res,
+            dev,
+        })
+    }
+}
+
 pub(super) fn poison(gpu: &Gpu, n: usize) -> Result<CudaSlice<f32>, CudaError> {
     gpu.upload(&vec![f32::NAN; n])
 }

@@ -20,12 +20,12 @@
 //! chunks: 2 per warp, 4 warps empty; 3 per k group). Run with `ASSAY_GEMM_RG=P,G` for the
 //! other row-group settings.
 
-use super::cases::{dot_scales, e2s, poison, rand_vec, random_weight};
+use super::cases::{ProductCase, ProductInputs as Inputs, dot_scales, e2s, poison};
 use super::{CheckLine, Rng, compare_f32, compare_f32_scaled};
-use engine::cuda::cudarc::driver::{CudaSlice, DevicePtr};
+use engine::cuda::cudarc::driver::DevicePtr;
 use engine::cuda::ops::{self, Activation, GemmOpts, GemmX};
 use engine::cuda::sources::consts::GEMM_N;
-use engine::cuda::{DeviceWeight, Gpu, cpu, select};
+use engine::cuda::{Gpu, cpu, select};
 use engine::quant::QuantFormat;
 
 /// The pass sizes compared with the rows alone: every count of the first two n-tiles of 8,
@@ -33,16 +33,6 @@ use engine::quant::QuantFormat;
 const PASS_SIZES: [usize; 23] = [
     1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 24, 31, 33, 48, 63, GEMM_N,
 ];
-
-/// The device inputs of one format's case.
-struct Inputs {
-    w: DeviceWeight,
-    wu: DeviceWeight,
-    bias: CudaSlice<f32>,
-    norm_w: CudaSlice<f32>,
-    rows: usize,
-    k: usize,
-}
 
 /// One pass's outputs, token-major.
 struct Outputs {
@@ -145,20 +135,13 @@ fn cases_of(
     name: &str,
     lines: &mut Vec<CheckLine>,
 ) -> Result<(), String> {
-    let w = random_weight(rng, format, rows, k);
-    let wu = random_weight(rng, format, rows, k);
-    let x = rand_vec(rng, GEMM_N * k, 1.0);
-    let bias = rand_vec(rng, rows, 1.0);
-    let res = rand_vec(rng, GEMM_N * rows, 1.0);
-    let norm_w: Vec<f32> = (0..k).map(|_| 1.0 + 0.1 * rng.symmetric()).collect();
-    let inp = Inputs {
-        w: DeviceWeight::upload(gpu, format, rows, k, &w).map_err(e2s)?,
-        wu: DeviceWeight::upload(gpu, format, rows, k, &wu).map_err(e2s)?,
-        bias: gpu.upload(&bias).map_err(e2s)?,
-        norm_w: gpu.upload(&norm_w).map_err(e2s)?,
-        rows,
-        k,
-    };
+    let ProductCase {
+        w,
+        bias,
+        x,
+        res,
+        dev: inp,
+    } = ProductCase::random(gpu, rng, format, rows, k, GEMM_N)?;
     let mut xs = GemmX::new(gpu, k).map_err(e2s)?;
     let want = cpu::matvec(format, &w, rows, k, &x, GEMM_N, Some(&bias)).map_err(e2s)?;
     let scale = dot_scales(format, &w, rows, k, &x, GEMM_N, Some(&bias))?;

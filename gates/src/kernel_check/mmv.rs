@@ -17,12 +17,12 @@
 //! splits of 9 chunks: warps of 2, 1 and 0 chunks) and 64 x 768 (3 splits).
 //! Outputs are poisoned (NaN) before every launch.
 
-use super::cases::{dot_scales, e2s, poison, rand_vec, random_weight};
+use super::cases::{ProductCase, ProductInputs as Inputs, dot_scales, e2s, poison};
 use super::{CheckLine, Rng, compare_f32, compare_f32_scaled};
-use engine::cuda::cudarc::driver::{CudaSlice, DevicePtr};
+use engine::cuda::cudarc::driver::DevicePtr;
 use engine::cuda::ops::{self, Activation, GemmX, MmvScratch};
 use engine::cuda::sources::consts::MMV_N;
-use engine::cuda::{DeviceWeight, Gpu, cpu, select};
+use engine::cuda::{Gpu, cpu, select};
 use engine::quant::QuantFormat;
 
 /// The pass sizes compared with the tokens alone.
@@ -40,15 +40,6 @@ const SHAPES: [(usize, usize); 6] = [
     (14336, 4096),
     (4096, 14336),
 ];
-
-struct Inputs {
-    w: DeviceWeight,
-    wu: DeviceWeight,
-    bias: CudaSlice<f32>,
-    norm_w: CudaSlice<f32>,
-    rows: usize,
-    k: usize,
-}
 
 /// One pass's outputs, token-major.
 struct Outputs {
@@ -186,20 +177,13 @@ fn cases_of(
     name: &str,
     lines: &mut Vec<CheckLine>,
 ) -> Result<(), String> {
-    let w = random_weight(rng, format, rows, k);
-    let wu = random_weight(rng, format, rows, k);
-    let x = rand_vec(rng, MMV_N * k, 1.0);
-    let bias = rand_vec(rng, rows, 1.0);
-    let res = rand_vec(rng, MMV_N * rows, 1.0);
-    let norm_w: Vec<f32> = (0..k).map(|_| 1.0 + 0.1 * rng.symmetric()).collect();
-    let inp = Inputs {
-        w: DeviceWeight::upload(gpu, format, rows, k, &w).map_err(e2s)?,
-        wu: DeviceWeight::upload(gpu, format, rows, k, &wu).map_err(e2s)?,
-        bias: gpu.upload(&bias).map_err(e2s)?,
-        norm_w: gpu.upload(&norm_w).map_err(e2s)?,
-        rows,
-        k,
-    };
+    let ProductCase {
+        w,
+        bias,
+        x,
+        res,
+        dev: inp,
+    } = ProductCase::random(gpu, rng, format, rows, k, MMV_N)?;
     let mut xs = GemmX::new(gpu, k).map_err(e2s)?;
     // The full pass first: its slots stay in the staging buffer for the singles.
     let full = run(gpu, &inp, &mut xs, sc, &x, &res, MMV_N)?;
