@@ -46,6 +46,7 @@
 // power-of-two scaling); `lo` = 0 drops the third part (x to 16 bits).
 #include "common/common.cuh"
 #include "common/formats.cuh"
+#include "common/mma.cuh"
 
 #ifndef GEMM_WARPS
 #define GEMM_WARPS 16
@@ -67,28 +68,6 @@
 #endif
 #define GEMM_NT (GEMM_N / 8)
 #define GEMM_RG_MAX 4
-
-// (lo, hi) = bytes (0, 1) or (2, 3) of w, each under 0x64 (f16 1024 + byte), minus `off`
-// (f16x2 of 1024 + offset): two exact f16 integers.
-__device__ __forceinline__ u32 gm_pair(u32 w, u32 sel, u32 off) {
-    u32 r, d;
-    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(w), "r"(0x64u), "r"(sel));
-    asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(r), "r"(off));
-    return d;
-}
-
-__device__ __forceinline__ void gm_mma(float* c, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0,
-                                       u32 b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-#else
-    __trap();
-#endif
-}
 
 // The same MMA on bf16 operands (BF16 weights, x in bf16 parts).
 __device__ __forceinline__ void gm_mma_bf16(float* c, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0,
@@ -121,44 +100,15 @@ __device__ __forceinline__ u16 f32_to_bf16(float f) {
     return (u16)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
 }
 
-// One row's share of a chunk for lane t: two words of four unsigned quant bytes (w0: the
-// values of k16 step 0, w1: step 1) and the scales of step 0 and step 1; for the float
-// formats (KIND 1, 2) w0 .. w3 are the 8 values' four pairs (w0, w1 step 0, w2, w3 step 1).
-struct GmA {
+// GmA (common/mma.cuh) widened for the float formats (KIND 1, 2): w0 .. w3 are the 8
+// values' four pairs (w0, w1 step 0, w2, w3 step 1). `gm_af` widens a quant load's GmA.
+struct GmAF {
     u32 w0, w1;
     float s0, s1;
     u32 w2 = 0u, w3 = 0u;
 };
-
-// Q4_0 (planar, formats.cuh): lane t takes the low (t < 2) or high nibbles of
-// qs[8 (t & 1) .. 8 (t & 1) + 7]: values 8t .. 8t + 7.
-struct GmQ4_0 {
-    static constexpr int KIND = 0;
-    static constexpr bool SPLIT = false;
-    static constexpr int ELEMS = 32;
-    static constexpr u32 OFF = 0x64086408u;  // 1032: q - 8
-    static __device__ __forceinline__ GmA load(const WMat& m, u64 row, int c, int t) {
-        const u64 bi = row * m.nb + (u64)c;
-        const uint2 q = *(const uint2*)(m.w + bi * 16 + 8 * (t & 1));
-        const int sh = 4 * (t >> 1);
-        const float d = f16_to_f32(*(const u16*)(m.w + m.rows * m.nb * 16 + bi * 2));
-        return {(q.x >> sh) & 0x0F0F0F0Fu, (q.y >> sh) & 0x0F0F0F0Fu, d, d};
-    }
-};
-
-// Q8_0 (planar): lane t takes qs[8t .. 8t + 7] (as q + 128).
-struct GmQ8_0 {
-    static constexpr int KIND = 0;
-    static constexpr bool SPLIT = false;
-    static constexpr int ELEMS = 32;
-    static constexpr u32 OFF = 0x64806480u;  // 1152: (q + 128) - 128
-    static __device__ __forceinline__ GmA load(const WMat& m, u64 row, int c, int t) {
-        const u64 bi = row * m.nb + (u64)c;
-        const uint2 q = *(const uint2*)(m.w + bi * 32 + 8 * t);
-        const float d = f16_to_f32(*(const u16*)(m.w + m.rows * m.nb * 32 + bi * 2));
-        return {q.x ^ 0x80808080u, q.y ^ 0x80808080u, d, d};
-    }
-};
+__device__ __forceinline__ GmAF gm_af(const GmA& a) { return {a.w0, a.w1, a.s0, a.s1}; }
+__device__ __forceinline__ GmAF gm_af(const GmAF& a) { return a; }
 
 // Q6_K (planar): chunk c = sub-blocks 2(c & 7) and 2(c & 7) + 1 of block c >> 3 (16 values
 // each, scales d * sc); lane t takes values 4t .. 4t + 3 (word t) and 16 + 4t .. (word 4+t).
@@ -167,7 +117,7 @@ struct GmQ6_K {
     static constexpr bool SPLIT = true;
     static constexpr int ELEMS = 256;
     static constexpr u32 OFF = 0x64206420u;  // 1056: q - 32
-    static __device__ __forceinline__ GmA load(const WMat& m, u64 row, int c, int t) {
+    static __device__ __forceinline__ GmAF load(const WMat& m, u64 row, int c, int t) {
         const u64 bi = row * m.nb + (u64)(c >> 3);
         const int j = c & 7;
         const int n = j >> 2, r = j & 3;
@@ -178,7 +128,7 @@ struct GmQ6_K {
         const u32 l0 = pl[t], l1 = pl[4 + t], h0 = ph[t], h1 = ph[4 + t];
         const u32 sc = *(const u16*)(m.w + m.rows * m.nb * 192 + bi * 16 + 8 * n + 2 * r);
         const float d = f16_to_f32(*(const u16*)(m.w + m.rows * m.nb * 208 + bi * 2));
-        GmA a;
+        GmAF a;
         a.w0 = ((l0 >> shl) & 0x0F0F0F0Fu) | (((h0 >> shh) & 0x03030303u) << 4);
         a.w1 = ((l1 >> shl) & 0x0F0F0F0Fu) | (((h1 >> shh) & 0x03030303u) << 4);
         a.s0 = d * (float)(int)(i8)(sc & 0xffu);
@@ -194,9 +144,9 @@ struct GmFloat {
     static constexpr bool SPLIT = false;
     static constexpr int ELEMS = 32;
     static constexpr u32 OFF = 0u;
-    static __device__ __forceinline__ GmA load(const WMat& m, u64 row, int c, int t) {
+    static __device__ __forceinline__ GmAF load(const WMat& m, u64 row, int c, int t) {
         const uint4 v = *(const uint4*)(m.w + (row * m.nb + (u64)c) * 64 + 16 * t);
-        GmA a = {v.x, v.y, 1.f, 1.f};
+        GmAF a = {v.x, v.y, 1.f, 1.f};
         a.w2 = v.z;
         a.w3 = v.w;
         return a;
@@ -384,15 +334,15 @@ __device__ __forceinline__ void gemm_body(const u8* __restrict__ w, const u8* __
     const bool three = lo != 0 && G::KIND == 2;
     // One chunk: the A fragments of every (matrix, tile) made once, then per n-tile the B
     // fragments of token 8 j + g and the MMAs of every (matrix, tile) against them.
-    auto chunk = [&](int c, const GmA (&a)[NM][MT][2]) {
+    auto chunk = [&](int c, const GmAF (&a)[NM][MT][2]) {
         u32 af[NM][MT][2][4];
         float sc[NM][MT][2][2];
 #pragma unroll
         for (int q = 0; q < NM; q++)
 #pragma unroll
             for (int i = 0; i < MT; i++) {
-                const GmA& r0 = a[q][i][0];
-                const GmA& r1 = a[q][i][1];
+                const GmAF& r0 = a[q][i][0];
+                const GmAF& r1 = a[q][i][1];
                 // k16 step s: A regs {row g: pair 0, row g+8: pair 0, row g: pair 1, ...}.
                 if (G::KIND == 0) {
                     af[q][i][0][0] = gm_pair(r0.w0, 0x4140u, G::OFF);
@@ -479,27 +429,27 @@ __device__ __forceinline__ void gemm_body(const u8* __restrict__ w, const u8* __
     constexpr int U = GEMM_U;
     int c = c0;
     for (; c + U <= c1; c += U) {
-        GmA a[U][NM][MT][2];
+        GmAF a[U][NM][MT][2];
 #pragma unroll
         for (int u = 0; u < U; u++)
 #pragma unroll
             for (int i = 0; i < MT; i++)
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
-                    a[u][0][i][h] = G::load(m, rr[i][h], c + u, t);
-                    if (GLU) a[u][NM - 1][i][h] = G::load(m2, rr[i][h], c + u, t);
+                    a[u][0][i][h] = gm_af(G::load(m, rr[i][h], c + u, t));
+                    if (GLU) a[u][NM - 1][i][h] = gm_af(G::load(m2, rr[i][h], c + u, t));
                 }
 #pragma unroll
         for (int u = 0; u < U; u++) chunk(c + u, a[u]);
     }
     for (; c < c1; c++) {
-        GmA a[NM][MT][2];
+        GmAF a[NM][MT][2];
 #pragma unroll
         for (int i = 0; i < MT; i++)
 #pragma unroll
             for (int h = 0; h < 2; h++) {
-                a[0][i][h] = G::load(m, rr[i][h], c, t);
-                if (GLU) a[NM - 1][i][h] = G::load(m2, rr[i][h], c, t);
+                a[0][i][h] = gm_af(G::load(m, rr[i][h], c, t));
+                if (GLU) a[NM - 1][i][h] = gm_af(G::load(m2, rr[i][h], c, t));
             }
         chunk(c, a);
     }

@@ -1,11 +1,9 @@
-// mma.cuh — the tensor-core helpers of mmv.cu (the decode products): quant bytes to exact
-// f16 integers (`gm_pair`), the m16n8k16 f16 MMA (`gm_mma`), and the A-fragment loads of
-// Q4_0 and Q8_0 (`GmQ4_0`, `GmQ8_0`; fragment map: gemm.cu's file comment). The f16 subset
-// of gemm.cu's helpers (which also serve its Q6_K / F16 / BF16 products): `gm_pair`,
-// `gm_mma` and the two `load` functions are the same text as gemm.cu's
-// (engine/src/cuda/sources.rs `mma_header_matches_gemm`), so the prompt pass and the decode
-// products turn quants into the same f16 integers and multiply them with the same MMA.
-// (gemm.cu keeps its own copy while it is being changed; it could include this header.)
+// mma.cuh — the tensor-core helpers shared by gemm.cu (the prompt pass) and mmv.cu (the
+// decode products): quant bytes to exact f16 integers (`gm_pair`), the m16n8k16 f16 MMA
+// (`gm_mma`), and the A-fragment loads of Q4_0 and Q8_0 (`GmQ4_0`, `GmQ8_0`; fragment map:
+// gemm.cu's file comment). Both files include this one text, so the prompt pass and the
+// decode products turn quants into the same f16 integers and multiply them with the same
+// MMA. gemm.cu adds its Q6_K / F16 / BF16 loads and the bf16 MMA.
 #pragma once
 #include "common/common.cuh"
 #include "common/formats.cuh"
@@ -33,7 +31,8 @@ __device__ __forceinline__ void gm_mma(float* c, u32 a0, u32 a1, u32 a2, u32 a3,
 }
 
 // One row's share of a chunk for lane t: two words of four unsigned quant bytes (w0: the
-// values of k16 step 0, w1: step 1) and the scales of step 0 and step 1.
+// values of k16 step 0, w1: step 1) and the scales of step 0 and step 1 (gemm.cu widens it
+// to `GmAF` for its float formats).
 struct GmA {
     u32 w0, w1;
     float s0, s1;
@@ -42,6 +41,7 @@ struct GmA {
 // Q4_0 (planar, formats.cuh): lane t takes the low (t < 2) or high nibbles of
 // qs[8 (t & 1) .. 8 (t & 1) + 7]: values 8t .. 8t + 7.
 struct GmQ4_0 {
+    static constexpr int KIND = 0;
     static constexpr bool SPLIT = false;
     static constexpr int ELEMS = 32;
     static constexpr u32 OFF = 0x64086408u;  // 1032: q - 8
@@ -57,6 +57,7 @@ struct GmQ4_0 {
 
 // Q8_0 (planar): lane t takes qs[8t .. 8t + 7] (as q + 128).
 struct GmQ8_0 {
+    static constexpr int KIND = 0;
     static constexpr bool SPLIT = false;
     static constexpr int ELEMS = 32;
     static constexpr u32 OFF = 0x64806480u;  // 1152: (q + 128) - 128
