@@ -1,92 +1,6 @@
-//! Kernel choice: pure functions of (op, shape, format, device) returning an enum.
-//!
-//! Owns: the list of weight formats with CUDA kernels ([`KERNEL_FORMATS`]) and the
-//! entry-point suffix of each, the compile target for a compute capability
-//! ([`arch_for`]), and one `choose_*` function per op. Each choice is recorded in receipts
-//! by its [`std::fmt::Display`] name. The matvec rows-per-warp choice is the first tuned
-//! one (issue 7); further variants arrive as new enum variants chosen here, with unit tests.
+//! Matrix-vector product kernels (one-token body, several tokens per pass, gate + up, k + v pairs).
 
-use super::CudaError;
-use super::sources::consts::{
-    ATT_MAX_GROUP, ATT_MAX_HD, ATT_SPLIT, ATT_WARPS, MV_BATCH_GLU_ROWS_PER_WARP,
-    MV_BATCH_ROWS_PER_WARP, MV_BATCH_TOK, MV_LAUNCH_MAX_TOK, MV_PAIR_ROWS_PER_WARP, MV_TILE,
-    MV_WARPS,
-};
-use super::sources::consts::{MMV_N, MMV_NT, MMV_WARPS};
-use crate::quant::QuantFormat;
-
-/// Weight formats that have matvec and embedding kernels.
-pub const KERNEL_FORMATS: [QuantFormat; 11] = [
-    QuantFormat::F32,
-    QuantFormat::F16,
-    QuantFormat::BF16,
-    QuantFormat::Q4_0,
-    QuantFormat::Q4_1,
-    QuantFormat::Q5_0,
-    QuantFormat::Q5_1,
-    QuantFormat::Q8_0,
-    QuantFormat::Q4_K,
-    QuantFormat::Q5_K,
-    QuantFormat::Q6_K,
-];
-
-/// Weight formats with a tensor-core prompt pass (`kernels/gemm.cu`: `gemm_<suffix>`,
-/// `gemm_<suffix>_glu`); the others keep the batched matvec in the prompt pass.
-pub const GEMM_FORMATS: [QuantFormat; 5] = [
-    QuantFormat::Q4_0,
-    QuantFormat::Q8_0,
-    QuantFormat::Q6_K,
-    QuantFormat::F16,
-    QuantFormat::BF16,
-];
-
-/// Whether `format` has a tensor-core prompt pass on a device of compute capability `cc`
-/// (`mma.sync.m16n8k16` with f16 inputs needs sm_80).
-pub fn gemm_supported(format: QuantFormat, cc: (i32, i32)) -> bool {
-    cc.0 >= 8 && GEMM_FORMATS.contains(&format)
-}
-
-/// Entry-point suffix of a format (`matvec_<suffix>`, `embed_<suffix>`), or `None` when the
-/// format has no kernel.
-pub fn format_suffix_of(format: QuantFormat) -> Option<&'static str> {
-    Some(match format {
-        QuantFormat::F32 => "f32",
-        QuantFormat::F16 => "f16",
-        QuantFormat::BF16 => "bf16",
-        QuantFormat::Q4_0 => "q4_0",
-        QuantFormat::Q4_1 => "q4_1",
-        QuantFormat::Q5_0 => "q5_0",
-        QuantFormat::Q5_1 => "q5_1",
-        QuantFormat::Q8_0 => "q8_0",
-        QuantFormat::Q4_K => "q4_k",
-        QuantFormat::Q5_K => "q5_k",
-        QuantFormat::Q6_K => "q6_k",
-        QuantFormat::Q2_K | QuantFormat::Q3_K | QuantFormat::IQ4_NL | QuantFormat::IQ4_XS => {
-            return None;
-        }
-    })
-}
-
-/// Suffix of a format listed in [`KERNEL_FORMATS`] ("?" for any other).
-pub fn format_suffix(format: QuantFormat) -> &'static str {
-    format_suffix_of(format).unwrap_or("?")
-}
-
-/// What kernel choice needs to know about a device.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DeviceFacts {
-    pub compute_capability: (i32, i32),
-    pub sm_count: u32,
-}
-
-/// NVRTC target for a compute capability: `sm_90a` on Hopper (wgmma and the other
-/// arch-specific features), the device's own `sm_XY` elsewhere.
-pub fn arch_for(cc: (i32, i32)) -> String {
-    match cc {
-        (9, 0) => "sm_90a".to_string(),
-        (major, minor) => format!("sm_{major}{minor}"),
-    }
-}
+use super::*;
 
 /// Matrix-vector product kernels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -324,7 +238,7 @@ fn check_matvec(format: QuantFormat, rows: usize, k: usize, ntok: usize) -> Resu
     }
     let (block, _) = format.block_geometry();
     if k == 0 || k % 32 != 0 || k % block != 0 {
-        return Err(super::shape_err(
+        return Err(crate::cuda::shape_err(
             "matvec",
             format!(
                 "k = {k} must be a positive multiple of 32 and of the {format} block ({block})"
@@ -332,13 +246,13 @@ fn check_matvec(format: QuantFormat, rows: usize, k: usize, ntok: usize) -> Resu
         ));
     }
     if rows == 0 || rows > i32::MAX as usize {
-        return Err(super::shape_err(
+        return Err(crate::cuda::shape_err(
             "matvec",
             format!("rows = {rows} out of range"),
         ));
     }
     if ntok == 0 || ntok > MV_LAUNCH_MAX_TOK {
-        return Err(super::shape_err(
+        return Err(crate::cuda::shape_err(
             "matvec",
             format!("{ntok} token vectors; one launch takes 1..={MV_LAUNCH_MAX_TOK}"),
         ));
@@ -393,275 +307,12 @@ pub fn choose_matvec_pair(
         }))
 }
 
-/// Embedding lookup kernels.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EmbedKernel {
-    /// One block per token, threads over 32-value chunks.
-    ChunkPerThread { format: QuantFormat },
-}
-
-impl std::fmt::Display for EmbedKernel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            EmbedKernel::ChunkPerThread { format } => {
-                write!(f, "embed_{}/chunk-per-thread", format_suffix(*format))
-            }
-        }
-    }
-}
-
-/// Choose the embedding kernel for rows of `k` values in `format`.
-pub fn choose_embed(format: QuantFormat, k: usize) -> Result<EmbedKernel, CudaError> {
-    if format_suffix_of(format).is_none() {
-        return Err(CudaError::UnsupportedFormat {
-            op: "embed",
-            format,
-        });
-    }
-    let (block, _) = format.block_geometry();
-    if k == 0 || k % 32 != 0 || k % block != 0 {
-        return Err(super::shape_err(
-            "embed",
-            format!("row length {k} is not a block multiple"),
-        ));
-    }
-    Ok(EmbedKernel::ChunkPerThread { format })
-}
-
-/// Decode attention kernels.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AttentionKernel {
-    /// Split the KV range into fixed absolute splits of `split` positions, one block per
-    /// (head, split, token), then combine the splits in order.
-    SplitKv { split: usize, max_splits: usize },
-}
-
-impl std::fmt::Display for AttentionKernel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            AttentionKernel::SplitKv { split, max_splits } => {
-                write!(
-                    f,
-                    "attention/split-kv(split={split},max_splits={max_splits})"
-                )
-            }
-        }
-    }
-}
-
-/// Choose the attention kernel for `n_heads` query heads over `n_kv_heads` KV heads of size
-/// `head_dim`, with a KV cache of `capacity` positions.
-/// Warps of an attention split block for `group` query heads per KV head: one block stages
-/// the KV head's rows once for all of them; 4 warps up to 4 heads, else 8 (2 heads per warp
-/// beyond 8). A function of the model's shape alone, so a head's arithmetic never depends on
-/// the launch.
-pub fn attention_warps(group: usize) -> u32 {
-    if group <= 4 { 4 } else { ATT_WARPS }
-}
-
-/// The attention split kernel for a head size: the head-size-specialised entry points of
-/// `attention.cu` for 64, 128 and 256 dims, the general one otherwise.
-pub fn attention_entry(head_dim: usize) -> &'static str {
-    match head_dim {
-        64 => "attn_partial_d64",
-        128 => "attn_partial_d128",
-        256 => "attn_partial_d256",
-        _ => "attn_partial",
-    }
-}
-
-/// The entry point of the batched attention over per-row caches (`attn_rows*`), by head
-/// size: the kernel of [`attention_entry`] with each row's cache pointers from a table.
-pub fn attention_rows_entry(head_dim: usize) -> &'static str {
-    match head_dim {
-        64 => "attn_rows_d64",
-        128 => "attn_rows_d128",
-        256 => "attn_rows_d256",
-        _ => "attn_rows",
-    }
-}
-
-pub fn choose_attention(
-    head_dim: usize,
-    n_heads: usize,
-    n_kv_heads: usize,
-    capacity: usize,
-    _dev: &DeviceFacts,
-) -> Result<AttentionKernel, CudaError> {
-    if head_dim == 0 || head_dim > ATT_MAX_HD || head_dim % 8 != 0 {
-        return Err(super::shape_err(
-            "attention",
-            format!("head size {head_dim} is not a multiple of 8 in 8..={ATT_MAX_HD}"),
-        ));
-    }
-    if n_kv_heads == 0 || n_heads == 0 || n_heads % n_kv_heads != 0 {
-        return Err(super::shape_err(
-            "attention",
-            format!("{n_heads} query heads do not share {n_kv_heads} KV heads evenly"),
-        ));
-    }
-    if (n_heads / n_kv_heads) * head_dim > ATT_WARPS as usize * ATT_MAX_HD {
-        return Err(super::shape_err(
-            "attention",
-            format!(
-                "{} query heads per KV head of {head_dim} dims: the attention block stages at most {} query values",
-                n_heads / n_kv_heads,
-                ATT_WARPS as usize * ATT_MAX_HD
-            ),
-        ));
-    }
-    if n_heads / n_kv_heads > ATT_MAX_GROUP {
-        return Err(super::shape_err(
-            "attention",
-            format!(
-                "{} query heads per KV head; the attention kernel takes at most {ATT_MAX_GROUP}",
-                n_heads / n_kv_heads
-            ),
-        ));
-    }
-    if capacity == 0 || capacity > i32::MAX as usize / 2 {
-        return Err(super::shape_err(
-            "attention",
-            format!("KV capacity {capacity} out of range"),
-        ));
-    }
-    Ok(AttentionKernel::SplitKv {
-        split: ATT_SPLIT,
-        max_splits: capacity.div_ceil(ATT_SPLIT),
-    })
-}
-
-/// Weight formats with tensor-core decode products (`kernels/mmv.cu`: `mmv_<suffix>_nt<NT>`,
-/// `mmv_<suffix>_glu_nt<NT>`), routed there by `ASSAY_MMV=1`; the others keep the matvec.
-pub const MMV_FORMATS: [QuantFormat; 2] = [QuantFormat::Q4_0, QuantFormat::Q8_0];
-
-/// Whether `format` has tensor-core decode products on a device of compute capability `cc`.
-pub fn mmv_supported(format: QuantFormat, cc: (i32, i32)) -> bool {
-    cc.0 >= 8 && MMV_FORMATS.contains(&format)
-}
-
-/// Blocks an `mmv.cu` launch aims at (about two per SM of an H200): a product with fewer
-/// 16-row tiles splits each tile's chunks across blocks ([`mmv_splits`]).
-pub const MMV_TARGET_BLOCKS: usize = 256;
-/// Most blocks one tile's chunks are split across.
-pub const MMV_MAX_SPLITS: usize = 8;
-/// Most rows x splits of a split product: the partial-sum scratch holds
-/// `MMV_SPLIT_ROWS * 2 * MMV_N` floats (`ops::MmvScratch`).
-pub const MMV_SPLIT_ROWS: usize = 16 * MMV_TARGET_BLOCKS;
-
-/// Blocks each 16-row tile's chunks are split across: `MMV_TARGET_BLOCKS / tiles` (at
-/// least 1, at most [`MMV_MAX_SPLITS`], and never more than the chunks / 8 so that each
-/// split keeps a chunk per warp). A function of the shape only, never of the token count:
-/// the k split, hence every token's bits, is the same for n = 1 and n = 64.
-pub fn mmv_splits(rows: usize, k: usize) -> u32 {
-    let tiles = rows.div_ceil(16).max(1);
-    let by_blocks = (MMV_TARGET_BLOCKS / tiles).clamp(1, MMV_MAX_SPLITS);
-    let by_chunks = (k / 32 / MMV_WARPS as usize).max(1);
-    by_blocks.min(by_chunks) as u32
-}
-
-/// Longest row the one-token entry points (`mmv_<fmt>[_glu]_x1`) stage in shared memory
-/// (f16 hi + lo: 4 bytes a value, within the matvec's dynamic shared-memory limit);
-/// longer rows take `gemm_stage_x` + `_nt1`.
-pub const MMV_X1_MAX_K: usize = MV_MAX_SHARED_BYTES / 4;
-
-/// A tensor-core decode product (`kernels/mmv.cu`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MmvKernel {
-    pub format: QuantFormat,
-    /// Gate + up with the activation (`_glu`), else plain (+ bias, + residual).
-    pub glu: bool,
-    /// n-tiles of 8 tokens the entry point holds (1, 2, 4 or 8: the smallest >= n / 8).
-    pub n_tiles: u32,
-    /// Blocks per 16-row tile ([`mmv_splits`]).
-    pub splits: u32,
-    /// One token with x staged by the kernel itself (`_x1`: one launch, no `gemm_stage_x`;
-    /// the same bits as the staged `_nt1`).
-    pub x1: bool,
-}
-
-impl MmvKernel {
-    /// The entry point.
-    pub fn entry(&self) -> String {
-        let glu = if self.glu { "_glu" } else { "" };
-        if self.x1 {
-            format!("mmv_{}{glu}_x1", format_suffix(self.format))
-        } else {
-            format!("mmv_{}{glu}_nt{}", format_suffix(self.format), self.n_tiles)
-        }
-    }
-}
-
-/// Receipts' name: the product's kind and split, not its n-tiles (they follow n).
-impl std::fmt::Display for MmvKernel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "mmv_{}{} splits={} warps={MMV_WARPS}{}",
-            format_suffix(self.format),
-            if self.glu { "_glu" } else { "" },
-            self.splits,
-            if self.x1 { " x1" } else { "" }
-        )
-    }
-}
-
-/// The decode product for `n` tokens of a `rows` x `k` matrix in `format`.
-pub fn choose_mmv(
-    format: QuantFormat,
-    glu: bool,
-    rows: usize,
-    k: usize,
-    n: usize,
-    cc: (i32, i32),
-) -> Result<MmvKernel, CudaError> {
-    if !mmv_supported(format, cc) {
-        return Err(CudaError::UnsupportedFormat { op: "mmv", format });
-    }
-    if rows == 0 || k == 0 || k % 32 != 0 {
-        return Err(super::shape_err(
-            "mmv",
-            format!("{rows} x {k}: rows > 0 and k a positive multiple of 32"),
-        ));
-    }
-    let n_tiles = MMV_NT
-        .iter()
-        .copied()
-        .find(|nt| 8 * nt >= n && n > 0)
-        .ok_or_else(|| {
-            super::shape_err("mmv", format!("{n} tokens; a launch takes 1..={MMV_N}"))
-        })?;
-    Ok(MmvKernel {
-        format,
-        glu,
-        n_tiles: n_tiles as u32,
-        splits: mmv_splits(rows, k),
-        x1: false,
-    })
-}
-
-/// The one-token product that stages x itself, if the row fits ([`MMV_X1_MAX_K`]); the
-/// same split as [`choose_mmv`] for one token.
-pub fn choose_mmv_x1(
-    format: QuantFormat,
-    glu: bool,
-    rows: usize,
-    k: usize,
-    cc: (i32, i32),
-) -> Result<MmvKernel, CudaError> {
-    let c = choose_mmv(format, glu, rows, k, 1, cc)?;
-    if k > MMV_X1_MAX_K {
-        return Err(super::shape_err(
-            "mmv_x1",
-            format!("k = {k}: the one-token staging holds up to {MMV_X1_MAX_K} values"),
-        ));
-    }
-    Ok(MmvKernel { x1: true, ..c })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cuda::select::tests::{H200, RTX};
+
+    use crate::cuda::sources::consts::MV_MAX_TOK;
 
     #[test]
     fn float_formats_take_at_most_two_rows_per_warp_for_one_token() {
@@ -686,39 +337,6 @@ mod tests {
             panic!("multi-row")
         };
         assert_eq!(rows_per_warp, 4);
-    }
-    use crate::cuda::sources::consts::MV_MAX_TOK;
-
-    const H200: DeviceFacts = DeviceFacts {
-        compute_capability: (9, 0),
-        sm_count: 132,
-    };
-    const RTX: DeviceFacts = DeviceFacts {
-        compute_capability: (8, 6),
-        sm_count: 82,
-    };
-
-    #[test]
-    fn arch_is_sm_90a_on_hopper_and_own_elsewhere() {
-        assert_eq!(arch_for((9, 0)), "sm_90a");
-        assert_eq!(arch_for((8, 6)), "sm_86");
-        assert_eq!(arch_for((12, 0)), "sm_120");
-    }
-
-    #[test]
-    fn every_kernel_format_has_a_distinct_suffix() {
-        let mut seen: Vec<&str> = KERNEL_FORMATS.iter().map(|f| format_suffix(*f)).collect();
-        assert!(!seen.contains(&"?"));
-        seen.sort();
-        seen.dedup();
-        assert_eq!(seen.len(), KERNEL_FORMATS.len());
-        for f in QuantFormat::ALL {
-            assert_eq!(
-                format_suffix_of(f).is_some(),
-                KERNEL_FORMATS.contains(&f),
-                "{f}"
-            );
-        }
     }
 
     #[test]
@@ -828,7 +446,7 @@ mod tests {
             "matvec_q4_0/glu-multi-row(r=1,warps=8,tok=8)"
         );
         // Every chosen entry point exists in the family's list.
-        use super::super::sources::Family;
+        use crate::cuda::sources::Family;
         let listed = [Family::Matvec, Family::MatvecBatch]
             .map(|f| f.entry_points())
             .concat();
@@ -860,54 +478,11 @@ mod tests {
         assert_eq!(mv_shared_bytes(1, 1 << 20), 640 * 33 * 4);
         assert_eq!(MV_MAX_SHARED_BYTES, 640 * 33 * 4);
         // The kernel's chunk stride is this one.
-        let mv = super::super::sources::SOURCES
+        let mv = crate::cuda::sources::SOURCES
             .iter()
             .find(|s| s.path == "matvec.cu")
             .unwrap();
         assert!(mv.text.contains(&format!("#define MV_XCS {MV_XCS}\n")));
-    }
-
-    #[test]
-    fn embed_choice() {
-        assert_eq!(
-            choose_embed(QuantFormat::Q6_K, 2048).unwrap().to_string(),
-            "embed_q6_k/chunk-per-thread"
-        );
-        assert!(choose_embed(QuantFormat::Q6_K, 896).is_err());
-        assert!(choose_embed(QuantFormat::IQ4_XS, 256).is_err());
-    }
-
-    #[test]
-    fn attention_choice() {
-        let c = choose_attention(64, 9, 3, 8192, &H200).unwrap();
-        assert_eq!(
-            c,
-            AttentionKernel::SplitKv {
-                split: ATT_SPLIT,
-                max_splits: 8192 / ATT_SPLIT
-            }
-        );
-        let c = choose_attention(256, 4, 1, 300, &RTX).unwrap();
-        assert_eq!(
-            c,
-            AttentionKernel::SplitKv {
-                split: ATT_SPLIT,
-                max_splits: 300usize.div_ceil(ATT_SPLIT)
-            }
-        );
-        assert!(choose_attention(512, 8, 8, 100, &H200).is_err());
-        assert!(choose_attention(64, 9, 2, 100, &H200).is_err());
-        assert!(choose_attention(64, 8, 2, 0, &H200).is_err());
-        // 16-byte staging of K/V rows: head sizes are multiples of 8
-        assert!(choose_attention(60, 8, 8, 100, &H200).is_err());
-        assert!(choose_attention(80, 8, 8, 100, &H200).is_ok());
-        // at most 2 heads per warp of the widest block
-        assert!(choose_attention(64, ATT_MAX_GROUP, 1, 100, &H200).is_ok());
-        // the block's staged q: G * head_dim <= ATT_WARPS * ATT_MAX_HD values
-        assert!(choose_attention(128, ATT_MAX_GROUP, 1, 100, &H200).is_ok());
-        assert!(choose_attention(256, ATT_MAX_GROUP, 1, 100, &H200).is_err());
-        assert!(choose_attention(256, 8, 1, 100, &H200).is_ok());
-        assert!(choose_attention(64, 2 * ATT_MAX_GROUP, 1, 100, &H200).is_err());
     }
 
     #[test]
@@ -927,40 +502,6 @@ mod tests {
     }
 
     #[test]
-    fn attention_entry_by_head_size() {
-        assert_eq!(attention_entry(128), "attn_partial_d128");
-        assert_eq!(attention_entry(64), "attn_partial_d64");
-        assert_eq!(attention_entry(256), "attn_partial_d256");
-        assert_eq!(attention_entry(80), "attn_partial");
-        for hd in [64, 80, 128, 256] {
-            assert_eq!(
-                attention_rows_entry(hd).strip_prefix("attn_rows"),
-                attention_entry(hd).strip_prefix("attn_partial")
-            );
-        }
-    }
-
-    #[test]
-    fn attention_warps_by_group() {
-        assert_eq!(attention_warps(1), 4);
-        assert_eq!(attention_warps(4), 4);
-        assert_eq!(attention_warps(7), 8);
-        assert_eq!(attention_warps(ATT_MAX_GROUP), ATT_WARPS);
-        // every head of the largest group has a warp slot (2 per warp)
-        assert!(ATT_MAX_GROUP <= 2 * ATT_WARPS as usize);
-        // attention.cu stages the group's q with ATT_QPT = ATT_MAX_HD / 32 values per
-        // thread: every accepted shape fits the block it gets
-        for g in 1..=2 * ATT_MAX_GROUP {
-            for hd in (8..=ATT_MAX_HD).step_by(8) {
-                if choose_attention(hd, g, 1, 100, &H200).is_ok() {
-                    let threads = attention_warps(g) as usize * 32;
-                    assert!(g * hd <= threads * (ATT_MAX_HD / 32), "g={g} hd={hd}");
-                }
-            }
-        }
-    }
-
-    #[test]
     fn the_q6_k_head_is_the_plain_r4_entry_point() {
         let h200 = DeviceFacts {
             compute_capability: (9, 0),
@@ -970,74 +511,9 @@ mod tests {
         assert_eq!(c.entry(), "matvec_q6_k_r4");
         assert_eq!(c.to_string(), "matvec_q6_k/multi-row(r=4,warps=8)");
         // Every one-token entry point is one of the family's plain names.
-        use super::super::sources::Family;
+        use crate::cuda::sources::Family;
         let listed = Family::Matvec.entry_points();
         assert!(listed.iter().all(|e| !e.contains("_o")), "{listed:?}");
         assert!(listed.contains(&c.entry()));
-    }
-
-    #[test]
-    fn mmv_choice_follows_n_tiles_and_shape() {
-        let cc = (9, 0);
-        let k = choose_mmv(QuantFormat::Q4_0, false, 4096, 4096, 1, cc).unwrap();
-        assert_eq!((k.n_tiles, k.splits), (1, 1));
-        assert_eq!(k.entry(), "mmv_q4_0_nt1");
-        for (n, nt) in [
-            (1, 1),
-            (8, 1),
-            (9, 2),
-            (16, 2),
-            (17, 4),
-            (32, 4),
-            (33, 8),
-            (64, 8),
-        ] {
-            let c = choose_mmv(QuantFormat::Q8_0, true, 14336, 4096, n, cc).unwrap();
-            assert_eq!(c.n_tiles, nt, "n = {n}");
-            assert_eq!(c.entry(), format!("mmv_q8_0_glu_nt{nt}"));
-            assert_eq!(c.splits, 1);
-        }
-        // k / v of an 8B model: 64 tiles, split in 4 whatever n.
-        for n in [1, 7, 64] {
-            let c = choose_mmv(QuantFormat::Q4_0, false, 1024, 4096, n, cc).unwrap();
-            assert_eq!(c.splits, 4);
-            assert_eq!(c.to_string(), "mmv_q4_0 splits=4 warps=8");
-        }
-        assert!(choose_mmv(QuantFormat::Q4_0, false, 1024, 4096, 0, cc).is_err());
-        assert!(choose_mmv(QuantFormat::Q4_0, false, 1024, 4096, 65, cc).is_err());
-        assert!(choose_mmv(QuantFormat::Q6_K, false, 1024, 4096, 1, cc).is_err());
-        assert!(choose_mmv(QuantFormat::Q4_0, false, 1024, 4096, 1, (7, 5)).is_err());
-        assert!(choose_mmv(QuantFormat::Q4_0, false, 1024, 4100, 1, cc).is_err());
-        // One token staged in the kernel: same split, `_x1` entry point, rows that fit.
-        let x = choose_mmv_x1(QuantFormat::Q4_0, true, 14336, 4096, cc).unwrap();
-        assert_eq!((x.entry().as_str(), x.splits), ("mmv_q4_0_glu_x1", 1));
-        let x = choose_mmv_x1(QuantFormat::Q8_0, false, 1024, 4096, cc).unwrap();
-        assert_eq!((x.entry().as_str(), x.splits), ("mmv_q8_0_x1", 4));
-        assert_eq!(x.to_string(), "mmv_q8_0 splits=4 warps=8 x1");
-        assert!(choose_mmv_x1(QuantFormat::Q4_0, false, 4096, 14336, cc).is_ok());
-        const { assert!(MMV_X1_MAX_K >= 14336) };
-        assert!(choose_mmv_x1(QuantFormat::Q4_0, false, 4096, MMV_X1_MAX_K + 32, cc).is_err());
-    }
-
-    #[test]
-    fn mmv_splits_depend_on_shape_only_and_fit_the_scratch() {
-        assert_eq!(mmv_splits(4096, 4096), 1);
-        assert_eq!(mmv_splits(4096, 14336), 1);
-        assert_eq!(mmv_splits(14336, 4096), 1);
-        assert_eq!(mmv_splits(1024, 4096), 4);
-        assert_eq!(mmv_splits(512, 4096), 8);
-        assert_eq!(mmv_splits(16, 4096), 8);
-        // Few chunks: each split keeps at least one chunk per warp.
-        assert_eq!(mmv_splits(16, 256), 1);
-        assert_eq!(mmv_splits(16, 512), 2);
-        for rows in [16, 100, 512, 1000, 1024, 2048, 4096, 5000, 14336] {
-            for k in [32, 256, 4096, 14336] {
-                let s = mmv_splits(rows, k) as usize;
-                assert!((1..=MMV_MAX_SPLITS).contains(&s));
-                if s > 1 {
-                    assert!(rows.div_ceil(16) * 16 * s <= MMV_SPLIT_ROWS, "{rows} x {k}");
-                }
-            }
-        }
     }
 }

@@ -1,0 +1,201 @@
+//! Tensor-core decode products (`kernels/mmv.cu`).
+
+use super::*;
+
+/// Weight formats with tensor-core decode products (`kernels/mmv.cu`: `mmv_<suffix>_nt<NT>`,
+/// `mmv_<suffix>_glu_nt<NT>`), routed there by `ASSAY_MMV=1`; the others keep the matvec.
+pub const MMV_FORMATS: [QuantFormat; 2] = [QuantFormat::Q4_0, QuantFormat::Q8_0];
+
+/// Whether `format` has tensor-core decode products on a device of compute capability `cc`.
+pub fn mmv_supported(format: QuantFormat, cc: (i32, i32)) -> bool {
+    cc.0 >= 8 && MMV_FORMATS.contains(&format)
+}
+
+/// Blocks an `mmv.cu` launch aims at (about two per SM of an H200): a product with fewer
+/// 16-row tiles splits each tile's chunks across blocks ([`mmv_splits`]).
+pub const MMV_TARGET_BLOCKS: usize = 256;
+/// Most blocks one tile's chunks are split across.
+pub const MMV_MAX_SPLITS: usize = 8;
+/// Most rows x splits of a split product: the partial-sum scratch holds
+/// `MMV_SPLIT_ROWS * 2 * MMV_N` floats (`ops::MmvScratch`).
+pub const MMV_SPLIT_ROWS: usize = 16 * MMV_TARGET_BLOCKS;
+
+/// Blocks each 16-row tile's chunks are split across: `MMV_TARGET_BLOCKS / tiles` (at
+/// least 1, at most [`MMV_MAX_SPLITS`], and never more than the chunks / 8 so that each
+/// split keeps a chunk per warp). A function of the shape only, never of the token count:
+/// the k split, hence every token's bits, is the same for n = 1 and n = 64.
+pub fn mmv_splits(rows: usize, k: usize) -> u32 {
+    let tiles = rows.div_ceil(16).max(1);
+    let by_blocks = (MMV_TARGET_BLOCKS / tiles).clamp(1, MMV_MAX_SPLITS);
+    let by_chunks = (k / 32 / MMV_WARPS as usize).max(1);
+    by_blocks.min(by_chunks) as u32
+}
+
+/// Longest row the one-token entry points (`mmv_<fmt>[_glu]_x1`) stage in shared memory
+/// (f16 hi + lo: 4 bytes a value, within the matvec's dynamic shared-memory limit);
+/// longer rows take `gemm_stage_x` + `_nt1`.
+pub const MMV_X1_MAX_K: usize = MV_MAX_SHARED_BYTES / 4;
+
+/// A tensor-core decode product (`kernels/mmv.cu`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MmvKernel {
+    pub format: QuantFormat,
+    /// Gate + up with the activation (`_glu`), else plain (+ bias, + residual).
+    pub glu: bool,
+    /// n-tiles of 8 tokens the entry point holds (1, 2, 4 or 8: the smallest >= n / 8).
+    pub n_tiles: u32,
+    /// Blocks per 16-row tile ([`mmv_splits`]).
+    pub splits: u32,
+    /// One token with x staged by the kernel itself (`_x1`: one launch, no `gemm_stage_x`;
+    /// the same bits as the staged `_nt1`).
+    pub x1: bool,
+}
+
+impl MmvKernel {
+    /// The entry point.
+    pub fn entry(&self) -> String {
+        let glu = if self.glu { "_glu" } else { "" };
+        if self.x1 {
+            format!("mmv_{}{glu}_x1", format_suffix(self.format))
+        } else {
+            format!("mmv_{}{glu}_nt{}", format_suffix(self.format), self.n_tiles)
+        }
+    }
+}
+
+/// Receipts' name: the product's kind and split, not its n-tiles (they follow n).
+impl std::fmt::Display for MmvKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "mmv_{}{} splits={} warps={MMV_WARPS}{}",
+            format_suffix(self.format),
+            if self.glu { "_glu" } else { "" },
+            self.splits,
+            if self.x1 { " x1" } else { "" }
+        )
+    }
+}
+
+/// The decode product for `n` tokens of a `rows` x `k` matrix in `format`.
+pub fn choose_mmv(
+    format: QuantFormat,
+    glu: bool,
+    rows: usize,
+    k: usize,
+    n: usize,
+    cc: (i32, i32),
+) -> Result<MmvKernel, CudaError> {
+    if !mmv_supported(format, cc) {
+        return Err(CudaError::UnsupportedFormat { op: "mmv", format });
+    }
+    if rows == 0 || k == 0 || k % 32 != 0 {
+        return Err(crate::cuda::shape_err(
+            "mmv",
+            format!("{rows} x {k}: rows > 0 and k a positive multiple of 32"),
+        ));
+    }
+    let n_tiles = MMV_NT
+        .iter()
+        .copied()
+        .find(|nt| 8 * nt >= n && n > 0)
+        .ok_or_else(|| {
+            crate::cuda::shape_err("mmv", format!("{n} tokens; a launch takes 1..={MMV_N}"))
+        })?;
+    Ok(MmvKernel {
+        format,
+        glu,
+        n_tiles: n_tiles as u32,
+        splits: mmv_splits(rows, k),
+        x1: false,
+    })
+}
+
+/// The one-token product that stages x itself, if the row fits ([`MMV_X1_MAX_K`]); the
+/// same split as [`choose_mmv`] for one token.
+pub fn choose_mmv_x1(
+    format: QuantFormat,
+    glu: bool,
+    rows: usize,
+    k: usize,
+    cc: (i32, i32),
+) -> Result<MmvKernel, CudaError> {
+    let c = choose_mmv(format, glu, rows, k, 1, cc)?;
+    if k > MMV_X1_MAX_K {
+        return Err(crate::cuda::shape_err(
+            "mmv_x1",
+            format!("k = {k}: the one-token staging holds up to {MMV_X1_MAX_K} values"),
+        ));
+    }
+    Ok(MmvKernel { x1: true, ..c })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mmv_choice_follows_n_tiles_and_shape() {
+        let cc = (9, 0);
+        let k = choose_mmv(QuantFormat::Q4_0, false, 4096, 4096, 1, cc).unwrap();
+        assert_eq!((k.n_tiles, k.splits), (1, 1));
+        assert_eq!(k.entry(), "mmv_q4_0_nt1");
+        for (n, nt) in [
+            (1, 1),
+            (8, 1),
+            (9, 2),
+            (16, 2),
+            (17, 4),
+            (32, 4),
+            (33, 8),
+            (64, 8),
+        ] {
+            let c = choose_mmv(QuantFormat::Q8_0, true, 14336, 4096, n, cc).unwrap();
+            assert_eq!(c.n_tiles, nt, "n = {n}");
+            assert_eq!(c.entry(), format!("mmv_q8_0_glu_nt{nt}"));
+            assert_eq!(c.splits, 1);
+        }
+        // k / v of an 8B model: 64 tiles, split in 4 whatever n.
+        for n in [1, 7, 64] {
+            let c = choose_mmv(QuantFormat::Q4_0, false, 1024, 4096, n, cc).unwrap();
+            assert_eq!(c.splits, 4);
+            assert_eq!(c.to_string(), "mmv_q4_0 splits=4 warps=8");
+        }
+        assert!(choose_mmv(QuantFormat::Q4_0, false, 1024, 4096, 0, cc).is_err());
+        assert!(choose_mmv(QuantFormat::Q4_0, false, 1024, 4096, 65, cc).is_err());
+        assert!(choose_mmv(QuantFormat::Q6_K, false, 1024, 4096, 1, cc).is_err());
+        assert!(choose_mmv(QuantFormat::Q4_0, false, 1024, 4096, 1, (7, 5)).is_err());
+        assert!(choose_mmv(QuantFormat::Q4_0, false, 1024, 4100, 1, cc).is_err());
+        // One token staged in the kernel: same split, `_x1` entry point, rows that fit.
+        let x = choose_mmv_x1(QuantFormat::Q4_0, true, 14336, 4096, cc).unwrap();
+        assert_eq!((x.entry().as_str(), x.splits), ("mmv_q4_0_glu_x1", 1));
+        let x = choose_mmv_x1(QuantFormat::Q8_0, false, 1024, 4096, cc).unwrap();
+        assert_eq!((x.entry().as_str(), x.splits), ("mmv_q8_0_x1", 4));
+        assert_eq!(x.to_string(), "mmv_q8_0 splits=4 warps=8 x1");
+        assert!(choose_mmv_x1(QuantFormat::Q4_0, false, 4096, 14336, cc).is_ok());
+        const { assert!(MMV_X1_MAX_K >= 14336) };
+        assert!(choose_mmv_x1(QuantFormat::Q4_0, false, 4096, MMV_X1_MAX_K + 32, cc).is_err());
+    }
+
+    #[test]
+    fn mmv_splits_depend_on_shape_only_and_fit_the_scratch() {
+        assert_eq!(mmv_splits(4096, 4096), 1);
+        assert_eq!(mmv_splits(4096, 14336), 1);
+        assert_eq!(mmv_splits(14336, 4096), 1);
+        assert_eq!(mmv_splits(1024, 4096), 4);
+        assert_eq!(mmv_splits(512, 4096), 8);
+        assert_eq!(mmv_splits(16, 4096), 8);
+        // Few chunks: each split keeps at least one chunk per warp.
+        assert_eq!(mmv_splits(16, 256), 1);
+        assert_eq!(mmv_splits(16, 512), 2);
+        for rows in [16, 100, 512, 1000, 1024, 2048, 4096, 5000, 14336] {
+            for k in [32, 256, 4096, 14336] {
+                let s = mmv_splits(rows, k) as usize;
+                assert!((1..=MMV_MAX_SPLITS).contains(&s));
+                if s > 1 {
+                    assert!(rows.div_ceil(16) * 16 * s <= MMV_SPLIT_ROWS, "{rows} x {k}");
+                }
+            }
+        }
+    }
+}
