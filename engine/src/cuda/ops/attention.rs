@@ -111,6 +111,46 @@ pub fn attention_two_pass(
     )
 }
 
+/// The kernel choice and the checks that [`attention`] and [`attention_rows`] share: q, out
+/// and pos lengths, and a scratch sized for this shape. Returns the choice and its splits.
+#[allow(clippy::too_many_arguments)]
+fn attention_checks(
+    op: &'static str,
+    gpu: &Gpu,
+    s: AttnShape,
+    scratch: &AttnScratch,
+    q_len: usize,
+    out_len: usize,
+    pos_len: usize,
+) -> Result<(AttentionKernel, usize), CudaError> {
+    let choice = select::choose_attention(
+        s.head_dim,
+        s.n_heads,
+        s.n_kv_heads,
+        s.capacity,
+        &gpu.facts(),
+    )?;
+    let AttentionKernel::SplitKv { max_splits, .. } = choice;
+    let qlen = s.ntok * s.n_heads * s.head_dim;
+    need(op, "q", q_len, qlen)?;
+    need(op, "out", out_len, qlen)?;
+    need(op, "pos", pos_len, s.ntok)?;
+    if s.ntok > scratch.max_tok
+        || s.n_heads != scratch.n_heads
+        || s.head_dim != scratch.head_dim
+        || max_splits != scratch.max_splits
+    {
+        return Err(crate::cuda::shape_err(
+            op,
+            format!(
+                "scratch was sized for {} tokens x {} heads x {} dims x {} splits",
+                scratch.max_tok, scratch.n_heads, scratch.head_dim, scratch.max_splits
+            ),
+        ));
+    }
+    Ok((choice, max_splits))
+}
+
 #[allow(clippy::too_many_arguments)]
 fn attention_launch(
     gpu: &Gpu,
@@ -126,34 +166,11 @@ fn attention_launch(
     one_launch: bool,
 ) -> Result<AttentionKernel, CudaError> {
     const OP: &str = "attention";
-    let choice = select::choose_attention(
-        s.head_dim,
-        s.n_heads,
-        s.n_kv_heads,
-        s.capacity,
-        &gpu.facts(),
-    )?;
-    let AttentionKernel::SplitKv { max_splits, .. } = choice;
-    let qlen = s.ntok * s.n_heads * s.head_dim;
+    let (choice, max_splits) =
+        attention_checks(OP, gpu, s, scratch, q.len(), out.len(), pos.len())?;
     let cache_len = s.n_kv_heads * s.capacity * s.head_dim;
-    need(OP, "q", q.len(), qlen)?;
-    need(OP, "out", out.len(), qlen)?;
     need(OP, "k cache", k_cache.len(), cache_len)?;
     need(OP, "v cache", v_cache.len(), cache_len)?;
-    need(OP, "pos", pos.len(), s.ntok)?;
-    if s.ntok > scratch.max_tok
-        || s.n_heads != scratch.n_heads
-        || s.head_dim != scratch.head_dim
-        || max_splits != scratch.max_splits
-    {
-        return Err(crate::cuda::shape_err(
-            OP,
-            format!(
-                "scratch was sized for {} tokens x {} heads x {} dims x {} splits",
-                scratch.max_tok, scratch.n_heads, scratch.head_dim, scratch.max_splits
-            ),
-        ));
-    }
     if s.ntok == 0 {
         return Ok(choice);
     }
@@ -299,59 +316,87 @@ pub fn rope_kv(
     s: RopeKvShape,
 ) -> Result<(), CudaError> {
     const OP: &str = "rope_kv";
+    let cfg = rope_kv_checks(OP, table, s, q.len(), k.len(), v.len(), pos.len())?;
+    let cache_len = s.n_kv_heads * s.capacity * s.head_dim;
+    need(OP, "k cache", k_cache.len(), cache_len)?;
+    need(OP, "v cache", v_cache.len(), cache_len)?;
+    if s.ntok == 0 {
+        return Ok(());
+    }
+    let (qp, kp, vp) = (wr(gpu, q), wr(gpu, k), rd(gpu, v));
+    let (kcp, vcp, pp) = (wr(gpu, k_cache), wr(gpu, v_cache), rd(gpu, pos));
+    let mut args = vec![
+        Arg::Ptr(qp),
+        Arg::Ptr(kp),
+        Arg::Ptr(vp),
+        Arg::Ptr(kcp),
+        Arg::Ptr(vcp),
+        Arg::Ptr(pp),
+    ];
+    args.extend(rope_kv_tail(OP, gpu, table, style, s)?);
+    args.push(Arg::I32(int(OP, "capacity", s.capacity)?));
+    launch(gpu, "rope_kv", cfg, &args)
+}
+
+/// The checks that [`rope_kv`] and [`rope_kv_rows`] share (n_rot; q, k, v, pos and table
+/// lengths) and their launch shape: one block row per token, 128 threads over the items of
+/// a token (the items of a block are a layout choice only).
+#[allow(clippy::too_many_arguments)]
+fn rope_kv_checks(
+    op: &'static str,
+    table: &RopeTable,
+    s: RopeKvShape,
+    q_len: usize,
+    k_len: usize,
+    v_len: usize,
+    pos_len: usize,
+) -> Result<LaunchConfig, CudaError> {
     let n_rot = table.n_rot;
     if n_rot % 2 != 0 || n_rot > s.head_dim || n_rot == 0 {
         return Err(crate::cuda::shape_err(
-            OP,
+            op,
             format!("n_rot = {n_rot} must be even and in 2..={}", s.head_dim),
         ));
     }
     let kv_len = s.ntok * s.n_kv_heads * s.head_dim;
-    let cache_len = s.n_kv_heads * s.capacity * s.head_dim;
-    need(OP, "q", q.len(), s.ntok * s.n_heads * s.head_dim)?;
-    need(OP, "k", k.len(), kv_len)?;
-    need(OP, "v", v.len(), kv_len)?;
-    need(OP, "k cache", k_cache.len(), cache_len)?;
-    need(OP, "v cache", v_cache.len(), cache_len)?;
-    need(OP, "pos", pos.len(), s.ntok)?;
-    need(OP, "table", table.table.len(), n_rot)?;
-    if s.ntok == 0 {
-        return Ok(());
-    }
-    let half = n_rot / 2;
-    let items = (s.n_heads + s.n_kv_heads) * half
+    need(op, "q", q_len, s.ntok * s.n_heads * s.head_dim)?;
+    need(op, "k", k_len, kv_len)?;
+    need(op, "v", v_len, kv_len)?;
+    need(op, "pos", pos_len, s.ntok)?;
+    need(op, "table", table.table.len(), n_rot)?;
+    let items = (s.n_heads + s.n_kv_heads) * (n_rot / 2)
         + s.n_kv_heads * (s.head_dim - n_rot)
         + s.n_kv_heads * s.head_dim;
     const THREADS: u32 = 128;
-    let blocks = int(OP, "blocks", items.div_ceil(THREADS as usize))? as u32;
-    let (qp, kp, vp) = (wr(gpu, q), wr(gpu, k), rd(gpu, v));
-    let (kcp, vcp) = (wr(gpu, k_cache), wr(gpu, v_cache));
-    let (pp, tp) = (rd(gpu, pos), rd(gpu, &table.table));
-    launch(
-        gpu,
-        "rope_kv",
-        LaunchConfig {
-            grid_dim: (int(OP, "ntok", s.ntok)? as u32, blocks, 1),
-            block_dim: (THREADS, 1, 1),
-            shared_mem_bytes: 0,
-        },
-        &[
-            Arg::Ptr(qp),
-            Arg::Ptr(kp),
-            Arg::Ptr(vp),
-            Arg::Ptr(kcp),
-            Arg::Ptr(vcp),
-            Arg::Ptr(pp),
-            Arg::Ptr(tp),
-            Arg::F64(table.freq_scale),
-            Arg::I32(int(OP, "n_heads", s.n_heads)?),
-            Arg::I32(int(OP, "n_kv_heads", s.n_kv_heads)?),
-            Arg::I32(int(OP, "head_dim", s.head_dim)?),
-            Arg::I32(int(OP, "n_rot", n_rot)?),
-            Arg::I32(i32::from(style == RopeStyle::Neox)),
-            Arg::I32(int(OP, "capacity", s.capacity)?),
-        ],
-    )
+    Ok(LaunchConfig {
+        grid_dim: (
+            int(op, "ntok", s.ntok)? as u32,
+            int(op, "blocks", items.div_ceil(THREADS as usize))? as u32,
+            1,
+        ),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    })
+}
+
+/// The launch arguments [`rope_kv`] and [`rope_kv_rows`] share after their pointers: the
+/// table, its frequency scale and the shape.
+fn rope_kv_tail(
+    op: &'static str,
+    gpu: &Gpu,
+    table: &RopeTable,
+    style: RopeStyle,
+    s: RopeKvShape,
+) -> Result<[Arg; 7], CudaError> {
+    Ok([
+        Arg::Ptr(rd(gpu, &table.table)),
+        Arg::F64(table.freq_scale),
+        Arg::I32(int(op, "n_heads", s.n_heads)?),
+        Arg::I32(int(op, "n_kv_heads", s.n_kv_heads)?),
+        Arg::I32(int(op, "head_dim", s.head_dim)?),
+        Arg::I32(int(op, "n_rot", table.n_rot)?),
+        Arg::I32(i32::from(style == RopeStyle::Neox)),
+    ])
 }
 
 /// One row's KV cache in a batched launch ([`attention_rows`], [`rope_kv_rows`]): the
@@ -439,37 +484,16 @@ pub fn attention_rows(
     out: &mut dyn DevicePtrMut<f32>,
 ) -> Result<AttentionKernel, CudaError> {
     const OP: &str = "attention rows";
-    let choice = select::choose_attention(
-        s.head_dim,
-        s.n_heads,
-        s.n_kv_heads,
-        s.capacity,
-        &gpu.facts(),
-    )?;
-    let AttentionKernel::SplitKv { max_splits, .. } = choice;
-    let qlen = s.ntok * s.n_heads * s.head_dim;
-    need(OP, "q", q.len(), qlen)?;
-    need(OP, "out", out.len(), qlen)?;
-    need(OP, "pos", pos.len(), s.ntok)?;
+    let (choice, max_splits) =
+        attention_checks(OP, gpu, s, scratch, q.len(), out.len(), pos.len())?;
     need(OP, "kv pointers", kv.ptrs.len(), 2 * s.ntok)?;
     need(OP, "capacities", kv.caps.len(), s.ntok)?;
-    if s.capacity != kv.capacity
-        || s.ntok > scratch.max_tok
-        || s.n_heads != scratch.n_heads
-        || s.head_dim != scratch.head_dim
-        || max_splits != scratch.max_splits
-    {
+    if s.capacity != kv.capacity {
         return Err(crate::cuda::shape_err(
             OP,
             format!(
-                "scratch was sized for {} tokens x {} heads x {} dims x {} splits \
-                 (capacity {} of the rows' {})",
-                scratch.max_tok,
-                scratch.n_heads,
-                scratch.head_dim,
-                scratch.max_splits,
-                s.capacity,
-                kv.capacity
+                "capacity {} is not the rows' largest capacity {}",
+                s.capacity, kv.capacity
             ),
         ));
     }
@@ -536,58 +560,24 @@ pub fn rope_kv_rows(
     s: RopeKvShape,
 ) -> Result<(), CudaError> {
     const OP: &str = "rope_kv rows";
-    let n_rot = table.n_rot;
-    if n_rot % 2 != 0 || n_rot > s.head_dim || n_rot == 0 {
-        return Err(crate::cuda::shape_err(
-            OP,
-            format!("n_rot = {n_rot} must be even and in 2..={}", s.head_dim),
-        ));
-    }
-    let kv_len = s.ntok * s.n_kv_heads * s.head_dim;
-    need(OP, "q", q.len(), s.ntok * s.n_heads * s.head_dim)?;
-    need(OP, "k", k.len(), kv_len)?;
-    need(OP, "v", v.len(), kv_len)?;
-    need(OP, "pos", pos.len(), s.ntok)?;
+    let cfg = rope_kv_checks(OP, table, s, q.len(), k.len(), v.len(), pos.len())?;
     need(OP, "kv pointers", kv.ptrs.len(), 2 * s.ntok)?;
     need(OP, "capacities", kv.caps.len(), s.ntok)?;
-    need(OP, "table", table.table.len(), n_rot)?;
     if s.ntok == 0 {
         return Ok(());
     }
-    let half = n_rot / 2;
-    let items = (s.n_heads + s.n_kv_heads) * half
-        + s.n_kv_heads * (s.head_dim - n_rot)
-        + s.n_kv_heads * s.head_dim;
-    // The block size of `rope_kv` (the items of a block are a layout choice only).
-    const THREADS: u32 = 128;
-    let blocks = int(OP, "blocks", items.div_ceil(THREADS as usize))? as u32;
     let (qp, kp, vp) = (wr(gpu, q), wr(gpu, k), rd(gpu, v));
-    let (tp, cp) = (rd(gpu, kv.ptrs), rd(gpu, kv.caps));
-    let (pp, tabp) = (rd(gpu, pos), rd(gpu, &table.table));
-    launch(
-        gpu,
-        "rope_kv_rows",
-        LaunchConfig {
-            grid_dim: (int(OP, "ntok", s.ntok)? as u32, blocks, 1),
-            block_dim: (THREADS, 1, 1),
-            shared_mem_bytes: 0,
-        },
-        &[
-            Arg::Ptr(qp),
-            Arg::Ptr(kp),
-            Arg::Ptr(vp),
-            Arg::Ptr(tp),
-            Arg::Ptr(cp),
-            Arg::Ptr(pp),
-            Arg::Ptr(tabp),
-            Arg::F64(table.freq_scale),
-            Arg::I32(int(OP, "n_heads", s.n_heads)?),
-            Arg::I32(int(OP, "n_kv_heads", s.n_kv_heads)?),
-            Arg::I32(int(OP, "head_dim", s.head_dim)?),
-            Arg::I32(int(OP, "n_rot", n_rot)?),
-            Arg::I32(i32::from(style == RopeStyle::Neox)),
-        ],
-    )
+    let (tp, cp, pp) = (rd(gpu, kv.ptrs), rd(gpu, kv.caps), rd(gpu, pos));
+    let mut args = vec![
+        Arg::Ptr(qp),
+        Arg::Ptr(kp),
+        Arg::Ptr(vp),
+        Arg::Ptr(tp),
+        Arg::Ptr(cp),
+        Arg::Ptr(pp),
+    ];
+    args.extend(rope_kv_tail(OP, gpu, table, style, s)?);
+    launch(gpu, "rope_kv_rows", cfg, &args)
 }
 
 #[cfg(test)]
