@@ -1,8 +1,10 @@
 // attention.cu — decode attention over an f16 KV cache (GQA, sliding window), split over
 // the KV length (flash-decoding) with a fixed-order combine; and the KV-cache store.
 //
-// Layouts: q and out are [ntok][nh][hd] f32; a layer's K and V caches are each
-// [nkv][cap][hd] f16 (hd a multiple of 8, <= ATT_MAX_HD); pos[t] is token t's position (it
+// Layouts: q and out are [ntok][nh][hd] f32; a layer's K and V caches are each a pool of
+// paged blocks ([block][nkv][KV_BLOCK][hd] f16, common.cuh), read through the sequence's
+// block table bt (position p of KV head h at kv_off(bt, h, p)); cap (the positions the
+// table covers) bounds the positions; hd a multiple of 8, <= ATT_MAX_HD; pos[t] is token t's position (it
 // attends to positions max(0, pos-window+1) ..= pos, window == 0 meaning no window). Query
 // head h reads KV head h / G, G = nh / nkv. score = (q . k) * scale, then
 // softcap * tanh(score / softcap) when softcap > 0.
@@ -30,6 +32,9 @@
 // launch. count must start at 0 (the scratch is zeroed once at allocation). One launch
 // instead of two.
 #include "common/common.cuh"
+#if ATT_SPLIT != KV_BLOCK
+#error "a split must be one KV block"
+#endif
 
 #ifndef ATT_SPLIT
 #define ATT_SPLIT 64
@@ -154,7 +159,7 @@ __device__ __forceinline__ int v_dim(int lane, int j) {
 // hd is 64, 128 or 256, else 0). skv, sq, sp: the kernel's shared staging.
 template <int DPL>
 __device__ __forceinline__ void attn_split(
-    const float* __restrict__ q, const u16* __restrict__ kc, const u16* __restrict__ vc,
+    const float* __restrict__ q, const u16* __restrict__ kc, const u16* __restrict__ vc, int blk,
     float* __restrict__ part_o, float* __restrict__ part_ml, int nh, int nkv, int hd, int cap,
     float scale, float softcap, int max_splits, unsigned int* __restrict__ count,
     float* __restrict__ out, int kvh, int s, int t, int p, int lo, int hi, u16* skv, float* sq,
@@ -169,8 +174,10 @@ __device__ __forceinline__ void attn_split(
     const int ch = hd >> 3;
     u16* sk = skv;
     u16* sv = skv + tp * rs;
-    const u16* kb = kc + (u64)kvh * cap * hd;
-    const u16* vb = vc + (u64)kvh * cap * hd;
+    // The split's pool block blk: rows split_lo .. split_lo + ATT_SPLIT - 1 of KV head kvh.
+    const u64 boff = ((u64)blk * nkv + kvh) * ATT_SPLIT * hd;
+    const u16* kb = kc + boff;
+    const u16* vb = vc + boff;
 
     // The G heads' q (contiguous), loaded now and stored once the first tile's loads are
     // in flight.
@@ -205,7 +212,7 @@ __device__ __forceinline__ void attn_split(
             for (int u = 0; u < ATT_LDN; u++) {
                 const int idx = min(b0 + u * (int)blockDim.x + (int)threadIdx.x, nchunk - 1);
                 const int row = idx / ch, c = idx - row * ch;
-                const u64 off = (u64)(r0 + row) * hd + c * 8;
+                const u64 off = (u64)(r0 - split_lo + row) * hd + c * 8;
                 rk[u] = __ldg(reinterpret_cast<const uint4*>(kb + off));
                 rv[u] = __ldg(reinterpret_cast<const uint4*>(vb + off));
             }
@@ -330,10 +337,18 @@ __device__ __forceinline__ void attn_split(
     if (threadIdx.x == 0) *cnt = 0u;
 }
 
+// The pool block of this block's split (blockIdx.y) in table bt of a cache of cap
+// positions; 0 for a split past the table (the block then returns before reading).
+__device__ __forceinline__ int split_block(const int* __restrict__ bt, int cap) {
+    const int s = blockIdx.y;
+    return s * ATT_SPLIT < cap ? __ldg(bt + s) : 0;
+}
+
 // The kernel body after the PDL calls: the block's rows, the shared staging, the split.
 template <int DPL>
 __device__ __forceinline__ void attn_entry(const float* __restrict__ q, const u16* __restrict__ kc,
-                                           const u16* __restrict__ vc, const int* __restrict__ pos,
+                                           const u16* __restrict__ vc, int blk,
+                                           const int* __restrict__ pos,
                                            float* __restrict__ part_o, float* __restrict__ part_ml,
                                            int nh, int nkv, int hd, int cap, int window,
                                            float scale, float softcap, int max_splits,
@@ -350,7 +365,7 @@ __device__ __forceinline__ void attn_entry(const float* __restrict__ q, const u1
     __shared__ __align__(16) float sq[ATT_WARPS * ATT_MAX_HD];
     __shared__ float sp[ATT_WARPS][ATT_TP];
     __shared__ int last;
-    attn_split<DPL>(q, kc, vc, part_o, part_ml, nh, nkv, hd, cap, scale, softcap, max_splits,
+    attn_split<DPL>(q, kc, vc, blk, part_o, part_ml, nh, nkv, hd, cap, scale, softcap, max_splits,
                     count, out, kvh, s, t, p, lo, hi, skv, sq, sp, &last);
 }
 
@@ -361,55 +376,71 @@ __device__ __forceinline__ void attn_entry(const float* __restrict__ q, const u1
 // head size whichever block computes them.
 extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
     attn_partial(const float* __restrict__ q, const u16* __restrict__ kc,
-                 const u16* __restrict__ vc, const int* __restrict__ pos,
+                 const u16* __restrict__ vc, const int* __restrict__ bt, const int* __restrict__ pos,
                  float* __restrict__ part_o, float* __restrict__ part_ml, int nh, int nkv,
                  int hd, int cap, int window, float scale, float softcap, int max_splits,
                  unsigned int* __restrict__ count, float* __restrict__ out) {
+    // The split's pool block (the table is written by the host, never by a kernel: read
+    // before the wait).
+    const int blk = split_block(bt, cap);
     pdl_wait();
     pdl_trigger();
-    attn_entry<0>(q, kc, vc, pos, part_o, part_ml, nh, nkv, hd, cap, window, scale, softcap,
+    attn_entry<0>(q, kc, vc, blk, pos, part_o, part_ml, nh, nkv, hd, cap, window, scale, softcap,
                   max_splits, count, out);
 }
 
 extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
     attn_partial_d64(const float* __restrict__ q, const u16* __restrict__ kc,
-                     const u16* __restrict__ vc, const int* __restrict__ pos,
+                     const u16* __restrict__ vc, const int* __restrict__ bt,
+                     const int* __restrict__ pos,
                      float* __restrict__ part_o, float* __restrict__ part_ml, int nh, int nkv,
                      int hd, int cap, int window, float scale, float softcap, int max_splits,
                      unsigned int* __restrict__ count, float* __restrict__ out) {
+    // The split's pool block (the table is written by the host, never by a kernel: read
+    // before the wait).
+    const int blk = split_block(bt, cap);
     pdl_wait();
     pdl_trigger();
-    attn_entry<2>(q, kc, vc, pos, part_o, part_ml, nh, nkv, 64, cap, window, scale, softcap,
+    attn_entry<2>(q, kc, vc, blk, pos, part_o, part_ml, nh, nkv, 64, cap, window, scale, softcap,
                   max_splits, count, out);
 }
 
 extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
     attn_partial_d128(const float* __restrict__ q, const u16* __restrict__ kc,
-                      const u16* __restrict__ vc, const int* __restrict__ pos,
+                      const u16* __restrict__ vc, const int* __restrict__ bt,
+                     const int* __restrict__ pos,
                       float* __restrict__ part_o, float* __restrict__ part_ml, int nh, int nkv,
                       int hd, int cap, int window, float scale, float softcap, int max_splits,
                       unsigned int* __restrict__ count, float* __restrict__ out) {
+    // The split's pool block (the table is written by the host, never by a kernel: read
+    // before the wait).
+    const int blk = split_block(bt, cap);
     pdl_wait();
     pdl_trigger();
-    attn_entry<4>(q, kc, vc, pos, part_o, part_ml, nh, nkv, 128, cap, window, scale, softcap,
+    attn_entry<4>(q, kc, vc, blk, pos, part_o, part_ml, nh, nkv, 128, cap, window, scale, softcap,
                   max_splits, count, out);
 }
 
 extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
     attn_partial_d256(const float* __restrict__ q, const u16* __restrict__ kc,
-                      const u16* __restrict__ vc, const int* __restrict__ pos,
+                      const u16* __restrict__ vc, const int* __restrict__ bt,
+                     const int* __restrict__ pos,
                       float* __restrict__ part_o, float* __restrict__ part_ml, int nh, int nkv,
                       int hd, int cap, int window, float scale, float softcap, int max_splits,
                       unsigned int* __restrict__ count, float* __restrict__ out) {
+    // The split's pool block (the table is written by the host, never by a kernel: read
+    // before the wait).
+    const int blk = split_block(bt, cap);
     pdl_wait();
     pdl_trigger();
-    attn_entry<8>(q, kc, vc, pos, part_o, part_ml, nh, nkv, 256, cap, window, scale, softcap,
+    attn_entry<8>(q, kc, vc, blk, pos, part_o, part_ml, nh, nkv, 256, cap, window, scale, softcap,
                   max_splits, count, out);
 }
 
 // attn_rows, attn_rows_d64 / _d128 / _d256: attn_partial (with the combine in the launch,
 // `count` non-null) for `ntok` query rows of `ntok` different sequences, each over its own
-// cache: row t's K and V caches ([nkv][caps[t]][hd] f16 each) at kvp[2t] and kvp[2t+1].
+// cache: row t's K and V pools at kvp[3t] and kvp[3t+1], its block table at kvp[3t+2],
+// covering caps[t] positions.
 // The block (kvh, s, t) runs attn_entry with row t's pointers and capacity, the very code
 // of attn_partial: q, out, the scratch slots and the counters are indexed by t as there,
 // and max_splits (the layout of the scratch) must be at least ceil(caps[t] / ATT_SPLIT)
@@ -425,9 +456,14 @@ __device__ __forceinline__ void attn_rows_entry(const float* __restrict__ q,
                                                 int max_splits, unsigned int* __restrict__ count,
                                                 float* __restrict__ out) {
     const int t = blockIdx.z;
-    const u16* kc = reinterpret_cast<const u16*>(kvp[2 * t]);
-    const u16* vc = reinterpret_cast<const u16*>(kvp[2 * t + 1]);
-    attn_entry<DPL>(q, kc, vc, pos, part_o, part_ml, nh, nkv, hd, caps[t], window, scale,
+    // Row t's pools, table and capacity come from host-written tables: read before the wait.
+    const u16* kc = reinterpret_cast<const u16*>(kvp[3 * t]);
+    const u16* vc = reinterpret_cast<const u16*>(kvp[3 * t + 1]);
+    const int cap = caps[t];
+    const int blk = split_block(reinterpret_cast<const int*>(kvp[3 * t + 2]), cap);
+    pdl_wait();
+    pdl_trigger();
+    attn_entry<DPL>(q, kc, vc, blk, pos, part_o, part_ml, nh, nkv, hd, cap, window, scale,
                     softcap, max_splits, count, out);
 }
 
@@ -437,8 +473,6 @@ extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
         float* __restrict__ part_ml, int nh, int nkv, int hd, int window, float scale,
         float softcap, int max_splits, unsigned int* __restrict__ count,
         float* __restrict__ out) {
-    pdl_wait();
-    pdl_trigger();
     attn_rows_entry<0>(q, kvp, caps, pos, part_o, part_ml, nh, nkv, hd, window, scale,
                         softcap, max_splits, count, out);
 }
@@ -449,8 +483,6 @@ extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
         float* __restrict__ part_ml, int nh, int nkv, int hd, int window, float scale,
         float softcap, int max_splits, unsigned int* __restrict__ count,
         float* __restrict__ out) {
-    pdl_wait();
-    pdl_trigger();
     attn_rows_entry<2>(q, kvp, caps, pos, part_o, part_ml, nh, nkv, 64, window, scale,
                         softcap, max_splits, count, out);
 }
@@ -461,8 +493,6 @@ extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
         float* __restrict__ part_ml, int nh, int nkv, int hd, int window, float scale,
         float softcap, int max_splits, unsigned int* __restrict__ count,
         float* __restrict__ out) {
-    pdl_wait();
-    pdl_trigger();
     attn_rows_entry<4>(q, kvp, caps, pos, part_o, part_ml, nh, nkv, 128, window, scale,
                         softcap, max_splits, count, out);
 }
@@ -473,8 +503,6 @@ extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
         float* __restrict__ part_ml, int nh, int nkv, int hd, int window, float scale,
         float softcap, int max_splits, unsigned int* __restrict__ count,
         float* __restrict__ out) {
-    pdl_wait();
-    pdl_trigger();
     attn_rows_entry<8>(q, kvp, caps, pos, part_o, part_ml, nh, nkv, 256, window, scale,
                         softcap, max_splits, count, out);
 }
@@ -495,7 +523,8 @@ extern "C" __global__ void attn_combine(const float* __restrict__ part_o,
 // their positions (round to nearest even). A position outside the cache writes nothing.
 extern "C" __global__ void kv_store(const float* __restrict__ k, const float* __restrict__ v,
                                     u16* __restrict__ kc, u16* __restrict__ vc,
-                                    const int* __restrict__ pos, int nkv, int hd, int cap) {
+                                    const int* __restrict__ bt, const int* __restrict__ pos,
+                                    int nkv, int hd, int cap) {
     pdl_wait();
     pdl_trigger();
     const int t = blockIdx.x;
@@ -504,7 +533,7 @@ extern "C" __global__ void kv_store(const float* __restrict__ k, const float* __
     const int n = nkv * hd;
     for (int idx = threadIdx.x; idx < n; idx += blockDim.x) {
         const int kvh = idx / hd, d = idx - kvh * hd;
-        const u64 dst = ((u64)kvh * cap + p) * hd + d;
+        const u64 dst = kv_off(bt, kvh, p, nkv, hd) + d;
         kc[dst] = f32_to_f16(k[(u64)t * n + idx]);
         vc[dst] = f32_to_f16(v[(u64)t * n + idx]);
     }

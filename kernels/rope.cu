@@ -38,7 +38,8 @@ extern "C" __global__ void rope(float* __restrict__ x, const int* __restrict__ p
 // into a layer's f16 KV caches like attention.cu's kv_store (round to nearest even; a
 // position outside the cache stores nothing, the rotations still happen). One launch for
 // what takes rope(q), rope(k) and kv_store; every value gets the bits of those three.
-// q is [ntok][nh][hd], k and v are [ntok][nkv][hd] f32; the caches [nkv][cap][hd] f16.
+// q is [ntok][nh][hd], k and v are [ntok][nkv][hd] f32; the caches paged pools read through
+// the block table bt (common.cuh kv_off), covering cap positions.
 // Grid (ntok, ceil(items / blockDim.x)); items per token, in this order: the nh*half pairs
 // of q, the nkv*half pairs of k, the nkv*(hd - n_rot) dims of k past n_rot, the nkv*hd
 // values of v.
@@ -46,7 +47,8 @@ extern "C" __global__ void rope(float* __restrict__ x, const int* __restrict__ p
 // positions: the body of rope_kv and of rope_kv_rows.
 __device__ __forceinline__ void rope_kv_tok(float* __restrict__ q, float* __restrict__ k,
                                             const float* __restrict__ v, u16* __restrict__ kc,
-                                            u16* __restrict__ vc, int t, int pi,
+                                            u16* __restrict__ vc, const int* __restrict__ bt,
+                                            int t, int pi,
                                             const double* __restrict__ tab, double freq_scale,
                                             int nh, int nkv, int hd, int n_rot, int neox,
                                             int cap) {
@@ -71,7 +73,7 @@ __device__ __forceinline__ void rope_kv_tok(float* __restrict__ q, float* __rest
         xh[i0] = r0;
         xh[i1] = r1;
         if (is_k && store) {
-            u16* dst = kc + ((u64)h * cap + pi) * hd;
+            u16* dst = kc + kv_off(bt, h, pi, nkv, hd);
             dst[i0] = f32_to_f16(r0);
             dst[i1] = f32_to_f16(r1);
         }
@@ -82,29 +84,30 @@ __device__ __forceinline__ void rope_kv_tok(float* __restrict__ q, float* __rest
     if (idx < nrest) {
         const int r = hd - n_rot;
         const int h = idx / r, d = n_rot + (idx - h * r);
-        kc[((u64)h * cap + pi) * hd + d] = f32_to_f16(k[((u64)t * nkv + h) * hd + d]);
+        kc[kv_off(bt, h, pi, nkv, hd) + d] = f32_to_f16(k[((u64)t * nkv + h) * hd + d]);
         return;
     }
     idx -= nrest;
     if (idx < nv) {
         const int h = idx / hd, d = idx - h * hd;
-        vc[((u64)h * cap + pi) * hd + d] = f32_to_f16(v[((u64)t * nkv + h) * hd + d]);
+        vc[kv_off(bt, h, pi, nkv, hd) + d] = f32_to_f16(v[((u64)t * nkv + h) * hd + d]);
     }
 }
 
 extern "C" __global__ void rope_kv(float* __restrict__ q, float* __restrict__ k,
                                    const float* __restrict__ v, u16* __restrict__ kc,
-                                   u16* __restrict__ vc, const int* __restrict__ pos,
+                                   u16* __restrict__ vc, const int* __restrict__ bt,
+                                   const int* __restrict__ pos,
                                    const double* __restrict__ tab, double freq_scale, int nh,
                                    int nkv, int hd, int n_rot, int neox, int cap) {
     pdl_wait();
     pdl_trigger();
     const int t = blockIdx.x;
-    rope_kv_tok(q, k, v, kc, vc, t, pos[t], tab, freq_scale, nh, nkv, hd, n_rot, neox, cap);
+    rope_kv_tok(q, k, v, kc, vc, bt, t, pos[t], tab, freq_scale, nh, nkv, hd, n_rot, neox, cap);
 }
 
 // rope_kv_rows: rope_kv for `ntok` rows of `ntok` different sequences, row t into its own
-// caches (kvp[2t] K, kvp[2t+1] V, each [nkv][caps[t]][hd] f16) at its position pos[t]: the
+// caches (kvp[3t] K, kvp[3t+1] V pools, kvp[3t+2] its block table, caps[t] positions) at its position pos[t]: the
 // same items and arithmetic as a one-token rope_kv launch on that row.
 extern "C" __global__ void rope_kv_rows(float* __restrict__ q, float* __restrict__ k,
                                         const float* __restrict__ v, const u64* __restrict__ kvp,
@@ -114,7 +117,8 @@ extern "C" __global__ void rope_kv_rows(float* __restrict__ q, float* __restrict
     pdl_wait();
     pdl_trigger();
     const int t = blockIdx.x;
-    u16* kc = reinterpret_cast<u16*>(kvp[2 * t]);
-    u16* vc = reinterpret_cast<u16*>(kvp[2 * t + 1]);
-    rope_kv_tok(q, k, v, kc, vc, t, pos[t], tab, freq_scale, nh, nkv, hd, n_rot, neox, caps[t]);
+    u16* kc = reinterpret_cast<u16*>(kvp[3 * t]);
+    u16* vc = reinterpret_cast<u16*>(kvp[3 * t + 1]);
+    const int* bt = reinterpret_cast<const int*>(kvp[3 * t + 2]);
+    rope_kv_tok(q, k, v, kc, vc, bt, t, pos[t], tab, freq_scale, nh, nkv, hd, n_rot, neox, caps[t]);
 }

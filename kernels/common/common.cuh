@@ -2,7 +2,7 @@
 //
 // Owns: the integer type names, f16/bf16 <-> f32 conversion without any CUDA header (inline
 // PTX, so NVRTC needs no include path and the kernel identity covers every byte compiled),
-// the fixed-order warp reduction, and the gated-MLP activations. The engine expands
+// the fixed-order warp reduction, the gated-MLP activations, and the paged KV layout. The engine expands
 // `#include "common/..."` lines itself before handing a family to NVRTC.
 #pragma once
 
@@ -14,6 +14,16 @@ typedef unsigned long long u64;
 
 #define ASSAY_NEG_INF (__int_as_float(0xff800000))
 #define ASSAY_NAN (__int_as_float(0x7fc00000))
+
+// The paged KV cache: a layer's K (and V) cache is a pool of blocks of KV_BLOCK positions,
+// each block [nkv][KV_BLOCK][hd] f16; a sequence's block table bt maps its block i
+// (positions i*KV_BLOCK .. (i+1)*KV_BLOCK - 1) to a block of the pool. KV_BLOCK is one
+// attention split (ATT_SPLIT), so a split reads one block. kv_off: the offset of (KV head h,
+// position p, dim 0) in the pool.
+#define KV_BLOCK 64
+__device__ __forceinline__ u64 kv_off(const int* __restrict__ bt, int h, int p, int nkv, int hd) {
+    return (((u64)bt[p / KV_BLOCK] * nkv + h) * KV_BLOCK + (p % KV_BLOCK)) * (u64)hd;
+}
 
 __device__ __forceinline__ float f16_to_f32(u16 h) {
     float f;

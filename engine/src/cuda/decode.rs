@@ -4,7 +4,8 @@
 //! Owns [`CudaDecoder`]: weight upload (matrices in their GGUF block layout, deduplicated
 //! by tensor name so a tied output head shares the embedding; vectors — norm weights,
 //! biases, RoPE factors — as f32), the activation buffers (up to [`MAX_ROWS`] rows each),
-//! the f16 KV cache of each layer (`[n_kv_heads][capacity][head_dim]`), and the execution
+//! the f16 KV cache of each layer (paged: pools of `KV_BLOCK`-position blocks read through
+//! the decoder's block table, `ops/attention.rs`), and the execution
 //! model of `arch::program`: the body runs on every new token, the head on the last one.
 //!
 //! Prompt tokens go through [`CudaDecoder::prefill`] (`decode/prefill.rs`: passes of
@@ -93,7 +94,8 @@ enum Feed {
     Step,
 }
 
-/// One layer's KV cache.
+/// One layer's KV cache: K and V pools of paged blocks (`ops::kv_block_len` halves each),
+/// read and written through the decoder's block table.
 struct LayerKv {
     k: CudaSlice<f16>,
     v: CudaSlice<f16>,
@@ -113,6 +115,11 @@ pub struct CudaDecoder {
     bufs: Vec<Option<CudaSlice<f32>>>,
     head_bufs: Vec<Option<CudaSlice<f32>>>,
     kv: Vec<LayerKv>,
+    /// The sequence's block table (`i32` per block of `KV_BLOCK` positions, the same for
+    /// every layer): a decoder owns the pool blocks of its capacity and maps them in order.
+    bt: CudaSlice<i32>,
+    /// The host's copy of `bt`.
+    bt_host: Vec<i32>,
     scratch: HashMap<(usize, usize), AttnScratch>,
     tokens: CudaSlice<i32>,
     pos: CudaSlice<i32>,
@@ -241,8 +248,14 @@ impl CudaDecoder {
         let bufs = alloc(MAX_ROWS)?;
         let head_bufs = alloc(1)?;
         let mut kv = Vec::new();
+        let blocks = ops::kv_blocks(capacity);
+        let table: Vec<i32> = (0..blocks)
+            .map(|b| i32::try_from(b).map_err(|_| shape_err("kv cache", "KV capacity too large")))
+            .collect::<Result<_, _>>()?;
+        let bt = gpu.upload(&table)?;
+        let bt_host = table;
         for l in &program.kv_layers {
-            let n = l.n_kv_heads * capacity * l.head_dim;
+            let n = blocks * ops::kv_block_len(l.n_kv_heads, l.head_dim);
             kv.push(LayerKv {
                 k: gpu.zeros(n)?,
                 v: gpu.zeros(n)?,
@@ -288,6 +301,8 @@ impl CudaDecoder {
             bufs,
             head_bufs,
             kv,
+            bt,
+            bt_host,
             scratch,
             capacity,
             len: 0,

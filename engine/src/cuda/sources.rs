@@ -124,6 +124,10 @@ pub mod consts {
     const _: () = assert!(NORM_THREADS == MV_WARPS * 32);
     /// KV positions per attention split (absolute, fixed boundaries).
     pub const ATT_SPLIT: usize = 64;
+    /// Positions per block of the paged KV cache (`KV_BLOCK` in kernels/common/common.cuh,
+    /// fixed there: a test checks the two agree): one attention split.
+    pub const KV_BLOCK: usize = 64;
+    const _: () = assert!(KV_BLOCK == ATT_SPLIT);
     /// Most warps per attention split block (one block serves the query heads of one KV
     /// head: `select::attention_warps`).
     pub const ATT_WARPS: u32 = 8;
@@ -582,5 +586,19 @@ mod tests {
         assert_eq!(s.matches("typedef unsigned char u8;").count(), 1);
         assert!(s.contains("struct FmtQ6_K"));
         assert!(!s.contains("#pragma once"));
+    }
+
+    #[test]
+    fn kv_block_matches_common_header() {
+        let common = SOURCES
+            .iter()
+            .find(|k| k.path == "common/common.cuh")
+            .map(|k| k.text)
+            .unwrap_or_default();
+        assert!(
+            common.contains(&format!("#define KV_BLOCK {}\n", consts::KV_BLOCK)),
+            "common.cuh must define KV_BLOCK {}",
+            consts::KV_BLOCK
+        );
     }
 }

@@ -10,6 +10,61 @@ use engine::cuda::ops::{self, AttnScratch, AttnShape, RopeStyle};
 use engine::cuda::{Gpu, cpu};
 use half::f16;
 
+/// A paged cache of `cap` positions for the kernels: a random block table over a pool with
+/// one block more than the table names (the blocks permuted, so a kernel that ignored the
+/// table would read other rows; the spare block holds NaN).
+struct Paged {
+    bt: Vec<i32>,
+    blocks: usize,
+    nkv: usize,
+    cap: usize,
+    hd: usize,
+}
+
+impl Paged {
+    fn new(rng: &mut Rng, nkv: usize, cap: usize, hd: usize) -> Paged {
+        let blocks = ops::kv_blocks(cap) + 1;
+        let mut ids: Vec<i32> = (0..blocks as i32).collect();
+        for i in (1..blocks).rev() {
+            ids.swap(i, rng.below(i + 1));
+        }
+        ids.truncate(blocks - 1);
+        Paged {
+            bt: ids,
+            blocks,
+            nkv,
+            cap,
+            hd,
+        }
+    }
+
+    /// The pool holding `logical` (`[nkv][cap][hd]`) through the table.
+    fn pool(&self, gpu: &Gpu, logical: &[f16]) -> Result<CudaSlice<f16>, String> {
+        let pool = ops::to_paged(
+            logical,
+            &self.bt,
+            self.blocks,
+            self.nkv,
+            self.cap,
+            self.hd,
+            f16::NAN,
+        )
+        .ok_or("paged layout of a test cache")?;
+        gpu.upload(&pool).map_err(e2s)
+    }
+
+    /// The logical cache (`[nkv][cap][hd]`) the table reads from `pool`.
+    fn logical(&self, gpu: &Gpu, pool: &CudaSlice<f16>) -> Result<Vec<f16>, String> {
+        let pool = gpu.download(pool).map_err(e2s)?;
+        ops::from_paged(&pool, &self.bt, self.nkv, self.cap, self.hd)
+            .ok_or_else(|| "logical view of a test pool".to_string())
+    }
+
+    fn table(&self, gpu: &Gpu) -> Result<CudaSlice<i32>, String> {
+        gpu.upload(&self.bt).map_err(e2s)
+    }
+}
+
 pub(super) fn attention_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
     // (heads, kv heads, head_dim, capacity, window, softcap, positions of the query tokens)
     type Shape = (usize, usize, usize, usize, usize, f32, Vec<i32>);
@@ -47,11 +102,13 @@ pub(super) fn attention_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLin
             let (kc, vc) = (cache(rng), cache(rng));
             let scale = 1.0 / (hd as f32).sqrt();
             let want = cpu::attention(&q, &kc, &vc, &pos, s, scale, softcap);
+            let pg = Paged::new(rng, nkv, cap, hd);
             let (dq, dk, dv) = (
                 gpu.upload(&q).map_err(e2s)?,
-                gpu.upload(&kc).map_err(e2s)?,
-                gpu.upload(&vc).map_err(e2s)?,
+                pg.pool(gpu, &kc)?,
+                pg.pool(gpu, &vc)?,
             );
+            let dbt = pg.table(gpu)?;
             let dp = gpu.upload(&pos).map_err(e2s)?;
             let mut scratch = AttnScratch::new(gpu, ntok, nh, hd, cap).map_err(e2s)?;
             let mut out = poison(gpu, ntok * nh * hd).map_err(e2s)?;
@@ -60,6 +117,7 @@ pub(super) fn attention_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLin
                 &dq,
                 &dk,
                 &dv,
+                &dbt,
                 &dp,
                 s,
                 scale,
@@ -89,6 +147,7 @@ pub(super) fn attention_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLin
                         &dqt,
                         &dk,
                         &dv,
+                        &dbt,
                         &dpt,
                         one,
                         scale,
@@ -133,17 +192,15 @@ pub(super) fn attention_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLin
                     gpu.upload(&v).map_err(e2s)?,
                     gpu.upload(&pos).map_err(e2s)?,
                 );
-                let (mut dkc, mut dvc) = (
-                    gpu.upload(&init).map_err(e2s)?,
-                    gpu.upload(&init).map_err(e2s)?,
-                );
-                ops::kv_store(gpu, &dk, &dv, &mut dkc, &mut dvc, &dp, ntok, nkv, hd, cap)
-                    .map_err(e2s)?;
+                let pg = Paged::new(rng, nkv, cap, hd);
+                let (mut dkc, mut dvc) = (pg.pool(gpu, &init)?, pg.pool(gpu, &init)?);
+                let dbt = pg.table(gpu)?;
+                ops::kv_store(
+                    gpu, &dk, &dv, &mut dkc, &mut dvc, &dbt, &dp, ntok, nkv, hd, cap,
+                )
+                .map_err(e2s)?;
                 let bits = |v: Vec<f16>| v.into_iter().map(f16::to_bits).collect::<Vec<u16>>();
-                let (gk, gv) = (
-                    bits(gpu.download(&dkc).map_err(e2s)?),
-                    bits(gpu.download(&dvc).map_err(e2s)?),
-                );
+                let (gk, gv) = (bits(pg.logical(gpu, &dkc)?), bits(pg.logical(gpu, &dvc)?));
                 Ok(vec![
                     compare_exact("kv_store", format!("{name} K"), &gk, &bits(kc)),
                     compare_exact("kv_store", format!("{name} V"), &gv, &bits(vc)),
@@ -200,22 +257,20 @@ pub(super) fn fused_attention_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<Ch
                 .collect();
             let dp = gpu.upload(&pos).map_err(e2s)?;
             let dv = gpu.upload(&v).map_err(e2s)?;
+            let pg = Paged::new(rng, nkv, cap, hd);
+            let dbt = pg.table(gpu)?;
             // Separate kernels.
             let (mut q1, mut k1) = (gpu.upload(&q).map_err(e2s)?, gpu.upload(&k).map_err(e2s)?);
-            let (mut kc1, mut vc1) = (
-                gpu.upload(&init).map_err(e2s)?,
-                gpu.upload(&init).map_err(e2s)?,
-            );
+            let (mut kc1, mut vc1) = (pg.pool(gpu, &init)?, pg.pool(gpu, &init)?);
             ops::rope(gpu, &mut q1, &dp, &table, ntok, nh, hd, style).map_err(e2s)?;
             ops::rope(gpu, &mut k1, &dp, &table, ntok, nkv, hd, style).map_err(e2s)?;
-            ops::kv_store(gpu, &k1, &dv, &mut kc1, &mut vc1, &dp, ntok, nkv, hd, cap)
-                .map_err(e2s)?;
+            ops::kv_store(
+                gpu, &k1, &dv, &mut kc1, &mut vc1, &dbt, &dp, ntok, nkv, hd, cap,
+            )
+            .map_err(e2s)?;
             // One launch.
             let (mut q2, mut k2) = (gpu.upload(&q).map_err(e2s)?, gpu.upload(&k).map_err(e2s)?);
-            let (mut kc2, mut vc2) = (
-                gpu.upload(&init).map_err(e2s)?,
-                gpu.upload(&init).map_err(e2s)?,
-            );
+            let (mut kc2, mut vc2) = (pg.pool(gpu, &init)?, pg.pool(gpu, &init)?);
             let shape = ops::RopeKvShape {
                 ntok,
                 n_heads: nh,
@@ -224,7 +279,7 @@ pub(super) fn fused_attention_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<Ch
                 capacity: cap,
             };
             ops::rope_kv(
-                gpu, &mut q2, &mut k2, &dv, &mut kc2, &mut vc2, &dp, &table, style, shape,
+                gpu, &mut q2, &mut k2, &dv, &mut kc2, &mut vc2, &dbt, &dp, &table, style, shape,
             )
             .map_err(e2s)?;
             let f32_bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<u32>>();
@@ -282,11 +337,13 @@ pub(super) fn fused_attention_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<Ch
             };
             let (kc, vc) = (cache(rng), cache(rng));
             let scale = 1.0 / (hd as f32).sqrt();
+            let pg = Paged::new(rng, nkv, cap, hd);
             let (dq, dk, dv) = (
                 gpu.upload(&q).map_err(e2s)?,
-                gpu.upload(&kc).map_err(e2s)?,
-                gpu.upload(&vc).map_err(e2s)?,
+                pg.pool(gpu, &kc)?,
+                pg.pool(gpu, &vc)?,
             );
+            let dbt = pg.table(gpu)?;
             let dp = gpu.upload(&pos).map_err(e2s)?;
             let mut scratch = AttnScratch::new(gpu, ntok, nh, hd, cap).map_err(e2s)?;
             let mut want = poison(gpu, ntok * nh * hd).map_err(e2s)?;
@@ -295,6 +352,7 @@ pub(super) fn fused_attention_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<Ch
                 &dq,
                 &dk,
                 &dv,
+                &dbt,
                 &dp,
                 s,
                 scale,
@@ -312,6 +370,7 @@ pub(super) fn fused_attention_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<Ch
                     &dq,
                     &dk,
                     &dv,
+                    &dbt,
                     &dp,
                     s,
                     scale,
@@ -391,7 +450,8 @@ pub(super) fn rows_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
                         .collect()
                 };
                 let (kc, vc) = (cache(rng), cache(rng));
-                let (dk, dv) = (gpu.upload(&kc).map_err(e2s)?, gpu.upload(&vc).map_err(e2s)?);
+                let pg = Paged::new(rng, nkv, cap, hd);
+                let (dk, dv, dbt) = (pg.pool(gpu, &kc)?, pg.pool(gpu, &vc)?, pg.table(gpu)?);
                 let dqt = gpu.upload(&q[t * row_w..(t + 1) * row_w]).map_err(e2s)?;
                 let dpt = gpu.upload(&[p]).map_err(e2s)?;
                 let s = AttnShape {
@@ -405,15 +465,15 @@ pub(super) fn rows_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
                 let mut sc = AttnScratch::new(gpu, 1, nh, hd, cap).map_err(e2s)?;
                 let mut o = poison(gpu, row_w).map_err(e2s)?;
                 ops::attention(
-                    gpu, &dqt, &dk, &dv, &dpt, s, scale, softcap, &mut sc, &mut o,
+                    gpu, &dqt, &dk, &dv, &dbt, &dpt, s, scale, softcap, &mut sc, &mut o,
                 )
                 .map_err(e2s)?;
                 want.extend(gpu.download(&o).map_err(e2s)?);
-                caches.push((dk, dv, cap));
+                caches.push((dk, dv, dbt, cap));
             }
             let table: Vec<ops::KvRow> = caches
                 .iter()
-                .map(|(k, v, cap)| ops::KvRow::of(gpu, k, v, *cap))
+                .map(|(k, v, bt, cap)| ops::KvRow::of(gpu, k, v, bt, *cap))
                 .collect();
             let (ptrs, caps) = ops::kv_row_table(&table, nkv, hd).map_err(e2s)?;
             let cap_max = rows.iter().map(|r| r.0).max().unwrap_or(1);
@@ -536,10 +596,9 @@ pub(super) fn rows_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
                 let mut dq = gpu.upload(&q[t * qw..(t + 1) * qw]).map_err(e2s)?;
                 let mut dk = gpu.upload(&k[t * kw..(t + 1) * kw]).map_err(e2s)?;
                 let dv = gpu.upload(&v[t * kw..(t + 1) * kw]).map_err(e2s)?;
-                let (mut dkc, mut dvc) = (
-                    gpu.upload(&init).map_err(e2s)?,
-                    gpu.upload(&init).map_err(e2s)?,
-                );
+                let pg = Paged::new(rng, nkv, cap, hd);
+                let dbt = pg.table(gpu)?;
+                let (mut dkc, mut dvc) = (pg.pool(gpu, &init)?, pg.pool(gpu, &init)?);
                 let dp = gpu.upload(&[p]).map_err(e2s)?;
                 let shape = ops::RopeKvShape {
                     ntok: 1,
@@ -549,23 +608,19 @@ pub(super) fn rows_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
                     capacity: cap,
                 };
                 ops::rope_kv(
-                    gpu, &mut dq, &mut dk, &dv, &mut dkc, &mut dvc, &dp, &table, style, shape,
+                    gpu, &mut dq, &mut dk, &dv, &mut dkc, &mut dvc, &dbt, &dp, &table, style, shape,
                 )
                 .map_err(e2s)?;
                 q1.extend(f32_bits(gpu.download(&dq).map_err(e2s)?));
                 k1.extend(f32_bits(gpu.download(&dk).map_err(e2s)?));
                 kc1.extend(f16_bits(gpu.download(&dkc).map_err(e2s)?));
                 vc1.extend(f16_bits(gpu.download(&dvc).map_err(e2s)?));
-                caches.push((
-                    gpu.upload(&init).map_err(e2s)?,
-                    gpu.upload(&init).map_err(e2s)?,
-                    cap,
-                ));
+                caches.push((pg.pool(gpu, &init)?, pg.pool(gpu, &init)?, dbt, cap));
             }
             // One batched launch into fresh copies of the same caches.
             let kv: Vec<ops::KvRow> = caches
                 .iter()
-                .map(|(kc, vc, cap)| ops::KvRow::of(gpu, kc, vc, *cap))
+                .map(|(kc, vc, bt, cap)| ops::KvRow::of(gpu, kc, vc, bt, *cap))
                 .collect();
             let (ptrs, caps) = ops::kv_row_table(&kv, nkv, hd).map_err(e2s)?;
             let cap_max = rows.iter().map(|r| r.0).max().unwrap_or(1);
@@ -601,7 +656,7 @@ pub(super) fn rows_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
             )
             .map_err(e2s)?;
             let (mut kc2, mut vc2) = (Vec::new(), Vec::new());
-            for (kc, vc, _) in &caches {
+            for (kc, vc, _, _) in &caches {
                 kc2.extend(f16_bits(gpu.download(kc).map_err(e2s)?));
                 vc2.extend(f16_bits(gpu.download(vc).map_err(e2s)?));
             }

@@ -67,7 +67,7 @@ pub(super) struct BatchWs {
     argmax: CudaSlice<i32>,
     /// Row `t`'s KV capacity.
     caps: CudaSlice<i32>,
-    /// Per layer `l`, the group's `[k0, v0, k1, v1, ...]` at `l * 2 * BATCH_ROWS`.
+    /// Per layer `l`, the group's `[k0, v0, bt0, k1, v1, bt1, ...]` at `l * 3 * BATCH_ROWS`.
     kvp: CudaSlice<u64>,
     /// Attention scratch per (heads, head size), for `att_rows` rows over `capacity`.
     scratch: HashMap<(usize, usize), AttnScratch>,
@@ -125,7 +125,7 @@ impl BatchWs {
             pos: gpu.zeros(BATCH_ROWS)?,
             argmax: gpu.zeros(BATCH_ROWS)?,
             caps: gpu.zeros(BATCH_ROWS)?,
-            kvp: gpu.zeros((n_layers * 2 * BATCH_ROWS).max(1))?,
+            kvp: gpu.zeros((n_layers * 3 * BATCH_ROWS).max(1))?,
             scratch,
             capacity,
             att_rows,
@@ -284,7 +284,7 @@ fn upload_step(
     let pos = rows()
         .map(|d| i32::try_from(d.len).map_err(|_| model_err("position overflows i32")))
         .collect::<Result<Vec<i32>, CudaError>>()?;
-    let mut ptrs = vec![0u64; ws.n_layers * 2 * BATCH_ROWS];
+    let mut ptrs = vec![0u64; ws.n_layers * 3 * BATCH_ROWS];
     let mut caps = Vec::new();
     for (l, lk) in lead.kv.iter().enumerate() {
         let table = rows()
@@ -295,11 +295,11 @@ fn upload_step(
                 if k.n_kv_heads != lk.n_kv_heads || k.head_dim != lk.head_dim {
                     return Err(model_err("batch rows have different KV shapes"));
                 }
-                Ok(KvRow::of(gpu, &k.k, &k.v, d.capacity))
+                Ok(KvRow::of(gpu, &k.k, &k.v, &d.bt, d.capacity))
             })
             .collect::<Result<Vec<KvRow>, CudaError>>()?;
         let (p, c) = ops::kv_row_table(&table, lk.n_kv_heads, lk.head_dim)?;
-        let at = l * 2 * BATCH_ROWS;
+        let at = l * 3 * BATCH_ROWS;
         ptrs.get_mut(at..at + p.len())
             .ok_or_else(|| model_err("kv pointer table too small"))?
             .copy_from_slice(&p);
@@ -519,8 +519,8 @@ fn rope_attention_rows(
     let sc = scratch
         .get_mut(&(spec.n_heads, spec.head_dim))
         .ok_or_else(|| model_err("attention scratch missing"))?;
-    let base = spec.kv_layer * 2 * BATCH_ROWS;
-    let rows_dev = |a: usize, b: usize| (kvp.slice(base + 2 * a..base + 2 * b), caps.slice(a..b));
+    let base = spec.kv_layer * 3 * BATCH_ROWS;
+    let rows_dev = |a: usize, b: usize| (kvp.slice(base + 3 * a..base + 3 * b), caps.slice(a..b));
     let mut q = take(bufs, spec.q)?;
     let res = (|| {
         let mut k = take(bufs, spec.k)?;
@@ -603,6 +603,7 @@ fn rows_attention(
         gpu,
         bufs,
         kv,
+        bt,
         scratch,
         pos,
         capacity,
@@ -613,13 +614,13 @@ fn rows_attention(
     let res = (|| {
         let (q, k, v) = (get(bufs, spec.q)?, get(bufs, spec.k)?, get(bufs, spec.v)?);
         for r in 0..n {
-            let (kv_r, scratch_r, cap) = if r == 0 {
-                (&mut *kv, &mut *scratch, *capacity)
+            let (kv_r, bt_r, scratch_r, cap) = if r == 0 {
+                (&mut *kv, &*bt, &mut *scratch, *capacity)
             } else {
                 let d = rest
                     .get_mut(r - 1)
                     .ok_or_else(|| model_err("batch row missing"))?;
-                (&mut d.kv, &mut d.scratch, d.capacity)
+                (&mut d.kv, &d.bt, &mut d.scratch, d.capacity)
             };
             let layer = kv_r
                 .get_mut(spec.kv_layer)
@@ -634,6 +635,7 @@ fn rows_attention(
                 &v.slice(r * kw..(r + 1) * kw),
                 &mut layer.k,
                 &mut layer.v,
+                bt_r,
                 &pos_r,
                 1,
                 spec.n_kv_heads,
@@ -648,6 +650,7 @@ fn rows_attention(
                 spec,
                 &q.slice(r * qw..(r + 1) * qw),
                 layer,
+                bt_r,
                 &pos_r,
                 cap,
                 sc,
@@ -668,6 +671,7 @@ fn attend_row(
     spec: &AttentionSpec,
     q: &dyn DevicePtr<f32>,
     layer: &super::LayerKv,
+    bt: &dyn DevicePtr<i32>,
     pos: &dyn DevicePtr<i32>,
     capacity: usize,
     scratch: &mut ops::AttnScratch,
@@ -686,6 +690,7 @@ fn attend_row(
         q,
         &layer.k,
         &layer.v,
+        bt,
         pos,
         shape,
         spec.scale,

@@ -1,7 +1,7 @@
 //! Read-back of a decoder's state for the gates: the KV cache of the positions fed so far.
 
 use super::{CudaDecoder, model_err};
-use crate::cuda::CudaError;
+use crate::cuda::{CudaError, ops};
 
 impl CudaDecoder {
     /// The f16 bits of every cached K and V value of positions `0..len()`, layer by layer
@@ -12,19 +12,16 @@ impl CudaDecoder {
         let mut out = Vec::new();
         for layer in &self.kv {
             for buf in [&layer.k, &layer.v] {
-                let all = self.gpu.download(buf)?;
-                let per_head = self.capacity * layer.head_dim;
-                if all.len() < layer.n_kv_heads * per_head {
-                    return Err(model_err("KV buffer smaller than its shape"));
-                }
-                for h in 0..layer.n_kv_heads {
-                    let base = h * per_head;
-                    out.extend(
-                        all[base..base + self.len * layer.head_dim]
-                            .iter()
-                            .map(|v| v.to_bits()),
-                    );
-                }
+                let pool = self.gpu.download(buf)?;
+                let logical = ops::from_paged(
+                    &pool,
+                    &self.bt_host,
+                    layer.n_kv_heads,
+                    self.len,
+                    layer.head_dim,
+                )
+                .ok_or_else(|| model_err("KV pool smaller than its block table"))?;
+                out.extend(logical.iter().map(|v| v.to_bits()));
             }
         }
         Ok(out)

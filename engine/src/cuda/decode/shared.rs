@@ -10,7 +10,7 @@
 //! sequence this way.
 
 use super::{CudaDecoder, model_err};
-use crate::cuda::CudaError;
+use crate::cuda::{CudaError, ops};
 use std::sync::Arc;
 
 impl CudaDecoder {
@@ -51,8 +51,10 @@ impl CudaDecoder {
         self.len = self.len.min(len);
     }
 
-    /// Make this decoder's sequence the first `len` positions of `src`'s: their keys and
-    /// values are copied on the device (per layer and KV head, as capacities may differ).
+    /// Make this decoder's sequence the first `len` positions of `src`'s: the pool blocks
+    /// that hold them are copied on the device, block by block through both block tables
+    /// (whole blocks: the positions of the last block past `len` are never read before
+    /// they are written).
     pub fn copy_prefix_from(&mut self, src: &CudaDecoder, len: usize) -> Result<(), CudaError> {
         if !self.shares_weights_with(src) {
             return Err(model_err("KV copy between decoders of different weights"));
@@ -64,18 +66,23 @@ impl CudaDecoder {
             )));
         }
         let stream = Arc::clone(self.gpu.stream());
+        let blocks = ops::kv_blocks(len);
         for (dst, s) in self.kv.iter_mut().zip(&src.kv) {
             if dst.n_kv_heads != s.n_kv_heads || dst.head_dim != s.head_dim {
                 return Err(model_err("KV layers differ in shape"));
             }
-            let hd = s.head_dim;
-            let n = len * hd;
-            if n == 0 {
-                continue;
-            }
-            for h in 0..s.n_kv_heads {
-                let so = h * src.capacity * hd;
-                let d = h * self.capacity * hd;
+            let n = ops::kv_block_len(s.n_kv_heads, s.head_dim);
+            for b in 0..blocks {
+                let p = b * crate::cuda::sources::consts::KV_BLOCK;
+                let (Some(so), Some(d)) = (
+                    ops::kv_pool_offset(&src.bt_host, 0, p, s.n_kv_heads, s.head_dim),
+                    ops::kv_pool_offset(&self.bt_host, 0, p, s.n_kv_heads, s.head_dim),
+                ) else {
+                    return Err(model_err("KV block tables shorter than the copy"));
+                };
+                if so + n > s.k.len().min(s.v.len()) || d + n > dst.k.len().min(dst.v.len()) {
+                    return Err(model_err("KV block past its pool"));
+                }
                 stream.memcpy_dtod(&s.k.slice(so..so + n), &mut dst.k.slice_mut(d..d + n))?;
                 stream.memcpy_dtod(&s.v.slice(so..so + n), &mut dst.v.slice_mut(d..d + n))?;
             }

@@ -1,9 +1,18 @@
 //! Wrappers of `attention.cu`: split-KV decode attention and the f16 KV-cache store; and
 //! of `rope.cu`'s `rope_kv` (RoPE of q and k fused with the KV-cache store).
+//!
+//! The KV cache is paged: a layer's K (and V) cache is a pool of blocks of [`KV_BLOCK`]
+//! positions, each block `[n_kv_heads][KV_BLOCK][head_dim]` f16, and a sequence reads and
+//! writes it through its block table (`i32` per block of positions: entry `i` names the
+//! pool block holding positions `i * KV_BLOCK ..`). A block is one attention split, so the
+//! arithmetic (and the bits) of a position do not depend on where its block lies.
+//! [`kv_pool_offset`] is the layout on the host; the kernels' is `kv_off` (common.cuh).
+//! The wrappers check lengths; the entries of a table must name blocks of the pool (the
+//! engine writes every table from its own allocator: no table comes from user input).
 
 use super::{Arg, RopeStyle, RopeTable, int, launch, need, rd, wr};
 use crate::cuda::select::{self, AttentionKernel};
-use crate::cuda::sources::consts::ATT_SPLIT;
+use crate::cuda::sources::consts::{ATT_SPLIT, KV_BLOCK};
 use crate::cuda::{CudaError, Gpu};
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig};
 use half::f16;
@@ -23,6 +32,92 @@ pub struct AttnShape {
     pub capacity: usize,
     /// Sliding window in positions (0: none).
     pub window: usize,
+}
+
+/// Blocks of a block table covering `capacity` positions.
+pub fn kv_blocks(capacity: usize) -> usize {
+    capacity.div_ceil(KV_BLOCK)
+}
+
+/// Halves of one pool block of `n_kv_heads` heads of `head_dim`.
+pub fn kv_block_len(n_kv_heads: usize, head_dim: usize) -> usize {
+    n_kv_heads * KV_BLOCK * head_dim
+}
+
+/// The offset in a pool of (KV head `h`, position `p`, dim 0) for block table `bt`: the
+/// host's copy of the kernels' `kv_off`. `None` when `p` lies past the table or its entry
+/// is negative.
+pub fn kv_pool_offset(
+    bt: &[i32],
+    h: usize,
+    p: usize,
+    n_kv_heads: usize,
+    head_dim: usize,
+) -> Option<usize> {
+    let b = usize::try_from(*bt.get(p / KV_BLOCK)?).ok()?;
+    Some(((b * n_kv_heads + h) * KV_BLOCK + p % KV_BLOCK) * head_dim)
+}
+
+/// A logical cache (`[n_kv_heads][capacity][head_dim]`) laid out in a pool of `n_blocks`
+/// blocks through table `bt` (pool slots no table entry names hold `fill`).
+pub fn to_paged<T: Copy>(
+    logical: &[T],
+    bt: &[i32],
+    n_blocks: usize,
+    n_kv_heads: usize,
+    capacity: usize,
+    head_dim: usize,
+    fill: T,
+) -> Option<Vec<T>> {
+    let mut pool = vec![fill; n_blocks * kv_block_len(n_kv_heads, head_dim)];
+    for h in 0..n_kv_heads {
+        for p in 0..capacity {
+            let o = kv_pool_offset(bt, h, p, n_kv_heads, head_dim)?;
+            let l = (h * capacity + p) * head_dim;
+            pool.get_mut(o..o + head_dim)?
+                .copy_from_slice(logical.get(l..l + head_dim)?);
+        }
+    }
+    Some(pool)
+}
+
+/// The logical cache (`[n_kv_heads][capacity][head_dim]`) that table `bt` reads from `pool`.
+pub fn from_paged<T: Copy>(
+    pool: &[T],
+    bt: &[i32],
+    n_kv_heads: usize,
+    capacity: usize,
+    head_dim: usize,
+) -> Option<Vec<T>> {
+    let mut out = Vec::with_capacity(n_kv_heads * capacity * head_dim);
+    for h in 0..n_kv_heads {
+        for p in 0..capacity {
+            let o = kv_pool_offset(bt, h, p, n_kv_heads, head_dim)?;
+            out.extend_from_slice(pool.get(o..o + head_dim)?);
+        }
+    }
+    Some(out)
+}
+
+/// Check a pool and its table for `capacity` positions: the pools hold whole blocks (at
+/// least one), the table covers the capacity.
+fn check_pages(
+    op: &'static str,
+    k_len: usize,
+    v_len: usize,
+    bt_len: usize,
+    n_kv_heads: usize,
+    head_dim: usize,
+    capacity: usize,
+) -> Result<(), CudaError> {
+    let block = kv_block_len(n_kv_heads, head_dim);
+    if block == 0 || k_len < block || v_len < block || k_len % block != 0 || v_len % block != 0 {
+        return Err(crate::cuda::shape_err(
+            op,
+            format!("KV pools of {k_len} / {v_len} halves are not whole blocks of {block}"),
+        ));
+    }
+    need(op, "block table", bt_len, kv_blocks(capacity))
 }
 
 /// Device scratch of the split-KV attention: per (token, head, split) the unnormalised
@@ -66,7 +161,7 @@ impl AttnScratch {
 }
 
 /// Attention of `s.ntok` query tokens (q: `[ntok][n_heads][head_dim]`, positions `pos`)
-/// over a layer's f16 caches (`[n_kv_heads][capacity][head_dim]` each) into `out` (shaped
+/// over a layer's paged f16 caches (pools read through block table `bt`) into `out` (shaped
 /// like q). `scale` multiplies q.k; `softcap` > 0 caps the scores as
 /// `softcap * tanh(s / softcap)` (0: no cap). Returns the kernel used.
 ///
@@ -79,6 +174,7 @@ pub fn attention(
     q: &dyn DevicePtr<f32>,
     k_cache: &dyn DevicePtr<f16>,
     v_cache: &dyn DevicePtr<f16>,
+    bt: &dyn DevicePtr<i32>,
     pos: &dyn DevicePtr<i32>,
     s: AttnShape,
     scale: f32,
@@ -87,7 +183,7 @@ pub fn attention(
     out: &mut dyn DevicePtrMut<f32>,
 ) -> Result<AttentionKernel, CudaError> {
     attention_launch(
-        gpu, q, k_cache, v_cache, pos, s, scale, softcap, scratch, out, true,
+        gpu, q, k_cache, v_cache, bt, pos, s, scale, softcap, scratch, out, true,
     )
 }
 
@@ -99,6 +195,7 @@ pub fn attention_two_pass(
     q: &dyn DevicePtr<f32>,
     k_cache: &dyn DevicePtr<f16>,
     v_cache: &dyn DevicePtr<f16>,
+    bt: &dyn DevicePtr<i32>,
     pos: &dyn DevicePtr<i32>,
     s: AttnShape,
     scale: f32,
@@ -107,7 +204,7 @@ pub fn attention_two_pass(
     out: &mut dyn DevicePtrMut<f32>,
 ) -> Result<AttentionKernel, CudaError> {
     attention_launch(
-        gpu, q, k_cache, v_cache, pos, s, scale, softcap, scratch, out, false,
+        gpu, q, k_cache, v_cache, bt, pos, s, scale, softcap, scratch, out, false,
     )
 }
 
@@ -157,6 +254,7 @@ fn attention_launch(
     q: &dyn DevicePtr<f32>,
     k_cache: &dyn DevicePtr<f16>,
     v_cache: &dyn DevicePtr<f16>,
+    bt: &dyn DevicePtr<i32>,
     pos: &dyn DevicePtr<i32>,
     s: AttnShape,
     scale: f32,
@@ -168,13 +266,20 @@ fn attention_launch(
     const OP: &str = "attention";
     let (choice, max_splits) =
         attention_checks(OP, gpu, s, scratch, q.len(), out.len(), pos.len())?;
-    let cache_len = s.n_kv_heads * s.capacity * s.head_dim;
-    need(OP, "k cache", k_cache.len(), cache_len)?;
-    need(OP, "v cache", v_cache.len(), cache_len)?;
+    check_pages(
+        OP,
+        k_cache.len(),
+        v_cache.len(),
+        bt.len(),
+        s.n_kv_heads,
+        s.head_dim,
+        s.capacity,
+    )?;
     if s.ntok == 0 {
         return Ok(choice);
     }
     let (qp, kp, vp, pp) = (rd(gpu, q), rd(gpu, k_cache), rd(gpu, v_cache), rd(gpu, pos));
+    let btp = rd(gpu, bt);
     let (pop, pmp) = (wr(gpu, &mut scratch.part_o), wr(gpu, &mut scratch.part_ml));
     let op = wr(gpu, out);
     let cp = if one_launch {
@@ -198,6 +303,7 @@ fn attention_launch(
             Arg::Ptr(qp),
             Arg::Ptr(kp),
             Arg::Ptr(vp),
+            Arg::Ptr(btp),
             Arg::Ptr(pp),
             Arg::Ptr(pop),
             Arg::Ptr(pmp),
@@ -238,7 +344,7 @@ fn attention_launch(
 }
 
 /// Store K and V of `ntok` tokens (`[ntok][n_kv_heads][head_dim]` f32 each) into a layer's
-/// f16 caches (`[n_kv_heads][capacity][head_dim]`) at positions `pos` (round to nearest
+/// paged f16 caches (through block table `bt`) at positions `pos` (round to nearest
 /// even; a position outside the cache is skipped).
 #[allow(clippy::too_many_arguments)]
 pub fn kv_store(
@@ -247,6 +353,7 @@ pub fn kv_store(
     v: &dyn DevicePtr<f32>,
     k_cache: &mut dyn DevicePtrMut<f16>,
     v_cache: &mut dyn DevicePtrMut<f16>,
+    bt: &dyn DevicePtr<i32>,
     pos: &dyn DevicePtr<i32>,
     ntok: usize,
     n_kv_heads: usize,
@@ -255,17 +362,23 @@ pub fn kv_store(
 ) -> Result<(), CudaError> {
     const OP: &str = "kv_store";
     let n = ntok * n_kv_heads * head_dim;
-    let cache_len = n_kv_heads * capacity * head_dim;
     need(OP, "k", k.len(), n)?;
     need(OP, "v", v.len(), n)?;
-    need(OP, "k cache", k_cache.len(), cache_len)?;
-    need(OP, "v cache", v_cache.len(), cache_len)?;
+    check_pages(
+        OP,
+        k_cache.len(),
+        v_cache.len(),
+        bt.len(),
+        n_kv_heads,
+        head_dim,
+        capacity,
+    )?;
     need(OP, "pos", pos.len(), ntok)?;
     if ntok == 0 {
         return Ok(());
     }
     let (kp, vp, pp) = (rd(gpu, k), rd(gpu, v), rd(gpu, pos));
-    let (kcp, vcp) = (wr(gpu, k_cache), wr(gpu, v_cache));
+    let (kcp, vcp, btp) = (wr(gpu, k_cache), wr(gpu, v_cache), rd(gpu, bt));
     launch(
         gpu,
         "kv_store",
@@ -275,6 +388,7 @@ pub fn kv_store(
             Arg::Ptr(vp),
             Arg::Ptr(kcp),
             Arg::Ptr(vcp),
+            Arg::Ptr(btp),
             Arg::Ptr(pp),
             Arg::I32(int(OP, "n_kv_heads", n_kv_heads)?),
             Arg::I32(int(OP, "head_dim", head_dim)?),
@@ -310,6 +424,7 @@ pub fn rope_kv(
     v: &dyn DevicePtr<f32>,
     k_cache: &mut dyn DevicePtrMut<f16>,
     v_cache: &mut dyn DevicePtrMut<f16>,
+    bt: &dyn DevicePtr<i32>,
     pos: &dyn DevicePtr<i32>,
     table: &RopeTable,
     style: RopeStyle,
@@ -317,9 +432,15 @@ pub fn rope_kv(
 ) -> Result<(), CudaError> {
     const OP: &str = "rope_kv";
     let cfg = rope_kv_checks(OP, table, s, q.len(), k.len(), v.len(), pos.len())?;
-    let cache_len = s.n_kv_heads * s.capacity * s.head_dim;
-    need(OP, "k cache", k_cache.len(), cache_len)?;
-    need(OP, "v cache", v_cache.len(), cache_len)?;
+    check_pages(
+        OP,
+        k_cache.len(),
+        v_cache.len(),
+        bt.len(),
+        s.n_kv_heads,
+        s.head_dim,
+        s.capacity,
+    )?;
     if s.ntok == 0 {
         return Ok(());
     }
@@ -331,6 +452,7 @@ pub fn rope_kv(
         Arg::Ptr(vp),
         Arg::Ptr(kcp),
         Arg::Ptr(vcp),
+        Arg::Ptr(rd(gpu, bt)),
         Arg::Ptr(pp),
     ];
     args.extend(rope_kv_tail(OP, gpu, table, style, s)?);
@@ -400,62 +522,85 @@ fn rope_kv_tail(
 }
 
 /// One row's KV cache in a batched launch ([`attention_rows`], [`rope_kv_rows`]): the
-/// device addresses of a layer's K and V caches, their lengths in halves, and the
-/// capacity in positions they hold.
+/// device addresses of a layer's K and V pools and of the row's block table, their
+/// lengths (halves, entries), and the capacity in positions the table covers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KvRow {
     pub k: u64,
     pub v: u64,
+    pub bt: u64,
     pub k_len: usize,
     pub v_len: usize,
+    pub bt_len: usize,
     pub capacity: usize,
 }
 
 impl KvRow {
-    /// The row of one layer's caches (`[n_kv_heads][capacity][head_dim]` f16 each).
-    pub fn of(gpu: &Gpu, k: &CudaSlice<f16>, v: &CudaSlice<f16>, capacity: usize) -> KvRow {
+    /// The row of one layer's pools and a sequence's block table.
+    pub fn of(
+        gpu: &Gpu,
+        k: &CudaSlice<f16>,
+        v: &CudaSlice<f16>,
+        bt: &CudaSlice<i32>,
+        capacity: usize,
+    ) -> KvRow {
         KvRow {
             k: rd(gpu, k),
             v: rd(gpu, v),
+            bt: rd(gpu, bt),
             k_len: k.len(),
             v_len: v.len(),
+            bt_len: bt.len(),
             capacity,
         }
     }
 }
 
-/// The pointer table of a batched launch, `[k0, v0, k1, v1, ...]` (row `t`'s caches at
-/// `2t`, `2t + 1`), and the rows' capacities, after checking that every row's caches hold
-/// `n_kv_heads * capacity * head_dim` halves and that its capacity fits an `i32` (the
-/// kernels trust the table: this is the check the one-row wrappers make per cache).
+/// The pointer table of a batched launch, `[k0, v0, bt0, k1, v1, bt1, ...]` (row `t`'s
+/// pools at `3t`, `3t + 1`, its block table at `3t + 2`), and the rows' capacities, after
+/// checking every row as the one-row wrappers do (whole pool blocks, a table covering the
+/// capacity, a capacity that fits an `i32`): the kernels trust the table.
 pub fn kv_row_table(
     rows: &[KvRow],
     n_kv_heads: usize,
     head_dim: usize,
 ) -> Result<(Vec<u64>, Vec<i32>), CudaError> {
     const OP: &str = "kv rows";
-    let mut ptrs = Vec::with_capacity(2 * rows.len());
+    let mut ptrs = Vec::with_capacity(3 * rows.len());
     let mut caps = Vec::with_capacity(rows.len());
     for (t, r) in rows.iter().enumerate() {
-        let want = n_kv_heads * r.capacity * head_dim;
-        if r.capacity == 0 || r.k_len < want || r.v_len < want || r.k == 0 || r.v == 0 {
+        let pages = check_pages(
+            OP, r.k_len, r.v_len, r.bt_len, n_kv_heads, head_dim, r.capacity,
+        );
+        if r.capacity == 0 || r.k == 0 || r.v == 0 || r.bt == 0 || pages.is_err() {
             return Err(crate::cuda::shape_err(
                 OP,
                 format!(
-                    "row {t}: caches of {} / {} halves at {:#x} / {:#x}, capacity {} needs {want}",
-                    r.k_len, r.v_len, r.k, r.v, r.capacity
+                    "row {t}: pools of {} / {} halves at {:#x} / {:#x}, table of {} at {:#x}, \
+                     capacity {} ({})",
+                    r.k_len,
+                    r.v_len,
+                    r.k,
+                    r.v,
+                    r.bt_len,
+                    r.bt,
+                    r.capacity,
+                    pages
+                        .err()
+                        .map_or_else(|| "null address".to_string(), |e| e.to_string())
                 ),
             ));
         }
         ptrs.push(r.k);
         ptrs.push(r.v);
+        ptrs.push(r.bt);
         caps.push(int(OP, "capacity", r.capacity)?);
     }
     Ok((ptrs, caps))
 }
 
 /// A pointer table on the device for rows `0..ntok` of a batched launch: `ptrs` holds
-/// `2 * ntok` addresses from [`kv_row_table`], `caps` the `ntok` capacities, and
+/// `3 * ntok` addresses from [`kv_row_table`], `caps` the `ntok` capacities, and
 /// `capacity` is at least the largest of them (it sizes the split layout of the scratch).
 /// `max_pos`, when known, bounds every row's position (the attention's grid then stops at
 /// the last split any row reaches: the blocks past it would exit at once).
@@ -486,7 +631,7 @@ pub fn attention_rows(
     const OP: &str = "attention rows";
     let (choice, max_splits) =
         attention_checks(OP, gpu, s, scratch, q.len(), out.len(), pos.len())?;
-    need(OP, "kv pointers", kv.ptrs.len(), 2 * s.ntok)?;
+    need(OP, "kv pointers", kv.ptrs.len(), 3 * s.ntok)?;
     need(OP, "capacities", kv.caps.len(), s.ntok)?;
     if s.capacity != kv.capacity {
         return Err(crate::cuda::shape_err(
@@ -561,7 +706,7 @@ pub fn rope_kv_rows(
 ) -> Result<(), CudaError> {
     const OP: &str = "rope_kv rows";
     let cfg = rope_kv_checks(OP, table, s, q.len(), k.len(), v.len(), pos.len())?;
-    need(OP, "kv pointers", kv.ptrs.len(), 2 * s.ntok)?;
+    need(OP, "kv pointers", kv.ptrs.len(), 3 * s.ntok)?;
     need(OP, "capacities", kv.caps.len(), s.ntok)?;
     if s.ntok == 0 {
         return Ok(());
@@ -584,31 +729,67 @@ pub fn rope_kv_rows(
 mod tests {
     use super::*;
 
-    fn row(k: u64, capacity: usize, len: usize) -> KvRow {
+    // A row of `blocks` pool blocks of 2 heads x 8 dims and a table of `entries`.
+    fn row(k: u64, capacity: usize, blocks: usize, entries: usize) -> KvRow {
+        let len = blocks * kv_block_len(2, 8);
         KvRow {
             k,
             v: k + 0x1000,
+            bt: k + 0x2000,
             k_len: len,
             v_len: len,
+            bt_len: entries,
             capacity,
         }
     }
 
     #[test]
     fn kv_row_table_interleaves_rows_and_checks_each_cache() {
-        let rows = [row(0x10000, 16, 2 * 16 * 8), row(0x20000, 32, 2 * 32 * 8)];
+        let rows = [row(0x10000, 16, 1, 1), row(0x20000, 130, 3, 3)];
         let (p, c) = kv_row_table(&rows, 2, 8).unwrap();
-        assert_eq!(p, vec![0x10000, 0x11000, 0x20000, 0x21000]);
-        assert_eq!(c, vec![16, 32]);
-        // a cache shorter than its capacity needs, an empty capacity, a null address
+        assert_eq!(
+            p,
+            vec![0x10000, 0x11000, 0x12000, 0x20000, 0x21000, 0x22000]
+        );
+        assert_eq!(c, vec![16, 130]);
+        // a table shorter than the capacity needs, a pool of a partial block, an empty
+        // capacity, a null address
+        let mut partial = row(0x10000, 16, 1, 1);
+        partial.k_len -= 1;
         for bad in [
-            row(0x10000, 16, 2 * 16 * 8 - 1),
-            row(0x10000, 0, 64),
-            row(0, 16, 2 * 16 * 8),
+            row(0x10000, 130, 3, 2),
+            partial,
+            row(0x10000, 0, 1, 1),
+            row(0, 16, 1, 1),
         ] {
             let e = kv_row_table(&[rows[0], bad], 2, 8).unwrap_err().to_string();
             assert!(e.contains("row 1"), "{e}");
         }
         assert_eq!(kv_row_table(&[], 2, 8).unwrap().0.len(), 0);
+    }
+
+    #[test]
+    fn paged_layout_round_trips_through_any_table() {
+        let (nkv, hd, cap) = (3, 8, 2 * KV_BLOCK + 5);
+        let logical: Vec<u32> = (0..(nkv * cap * hd) as u32).collect();
+        assert_eq!(kv_blocks(cap), 3);
+        for bt in [vec![0, 1, 2], vec![4, 0, 2], vec![1, 3, 0]] {
+            let pool = to_paged(&logical, &bt, 5, nkv, cap, hd, u32::MAX).unwrap();
+            assert_eq!(pool.len(), 5 * kv_block_len(nkv, hd));
+            assert_eq!(from_paged(&pool, &bt, nkv, cap, hd).unwrap(), logical);
+            // position p of head h sits in block bt[p / KV_BLOCK] at row p % KV_BLOCK
+            let (h, p) = (2, KV_BLOCK + 7);
+            let o = kv_pool_offset(&bt, h, p, nkv, hd).unwrap();
+            let b = bt[1] as usize;
+            assert_eq!(o, ((b * nkv + h) * KV_BLOCK + 7) * hd);
+            assert_eq!(pool[o], ((h * cap + p) * hd) as u32);
+        }
+        // the identity table of a whole-capacity pool is block-major, not [nkv][cap][hd]
+        let pool = to_paged(&logical, &[0, 1, 2], 3, nkv, cap, hd, 0).unwrap();
+        assert_ne!(pool[..logical.len()], logical[..]);
+        // a table too short, a block past the pool, a negative entry
+        assert!(to_paged(&logical, &[0, 1], 3, nkv, cap, hd, 0).is_none());
+        assert!(to_paged(&logical, &[0, 1, 3], 3, nkv, cap, hd, 0).is_none());
+        assert!(kv_pool_offset(&[-1], 0, 0, nkv, hd).is_none());
     }
 }

@@ -17,7 +17,8 @@ mod sample;
 
 pub use attention::{
     AttnScratch, AttnShape, KvRow, KvRowsDev, RopeKvShape, attention, attention_rows,
-    attention_two_pass, kv_row_table, kv_store, rope_kv, rope_kv_rows,
+    attention_two_pass, from_paged, kv_block_len, kv_blocks, kv_pool_offset, kv_row_table,
+    kv_store, rope_kv, rope_kv_rows, to_paged,
 };
 pub use gemm::{GemmOpts, GemmX, XStaging, gemm, gemm_glu, gemm_stage_x, gemm_stage_x_for};
 pub use linear::{NormIn, embed, matvec, matvec_fused, matvec_glu, matvec_pair, matvec_residual};
@@ -217,6 +218,45 @@ mod tests {
                 .unwrap_or_else(|| panic!("mmv_body: no {first_use}"));
             assert!(wait < at, "mmv_body: {first_use} before pdl_wait");
         }
+        // The attention entry points read only the block table (and the rows' table) before
+        // the wait: the one-row forms `split_block(bt, cap)`, the rows forms in
+        // attn_rows_entry.
+        for name in PDL_TABLE_KERNELS {
+            let body = kernel_body(name).unwrap_or_else(|| panic!("no kernel {name}"));
+            let body = if name.starts_with("attn_rows") {
+                assert!(body.trim_start().starts_with("attn_rows_entry<"), "{name}");
+                kernel_body("attn_rows_entry").unwrap_or_else(|| panic!("no attn_rows_entry"))
+            } else {
+                body
+            };
+            let wait = body
+                .find("pdl_wait();")
+                .unwrap_or_else(|| panic!("{name}: no pdl_wait"));
+            let before: String = body[..wait]
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("//"))
+                .collect();
+            assert!(before.contains("split_block("), "{name}: {before}");
+            for read in [
+                "pos[",
+                "q[",
+                "part_o",
+                "part_ml",
+                "count",
+                "out[",
+                "attn_entry",
+            ] {
+                assert!(!before.contains(read), "{name}: {read} before pdl_wait");
+            }
+            assert!(
+                body[wait..]
+                    .trim_start_matches("pdl_wait();")
+                    .trim_start()
+                    .starts_with("pdl_trigger();"),
+                "{name}"
+            );
+        }
+        assert!(is_pdl_kernel("attn_rows_d128") && !PDL_KERNELS.contains(&"attn_partial"));
         assert!(is_pdl_kernel("mmv_q4_0_glu_nt1"));
         assert!(is_pdl_kernel("matvec_q4_0_r2") && is_pdl_kernel("rope_kv"));
         assert!(!is_pdl_kernel("embed_q4_0"));
@@ -307,23 +347,33 @@ pub const PDL_KERNELS: &[&str] = &[
     "rope_kv",
     "rope",
     "kv_store",
-    "attn_partial",
-    "attn_partial_d64",
-    "attn_partial_d128",
-    "attn_partial_d256",
     "attn_combine",
-    "attn_rows",
-    "attn_rows_d64",
-    "attn_rows_d128",
-    "attn_rows_d256",
     "rope_kv_rows",
     "rmsnorm",
     "argmax_rows",
 ];
 
+/// Attention kernels launched programmatically that read their split's entry of the KV
+/// block table (and, for the rows forms, the row's pools, table and capacity from the
+/// host-written row table) before `pdl_wait()`: no kernel writes those tables, so the read
+/// overlaps the kernel before. `tests` check that nothing else is read before the wait.
+pub const PDL_TABLE_KERNELS: &[&str] = &[
+    "attn_partial",
+    "attn_partial_d64",
+    "attn_partial_d128",
+    "attn_partial_d256",
+    "attn_rows",
+    "attn_rows_d64",
+    "attn_rows_d128",
+    "attn_rows_d256",
+];
+
 /// Whether kernel `name` is launched programmatically (where [`pdl_allowed`]).
 pub fn is_pdl_kernel(name: &str) -> bool {
-    PDL_KERNELS.contains(&name) || name.starts_with("matvec_") || name.starts_with("mmv_")
+    PDL_KERNELS.contains(&name)
+        || PDL_TABLE_KERNELS.contains(&name)
+        || name.starts_with("matvec_")
+        || name.starts_with("mmv_")
 }
 
 /// Whether launches may use programmatic dependent launch: sm_90+, unless the environment
