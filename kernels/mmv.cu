@@ -44,6 +44,71 @@
 #ifndef MMV_U_GLU
 #define MMV_U_GLU 2
 #endif
+// Tuning arms (engine `sources::mmv_tuning_defines`, `ASSAY_MMV_DEFS`): MMV_MINB blocks per
+// SM in the launch bounds (0: the default bounds), MMV_PIPE the next round's weight loads
+// issued before this round's MMAs (and the first round before the wait; one n-tile entry
+// points only: `_x1`, `_nt1`), MMV_Q4MAP the
+// Q4_0 k map of `MmvQ4_0m`. Only MMV_Q4MAP changes a row's arithmetic (for every n alike).
+#ifdef MMV_BAD_DEFS
+#error "ASSAY_MMV_DEFS: bad value (see engine sources::mmv_tuning_defines)"
+#endif
+#ifndef MMV_MINB
+#define MMV_MINB 0
+#endif
+#ifndef MMV_PIPE
+#define MMV_PIPE 0
+#endif
+#ifndef MMV_Q4MAP
+#define MMV_Q4MAP 0
+#endif
+#if MMV_MINB > 0
+#define MMV_LB __launch_bounds__(MMV_WARPS * 32, MMV_MINB)
+#define MMV_LB_GLU_X1 __launch_bounds__(MMV_WARPS * 32, MMV_MINB)
+#else
+#define MMV_LB __launch_bounds__(MMV_WARPS * 32)
+#define MMV_LB_GLU_X1 __launch_bounds__(MMV_WARPS * 32, 2)
+#endif
+
+// Q4_0 with the k map of MMV_Q4MAP: lane t loads the 4 bytes 4t .. 4t + 3 of the chunk
+// (no byte loaded by two lanes; gemm.cu's `GmQ4_0` loads 8 bytes of which it uses one
+// nibble each, lanes t and t + 2 the same bytes): step 0 takes their low nibbles (values
+// 4t .. 4t + 3), step 1 their high nibbles (values 16 + 4t .. 16 + 4t + 3); x follows the
+// same map (`MmvXMap`). The same f16 integers and scales, another assignment of the
+// chunk's values to the MMA's k positions.
+struct MmvQ4_0m {
+    static constexpr int KIND = 0;
+    static constexpr bool SPLIT = false;
+    static constexpr int ELEMS = 32;
+    static constexpr u32 OFF = 0x64086408u;  // 1032: q - 8
+    static constexpr int QBYTES = 16;
+    static __device__ __forceinline__ GmA load(const WMat& m, u64 row, int c, int t) {
+        const u64 bi = row * m.nb + (u64)c;
+        const u32 q = *(const u32*)(m.w + bi * 16 + 4 * t);
+        const float d = f16_to_f32(*(const u16*)(m.w + m.rows * m.nb * 16 + bi * 2));
+        return {q & 0x0F0F0F0Fu, (q >> 4) & 0x0F0F0F0Fu, d, d};
+    }
+};
+#if MMV_Q4MAP
+typedef MmvQ4_0m MmvQ4;
+#else
+typedef GmQ4_0 MmvQ4;
+#endif
+// x's k map of a load type: false = lane t's values 8t .. 8t + 7 (one 16-byte load of the
+// staged x), true = 4t .. 4t + 3 then 16 + 4t .. 16 + 4t + 3 (`MmvQ4_0m`: two 8-byte loads
+// of gemm_stage_x's x; the `_x1` staging stores each chunk permuted so that it is one).
+template <class G>
+struct MmvXMap {
+    static constexpr bool SPLIT = false;
+};
+template <>
+struct MmvXMap<MmvQ4_0m> {
+    static constexpr bool SPLIT = true;
+};
+// Where value i of a row is staged by `_x1` for the split map: within its chunk, value
+// 16 h + 4 t + j at 8 t + 4 h + j.
+__device__ __forceinline__ int mmv_xpos(int i, bool split) {
+    return split ? (i & ~31) + 8 * ((i & 15) >> 2) + 4 * ((i >> 4) & 1) + (i & 3) : i;
+}
 
 // Chunks whose weights a lane loads before their MMAs (fewer for gate + up: two matrices,
 // and for NT = 8: 32-64 accumulators; gate + up at NT = 4 takes 1: with 2 it spilled 8-16
@@ -55,9 +120,11 @@ struct MmvU {
 
 // gemm_stage_x (gemm.cu) for one token, by a block of 256 threads, into hi[k] / lo[k] and
 // *scale: the same code, reduction orders and thread count, hence the same bits.
+// `split`: values stored at mmv_xpos (MmvXMap), not at their index.
 __device__ __forceinline__ void mmv_stage_one(const float* __restrict__ xt, int k,
                                               const float* __restrict__ nw, float eps,
-                                              float w_off, u16* oh, u16* ol, float* scale) {
+                                              float w_off, u16* oh, u16* ol, float* scale,
+                                              bool split) {
     __shared__ double red[8];
     __shared__ float redm[8];
     const int lane = threadIdx.x & 31;
@@ -101,8 +168,9 @@ __device__ __forceinline__ void mmv_stage_one(const float* __restrict__ xt, int 
         if (nw != 0) v = __fmul_rn(__fmul_rn(v, inv), nw[i] + w_off);
         if (e != 0) v = __fmul_rn(v, down);
         const u16 h = f32_to_f16(v);
-        oh[i] = h;
-        ol[i] = f32_to_f16(v - f16_to_f32(h));
+        const int p = mmv_xpos(i, split);
+        oh[p] = h;
+        ol[p] = f32_to_f16(v - f16_to_f32(h));
     }
     __syncthreads();
 }
@@ -128,6 +196,7 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
     // store land 8 banks apart.
     constexpr int LD = ((NT * 8 + 31) / 32) * 32 + 8;
     constexpr int U = MmvU<GLU, NT>::U;
+    constexpr bool XS = MmvXMap<G>::SPLIT;
     __shared__ float red[NM][16][LD];
     __shared__ int last;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -146,6 +215,25 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
     const int cs0 = min(nchunks, split * per_s), cs1 = min(nchunks, cs0 + per_s);
     const int per_w = (cs1 - cs0 + MMV_WARPS - 1) / MMV_WARPS;
     const int c0 = min(cs1, cs0 + warp * per_w), c1 = min(cs1, c0 + per_w);
+    // One round of U chunks of W (both matrices of a GLU pair): the loads of the round are
+    // all issued before the first MMA that uses them.
+    auto load_round = [&](GmA(&a)[U][NM][2], int cc) {
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            a[u][0][0] = G::load(m, rr0, cc + u, t);
+            a[u][0][1] = G::load(m, rr1, cc + u, t);
+            if (GLU) {
+                a[u][NM - 1][0] = G::load(m2, rr0, cc + u, t);
+                a[u][NM - 1][1] = G::load(m2, rr1, cc + u, t);
+            }
+        }
+    };
+    // MMV_PIPE: the first round is loaded before the wait (W is written by no kernel), so
+    // that its latency overlaps the wait and the `_x1` staging.
+    GmA pa[U][NM][2];
+    constexpr bool PIPE = MMV_PIPE && NT == 1;  // one n-tile: registers to spare
+    const bool pipe = PIPE && c0 + U <= c1;
+    if (pipe) load_round(pa, c0);
     // Start this warp's weight reads (its chunks of the tile's 16 rows: quants, then the
     // scales) before the wait: W is written by no kernel.
     {
@@ -170,7 +258,7 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
     pdl_trigger();
     extern __shared__ __align__(16) u16 mmv_xs[];  // X1: hi[k] then lo[k]
     __shared__ float x1_scale;
-    if (X1) mmv_stage_one(x1, k, nw, eps, w_off, mmv_xs, mmv_xs + k, &x1_scale);
+    if (X1) mmv_stage_one(x1, k, nw, eps, w_off, mmv_xs, mmv_xs + k, &x1_scale, XS);
     float acc[NM][NT][4];
 #pragma unroll
     for (int q = 0; q < NM; q++)
@@ -205,6 +293,13 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
                 const uint4 z = make_uint4(0u, 0u, 0u, 0u);
                 h = g == 0 ? *(const uint4*)(mmv_xs + c * 32 + 8 * t) : z;
                 l = g == 0 ? *(const uint4*)(mmv_xs + k + c * 32 + 8 * t) : z;
+            } else if (XS) {
+                const u16* ph = xht + (u64)(8 * j) * k + c * 32 + 4 * t;
+                const u16* pl = xlt + (u64)(8 * j) * k + c * 32 + 4 * t;
+                const uint2 h0 = *(const uint2*)ph, h1 = *(const uint2*)(ph + 16);
+                const uint2 l0 = *(const uint2*)pl, l1 = *(const uint2*)(pl + 16);
+                h = make_uint4(h0.x, h0.y, h1.x, h1.y);
+                l = make_uint4(l0.x, l0.y, l1.x, l1.y);
             } else {
                 h = *(const uint4*)(xht + (u64)(8 * j) * k + c * 32 + 8 * t);
                 l = *(const uint4*)(xlt + (u64)(8 * j) * k + c * 32 + 8 * t);
@@ -227,19 +322,32 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
         }
     };
     int c = c0;
-    for (; c + U <= c1; c += U) {
-        GmA a[U][NM][2];
+    if (PIPE) {
+        // Round r + 1's loads are issued before round r's MMAs (the same chunks in the
+        // same order as below: the same bits).
+        for (; pipe && c + U <= c1; c += U) {
+            GmA nb[U][NM][2];
+            const bool more = c + 2 * U <= c1;
+            if (more) load_round(nb, c + U);
 #pragma unroll
-        for (int u = 0; u < U; u++) {
-            a[u][0][0] = G::load(m, rr0, c + u, t);
-            a[u][0][1] = G::load(m, rr1, c + u, t);
-            if (GLU) {
-                a[u][NM - 1][0] = G::load(m2, rr0, c + u, t);
-                a[u][NM - 1][1] = G::load(m2, rr1, c + u, t);
+            for (int u = 0; u < U; u++) chunk(c + u, pa[u]);
+            if (more) {
+#pragma unroll
+                for (int u = 0; u < U; u++)
+#pragma unroll
+                    for (int q = 0; q < NM; q++) {
+                        pa[u][q][0] = nb[u][q][0];
+                        pa[u][q][1] = nb[u][q][1];
+                    }
             }
         }
+    } else {
+        for (; c + U <= c1; c += U) {
+            GmA a[U][NM][2];
+            load_round(a, c);
 #pragma unroll
-        for (int u = 0; u < U; u++) chunk(c + u, a[u]);
+            for (int u = 0; u < U; u++) chunk(c + u, a[u]);
+        }
     }
     for (; c < c1; c++) {
         GmA a[NM][2];
@@ -324,7 +432,7 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
 // Entry points: mmv_<fmt>_nt<NT> (+ bias, + residual; res may be y) and
 // mmv_<fmt>_glu_nt<NT>, for n <= 8 NT tokens (engine/src/cuda/select.rs: `MmvKernel`).
 #define MMV_PLAIN(fmt, G, NT)                                                                \
-    extern "C" __global__ void __launch_bounds__(MMV_WARPS * 32) mmv_##fmt##_nt##NT(         \
+    extern "C" __global__ void MMV_LB mmv_##fmt##_nt##NT(                                    \
         const u8* __restrict__ w, const u16* __restrict__ xh, const u16* __restrict__ xl,    \
         const float* __restrict__ xsc, const float* __restrict__ bias, const float* res,     \
         float* y, float* part, u32* cnt, int rows, int k, int n, int ks) {                   \
@@ -332,7 +440,7 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
                                ks);                                                          \
     }
 #define MMV_GLU(fmt, G, NT)                                                                  \
-    extern "C" __global__ void __launch_bounds__(MMV_WARPS * 32) mmv_##fmt##_glu_nt##NT(     \
+    extern "C" __global__ void MMV_LB mmv_##fmt##_glu_nt##NT(                                \
         const u8* __restrict__ wg, const u8* __restrict__ wu, const u16* __restrict__ xh,    \
         const u16* __restrict__ xl, const float* __restrict__ xsc, float* y, float* part,    \
         u32* cnt, int rows, int k, int n, int act, int ks) {                                 \
@@ -340,14 +448,14 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
     }
 // One token, x staged in the block (dynamic shared memory: 4 k bytes): plain and gate + up.
 #define MMV_X1(fmt, G)                                                                      \
-    extern "C" __global__ void __launch_bounds__(MMV_WARPS * 32) mmv_##fmt##_x1(             \
+    extern "C" __global__ void MMV_LB mmv_##fmt##_x1(                                        \
         const u8* __restrict__ w, const float* __restrict__ x, const float* __restrict__ nw, \
         float eps, float w_off, const float* __restrict__ bias, const float* res, float* y,  \
         float* part, u32* cnt, int rows, int k, int ks) {                                    \
         mmv_body<G, false, 1, true>(w, w, 0, 0, 0, bias, res, y, part, cnt, rows, k, 1, 0,   \
                                     ks, x, nw, eps, w_off);                                  \
     }                                                                                        \
-    extern "C" __global__ void __launch_bounds__(MMV_WARPS * 32, 2) mmv_##fmt##_glu_x1(      \
+    extern "C" __global__ void MMV_LB_GLU_X1 mmv_##fmt##_glu_x1(                             \
         const u8* __restrict__ wg, const u8* __restrict__ wu, const float* __restrict__ x,   \
         const float* __restrict__ nw, float eps, float w_off, float* y, float* part,         \
         u32* cnt, int rows, int k, int act, int ks) {                                        \
@@ -358,5 +466,5 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
     MMV_PLAIN(fmt, G, 1) MMV_PLAIN(fmt, G, 2) MMV_PLAIN(fmt, G, 4) MMV_PLAIN(fmt, G, 8) \
     MMV_GLU(fmt, G, 1) MMV_GLU(fmt, G, 2) MMV_GLU(fmt, G, 4) MMV_GLU(fmt, G, 8) \
     MMV_X1(fmt, G)
-MMV_FMT(q4_0, GmQ4_0)
+MMV_FMT(q4_0, MmvQ4)
 MMV_FMT(q8_0, GmQ8_0)

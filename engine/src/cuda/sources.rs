@@ -143,6 +143,49 @@ pub mod consts {
     pub const SAMPLE_CAP: usize = 4096;
 }
 
+/// The environment variable of the `mmv.cu` tuning arms ([`mmv_tuning_defines`]).
+pub const MMV_DEFS_ENV: &str = "ASSAY_MMV_DEFS";
+
+/// The `mmv.cu` tuning defines a window may A/B without a rebuild, and their largest value.
+/// None of them changes the arithmetic of a row except `MMV_Q4MAP` (another k map of the
+/// Q4_0 A fragments, the same for every n: its bits differ from the default map's, a token's
+/// bits still do not depend on n): `MMV_U` / `MMV_U_GLU` (chunks loaded per round),
+/// `MMV_MINB` (blocks per SM of the launch bounds, 0 = the default bounds), `MMV_PIPE` (the
+/// next round's loads issued before this round's MMAs).
+pub const MMV_TUNING: [(&str, u32); 5] = [
+    ("MMV_U", 16),
+    ("MMV_U_GLU", 8),
+    ("MMV_MINB", 4),
+    ("MMV_PIPE", 1),
+    ("MMV_Q4MAP", 1),
+];
+
+/// `ASSAY_MMV_DEFS` (`NAME=VALUE,...`, names of [`MMV_TUNING`], values 0..=its largest) as
+/// `-D` options appended to mmv.cu's; unset or empty: none. Anything else is an error.
+pub fn mmv_tuning_defines(v: Option<&str>) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    for item in v
+        .unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|i| !i.is_empty())
+    {
+        let bad = || format!("{MMV_DEFS_ENV}: {item:?} is not NAME=VALUE of {MMV_TUNING:?}");
+        let (name, val) = item.split_once('=').ok_or_else(bad)?;
+        let val: u32 = val.trim().parse().map_err(|_| bad())?;
+        let (_, max) = MMV_TUNING
+            .iter()
+            .find(|(n, _)| *n == name.trim())
+            .ok_or_else(bad)?;
+        let min = u32::from(name.trim() == "MMV_U" || name.trim() == "MMV_U_GLU");
+        if val < min || val > *max {
+            return Err(bad());
+        }
+        out.push(format!("-D{}={val}", name.trim()));
+    }
+    Ok(out)
+}
+
 /// A kernel family: one `.cu` file compiled into one module.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Family {
@@ -218,12 +261,22 @@ impl Family {
                 format!("-DGEMM_N={GEMM_N}"),
                 format!("-DGEMM_U={GEMM_U}"),
             ],
-            Family::Mmv => vec![
-                format!("-DMMV_WARPS={MMV_WARPS}"),
-                format!("-DMMV_N={MMV_N}"),
-                format!("-DMMV_U={MMV_U}"),
-                format!("-DMMV_U_GLU={MMV_U_GLU}"),
-            ],
+            Family::Mmv => {
+                let mut d = vec![
+                    format!("-DMMV_WARPS={MMV_WARPS}"),
+                    format!("-DMMV_N={MMV_N}"),
+                    format!("-DMMV_U={MMV_U}"),
+                    format!("-DMMV_U_GLU={MMV_U_GLU}"),
+                ];
+                // Tuning arms (`ASSAY_MMV_DEFS`): later defines override the ones above; a
+                // bad value compiles mmv.cu with MMV_BAD_DEFS (an #error), never silently.
+                let v = std::env::var(MMV_DEFS_ENV).ok();
+                match mmv_tuning_defines(v.as_deref()) {
+                    Ok(extra) => d.extend(extra),
+                    Err(_) => d.push("-DMMV_BAD_DEFS=1".into()),
+                }
+                d
+            }
             Family::Norm => vec![format!("-DNORM_THREADS={NORM_THREADS}")],
             Family::Attention => vec![
                 format!("-DATT_SPLIT={ATT_SPLIT}"),
@@ -397,6 +450,26 @@ fn identity_of(sources: &[KernelSource]) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn mmv_tuning_defines_are_strict() {
+        assert_eq!(mmv_tuning_defines(None).unwrap(), Vec::<String>::new());
+        assert_eq!(mmv_tuning_defines(Some(" ")).unwrap(), Vec::<String>::new());
+        assert_eq!(
+            mmv_tuning_defines(Some("MMV_U=8, MMV_PIPE=1,MMV_Q4MAP=0")).unwrap(),
+            ["-DMMV_U=8", "-DMMV_PIPE=1", "-DMMV_Q4MAP=0"]
+        );
+        for bad in [
+            "MMV_U",
+            "MMV_U=0",
+            "MMV_U=17",
+            "MMV_WARPS=4",
+            "mmv_u=8",
+            "MMV_PIPE=x",
+        ] {
+            assert!(mmv_tuning_defines(Some(bad)).is_err(), "{bad}");
+        }
+    }
+
     use super::*;
     use std::path::Path;
 

@@ -200,7 +200,8 @@ mod tests {
         }
         assert!(bodies >= 1);
         // The mmv entry points (`mmv_*`) run `mmv_body`: it waits after its weight
-        // prefetch and before the first read of x, its scale, res, y or the split scratch.
+        // prefetch (and, with MMV_PIPE, its first round of weight loads: W is written by no
+        // kernel) and before the first read of x, its scale, res, y or the split scratch.
         let mv = kernel_body("mmv_body").unwrap_or_else(|| panic!("no mmv_body"));
         let mv = &mv[..mv.find("\n}").unwrap()];
         let wait = mv
@@ -212,7 +213,15 @@ mod tests {
                 .trim_start()
                 .starts_with("pdl_trigger();")
         );
-        for first_use in ["xht", "xsc[", "res[", "y[", "part[", "cnt[", "G::load"] {
+        for first_use in [
+            "xht",
+            "xsc[",
+            "res[",
+            "y[",
+            "part[",
+            "cnt[",
+            "mmv_stage_one(",
+        ] {
             let at = mv
                 .find(first_use)
                 .unwrap_or_else(|| panic!("mmv_body: no {first_use}"));
