@@ -48,7 +48,8 @@
 // SM in the launch bounds (0: the default bounds), MMV_PIPE the next round's weight loads
 // issued before this round's MMAs (and the first round before the wait; one n-tile entry
 // points only: `_x1`, `_nt1`), MMV_Q4MAP the
-// Q4_0 k map of `MmvQ4_0m`. Only MMV_Q4MAP changes a row's arithmetic (for every n alike).
+// Q4_0 k map of `MmvQ4_0m`, MMV_XSTAGE the `_x1` staging in two passes (`mmv_stage_one`).
+// Only MMV_Q4MAP changes a row's arithmetic (for every n alike).
 #ifdef MMV_BAD_DEFS
 #error "ASSAY_MMV_DEFS: bad value (see engine sources::mmv_tuning_defines)"
 #endif
@@ -60,6 +61,9 @@
 #endif
 #ifndef MMV_Q4MAP
 #define MMV_Q4MAP 0
+#endif
+#ifndef MMV_XSTAGE
+#define MMV_XSTAGE 0
 #endif
 #if MMV_MINB > 0
 #define MMV_LB __launch_bounds__(MMV_WARPS * 32, MMV_MINB)
@@ -121,19 +125,37 @@ struct MmvU {
 // gemm_stage_x (gemm.cu) for one token, by a block of 256 threads, into hi[k] / lo[k] and
 // *scale: the same code, reduction orders and thread count, hence the same bits.
 // `split`: values stored at mmv_xpos (MmvXMap), not at their index.
+// MMV_XSTAGE (the same bits, fewer passes): the first pass also takes mq = max |x (nw +
+// w_off)| (normed) or max |x|; without a norm mq IS the max of the staged values; with one,
+// b = fl(mq inv) < 32760 proves every |v| < 32768 (|v| <= b (1 + 4u)^2 / ..., u = 2^-24: two
+// roundings of v, one of each of mq and b), so e = 0 without the max pass, which runs only
+// when the bound fails (a row near or past f16's range). Then only values [i0, i1) (the
+// block's chunks) are written.
 __device__ __forceinline__ void mmv_stage_one(const float* __restrict__ xt, int k,
                                               const float* __restrict__ nw, float eps,
                                               float w_off, u16* oh, u16* ol, float* scale,
-                                              bool split) {
+                                              bool split, int i0, int i1) {
     __shared__ double red[8];
     __shared__ float redm[8];
+    __shared__ float redq[8];
     const int lane = threadIdx.x & 31;
     float inv = 1.f;
+    float mq = 0.f;
     if (nw != 0) {
         double ss = 0.0;
-        for (int i = threadIdx.x; i < k; i += 256) ss += (double)__fmul_rn(xt[i], xt[i]);
+        for (int i = threadIdx.x; i < k; i += 256) {
+            const float xv = xt[i];
+            ss += (double)__fmul_rn(xv, xv);
+            if (MMV_XSTAGE) mq = fmaxf(mq, fabsf(__fmul_rn(xv, nw[i] + w_off)));
+        }
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        if (MMV_XSTAGE) {
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1)
+                mq = fmaxf(mq, __shfl_xor_sync(0xffffffffu, mq, o));
+            if (lane == 0) redq[threadIdx.x >> 5] = mq;
+        }
         if (lane == 0) red[threadIdx.x >> 5] = ss;
         __syncthreads();
         double tot = 0.0;
@@ -141,20 +163,43 @@ __device__ __forceinline__ void mmv_stage_one(const float* __restrict__ xt, int 
         for (int i = 0; i < 8; i++) tot += red[i];
         const float mean = (float)(tot / (double)k);
         inv = 1.0f / sqrtf(mean + eps);
+    } else if (MMV_XSTAGE) {
+        for (int i = threadIdx.x; i < k; i += 256) mq = fmaxf(mq, fabsf(xt[i]));
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) mq = fmaxf(mq, __shfl_xor_sync(0xffffffffu, mq, o));
+        if (lane == 0) redq[threadIdx.x >> 5] = mq;
+        __syncthreads();
     }
     float mx = 0.f;
-    for (int i = threadIdx.x; i < k; i += 256) {
-        float v = xt[i];
-        if (nw != 0) v = __fmul_rn(__fmul_rn(v, inv), nw[i] + w_off);
-        mx = fmaxf(mx, fabsf(v));
+    bool exact = true;  // block-uniform: mq and inv are
+    if (MMV_XSTAGE) {
+        mq = redq[0];
+#pragma unroll
+        for (int i = 1; i < 8; i++) mq = fmaxf(mq, redq[i]);
+        if (nw == 0) {
+            mx = mq;
+            exact = false;
+        } else if (__fmul_rn(mq, inv) < 32760.f) {
+            exact = false;  // mx < 32768: e = 0 below, as the max pass would find
+        }
+    } else {
+        i0 = 0;
+        i1 = k;
     }
+    if (exact) {
+        for (int i = threadIdx.x; i < k; i += 256) {
+            float v = xt[i];
+            if (nw != 0) v = __fmul_rn(__fmul_rn(v, inv), nw[i] + w_off);
+            mx = fmaxf(mx, fabsf(v));
+        }
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-    if (lane == 0) redm[threadIdx.x >> 5] = mx;
-    __syncthreads();
-    mx = redm[0];
+        for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        if (lane == 0) redm[threadIdx.x >> 5] = mx;
+        __syncthreads();
+        mx = redm[0];
 #pragma unroll
-    for (int i = 1; i < 8; i++) mx = fmaxf(mx, redm[i]);
+        for (int i = 1; i < 8; i++) mx = fmaxf(mx, redm[i]);
+    }
     int e = 0;
     if (mx >= 32768.f && mx <= 3.0e38f) {
         int ex;
@@ -163,7 +208,7 @@ __device__ __forceinline__ void mmv_stage_one(const float* __restrict__ xt, int 
     }
     const float down = ldexpf(1.f, -e);
     if (threadIdx.x == 0) *scale = ldexpf(1.f, e);
-    for (int i = threadIdx.x; i < k; i += 256) {
+    for (int i = i0 + threadIdx.x; i < i1; i += 256) {
         float v = xt[i];
         if (nw != 0) v = __fmul_rn(__fmul_rn(v, inv), nw[i] + w_off);
         if (e != 0) v = __fmul_rn(v, down);
@@ -258,7 +303,7 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
     pdl_trigger();
     extern __shared__ __align__(16) u16 mmv_xs[];  // X1: hi[k] then lo[k]
     __shared__ float x1_scale;
-    if (X1) mmv_stage_one(x1, k, nw, eps, w_off, mmv_xs, mmv_xs + k, &x1_scale, XS);
+    if (X1) mmv_stage_one(x1, k, nw, eps, w_off, mmv_xs, mmv_xs + k, &x1_scale, XS, cs0 * 32, cs1 * 32);
     float acc[NM][NT][4];
 #pragma unroll
     for (int q = 0; q < NM; q++)

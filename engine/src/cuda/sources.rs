@@ -151,13 +151,15 @@ pub const MMV_DEFS_ENV: &str = "ASSAY_MMV_DEFS";
 /// Q4_0 A fragments, the same for every n: its bits differ from the default map's, a token's
 /// bits still do not depend on n): `MMV_U` / `MMV_U_GLU` (chunks loaded per round),
 /// `MMV_MINB` (blocks per SM of the launch bounds, 0 = the default bounds), `MMV_PIPE` (the
-/// next round's loads issued before this round's MMAs).
-pub const MMV_TUNING: [(&str, u32); 5] = [
+/// next round's loads issued before this round's MMAs), `MMV_XSTAGE` (the `_x1` staging in
+/// two passes over x, the same bits).
+pub const MMV_TUNING: [(&str, u32); 6] = [
     ("MMV_U", 16),
     ("MMV_U_GLU", 8),
     ("MMV_MINB", 4),
     ("MMV_PIPE", 1),
     ("MMV_Q4MAP", 1),
+    ("MMV_XSTAGE", 1),
 ];
 
 /// `ASSAY_MMV_DEFS` (`NAME=VALUE,...`, names of [`MMV_TUNING`], values 0..=its largest) as
