@@ -65,6 +65,11 @@
 #ifndef MMV_XSTAGE
 #define MMV_XSTAGE 0
 #endif
+// MMV_PERSIST > 0: a block loops over the tiles blockIdx.x + i gridDim.x (the host launches
+// min(tiles, MMV_PERSIST x SMs / splits) blocks: engine ops::mmv); 0: one tile per block.
+#ifndef MMV_PERSIST
+#define MMV_PERSIST 0
+#endif
 #if MMV_MINB > 0
 #define MMV_LB __launch_bounds__(MMV_WARPS * 32, MMV_MINB)
 #define MMV_LB_GLU_X1 __launch_bounds__(MMV_WARPS * 32, MMV_MINB)
@@ -246,15 +251,19 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
     __shared__ int last;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
-    const int tile = blockIdx.x, split = blockIdx.y;
-    const int row0 = tile * 16;
+    // MMV_PERSIST: the block takes tiles blockIdx.x, + gridDim.x, ... (the `_x1` staging
+    // then serves all of them); each tile is computed exactly as alone.
+    const int tiles_all = (rows + 15) >> 4;
+    int tile = blockIdx.x;
+    const int split = blockIdx.y;
+    int row0 = tile * 16;
     const int nchunks = k >> 5;
     const int ntiles = (n + 7) >> 3;  // live n-tiles (<= NT; warp-uniform)
     const WMat m = {w, 0, (u64)rows, (u64)(k / G::ELEMS)};
     const WMat m2 = {w2, 0, (u64)rows, (u64)(k / G::ELEMS)};
     // Rows past the end compute row rows-1 again and write nothing.
-    const u64 rr0 = (u64)min(row0 + g, rows - 1);
-    const u64 rr1 = (u64)min(row0 + g + 8, rows - 1);
+    u64 rr0 = (u64)min(row0 + g, rows - 1);
+    u64 rr1 = (u64)min(row0 + g + 8, rows - 1);
     // The block's chunk range (split `split` of ks), then the warp's share of it.
     const int per_s = (nchunks + ks - 1) / ks;
     const int cs0 = min(nchunks, split * per_s), cs1 = min(nchunks, cs0 + per_s);
@@ -279,24 +288,27 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
     constexpr bool PIPE = MMV_PIPE && NT == 1;  // one n-tile: registers to spare
     const bool pipe = PIPE && c0 + U <= c1;
     if (pipe) load_round(pa, c0);
-    // Start this warp's weight reads (its chunks of the tile's 16 rows: quants, then the
-    // scales) before the wait: W is written by no kernel.
-    {
+    // Ask L2 for this warp's weight bytes of tile tl (its chunks of the tile's 16 rows:
+    // quants, then the scales).
+    auto prefetch = [&](int tl) {
+        const int r0 = tl * 16;
         constexpr int QB = G::QBYTES;
         const int span = (c1 - c0) * QB;  // quant bytes of a row in the range
         const int sect = (span + 31) >> 5;
         for (int i = lane; i < 16 * sect; i += 32) {
-            const u64 row = (u64)min(row0 + i / sect, rows - 1);
+            const u64 row = (u64)min(r0 + i / sect, rows - 1);
             const u64 bi = row * m.nb + (u64)c0;
             pf_l2(m.w + bi * QB + 32 * (i % sect));
             if (GLU) pf_l2(m2.w + bi * QB + 32 * (i % sect));
         }
         if (lane < 16 && c1 > c0) {
-            const u64 bi = (u64)min(row0 + lane, rows - 1) * m.nb + (u64)c0;
+            const u64 bi = (u64)min(r0 + lane, rows - 1) * m.nb + (u64)c0;
             pf_l2(m.w + m.rows * m.nb * QB + bi * 2);
             if (GLU) pf_l2(m2.w + m.rows * m.nb * QB + bi * 2);
         }
-    }
+    };
+    // Start the first tile's weight reads before the wait: W is written by no kernel.
+    prefetch(tile);
     // Programmatic dependent launch (common.cuh): the prefetch above reads only W; x, its
     // scale, res, y and the split scratch are touched after the wait.
     pdl_wait();
@@ -305,12 +317,6 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
     __shared__ float x1_scale;
     if (X1) mmv_stage_one(x1, k, nw, eps, w_off, mmv_xs, mmv_xs + k, &x1_scale, XS, cs0 * 32, cs1 * 32);
     float acc[NM][NT][4];
-#pragma unroll
-    for (int q = 0; q < NM; q++)
-#pragma unroll
-        for (int j = 0; j < NT; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) acc[q][j][e] = 0.f;
     // Token g of n-tile j is staged row 8 j + g.
     const u16* xht = xh + (u64)g * k;
     const u16* xlt = xl + (u64)g * k;
@@ -366,112 +372,132 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
             }
         }
     };
-    int c = c0;
-    if (PIPE) {
-        // Round r + 1's loads are issued before round r's MMAs (the same chunks in the
-        // same order as below: the same bits).
-        for (; pipe && c + U <= c1; c += U) {
-            GmA nb[U][NM][2];
-            const bool more = c + 2 * U <= c1;
-            if (more) load_round(nb, c + U);
+    for (;;) {
+        if (MMV_PERSIST && tile + (int)gridDim.x < tiles_all) prefetch(tile + gridDim.x);
 #pragma unroll
-            for (int u = 0; u < U; u++) chunk(c + u, pa[u]);
-            if (more) {
+        for (int q = 0; q < NM; q++)
 #pragma unroll
-                for (int u = 0; u < U; u++)
+            for (int j = 0; j < NT; j++)
 #pragma unroll
-                    for (int q = 0; q < NM; q++) {
-                        pa[u][q][0] = nb[u][q][0];
-                        pa[u][q][1] = nb[u][q][1];
-                    }
+                for (int e = 0; e < 4; e++) acc[q][j][e] = 0.f;
+        int c = c0;
+        if (PIPE) {
+            // Round r + 1's loads are issued before round r's MMAs (the same chunks in the
+            // same order as below: the same bits).
+            for (; pipe && c + U <= c1; c += U) {
+                GmA nb[U][NM][2];
+                const bool more = c + 2 * U <= c1;
+                if (more) load_round(nb, c + U);
+#pragma unroll
+                for (int u = 0; u < U; u++) chunk(c + u, pa[u]);
+                if (more) {
+#pragma unroll
+                    for (int u = 0; u < U; u++)
+#pragma unroll
+                        for (int q = 0; q < NM; q++) {
+                            pa[u][q][0] = nb[u][q][0];
+                            pa[u][q][1] = nb[u][q][1];
+                        }
+                }
+            }
+        } else {
+            for (; c + U <= c1; c += U) {
+                GmA a[U][NM][2];
+                load_round(a, c);
+#pragma unroll
+                for (int u = 0; u < U; u++) chunk(c + u, a[u]);
             }
         }
-    } else {
-        for (; c + U <= c1; c += U) {
-            GmA a[U][NM][2];
-            load_round(a, c);
-#pragma unroll
-            for (int u = 0; u < U; u++) chunk(c + u, a[u]);
+        for (; c < c1; c++) {
+            GmA a[NM][2];
+            a[0][0] = G::load(m, rr0, c, t);
+            a[0][1] = G::load(m, rr1, c, t);
+            if (GLU) {
+                a[NM - 1][0] = G::load(m2, rr0, c, t);
+                a[NM - 1][1] = G::load(m2, rr1, c, t);
+            }
+            chunk(c, a);
         }
-    }
-    for (; c < c1; c++) {
-        GmA a[NM][2];
-        a[0][0] = G::load(m, rr0, c, t);
-        a[0][1] = G::load(m, rr1, c, t);
-        if (GLU) {
-            a[NM - 1][0] = G::load(m2, rr0, c, t);
-            a[NM - 1][1] = G::load(m2, rr1, c, t);
+        // The warps' sums in warp order. C fragment: acc[q][j][0..1] = row g, tokens 8j + 2t,
+        // 8j + 2t + 1; [2..3] = row g + 8.
+        for (int v = 0; v < MMV_WARPS; v++) {
+            if (warp == v) {
+#pragma unroll
+                for (int q = 0; q < NM; q++)
+#pragma unroll
+                    for (int j = 0; j < NT; j++) {
+                        if (j >= ntiles) continue;
+                        float* d0 = &red[q][g][8 * j + 2 * t];
+                        float* d1 = &red[q][g + 8][8 * j + 2 * t];
+                        const float* s = acc[q][j];
+                        if (v == 0) {
+                            d0[0] = s[0]; d0[1] = s[1]; d1[0] = s[2]; d1[1] = s[3];
+                        } else {
+                            d0[0] += s[0]; d0[1] += s[1]; d1[0] += s[2]; d1[1] += s[3];
+                        }
+                    }
+            }
+            __syncthreads();
         }
-        chunk(c, a);
-    }
-    // The warps' sums in warp order. C fragment: acc[q][j][0..1] = row g, tokens 8j + 2t,
-    // 8j + 2t + 1; [2..3] = row g + 8.
-    for (int v = 0; v < MMV_WARPS; v++) {
-        if (warp == v) {
+        bool fin = true;  // this block runs the tile's epilogue (block-uniform)
+        if (ks > 1) {
+            // This split's sums to `part`; the tile's last block adds them in split order.
+            for (int o = threadIdx.x; o < 16 * n; o += MMV_WARPS * 32) {
+                const int tok = o >> 4, r = o & 15;
+                const int row = row0 + r;
+                if (row >= rows) continue;
 #pragma unroll
-            for (int q = 0; q < NM; q++)
+                for (int q = 0; q < NM; q++)
+                    part[(((u64)split * NM + q) * MMV_N + tok) * rows + row] = red[q][r][tok];
+            }
+            __threadfence();
+            __syncthreads();
+            if (threadIdx.x == 0) last = atomicAdd(&cnt[tile], 1u) == (u32)(ks - 1);
+            __syncthreads();
+            fin = last;
+            if (fin) __threadfence();
+        }
+        if (fin) {
+            for (int o = threadIdx.x; o < 16 * n; o += MMV_WARPS * 32) {
+                const int tok = o >> 4, r = o & 15;
+                const int row = row0 + r;
+                if (row >= rows) continue;
+                float sum[NM];
 #pragma unroll
-                for (int j = 0; j < NT; j++) {
-                    if (j >= ntiles) continue;
-                    float* d0 = &red[q][g][8 * j + 2 * t];
-                    float* d1 = &red[q][g + 8][8 * j + 2 * t];
-                    const float* s = acc[q][j];
-                    if (v == 0) {
-                        d0[0] = s[0]; d0[1] = s[1]; d1[0] = s[2]; d1[1] = s[3];
+                for (int q = 0; q < NM; q++) {
+                    if (ks > 1) {
+                        float tot = __ldcg(&part[((u64)q * MMV_N + tok) * rows + row]);
+                        for (int s = 1; s < ks; s++)
+                            tot += __ldcg(&part[(((u64)s * NM + q) * MMV_N + tok) * rows + row]);
+                        sum[q] = tot;
                     } else {
-                        d0[0] += s[0]; d0[1] += s[1]; d1[0] += s[2]; d1[1] += s[3];
+                        sum[q] = red[q][r][tok];
                     }
                 }
-        }
-        __syncthreads();
-    }
-    if (ks > 1) {
-        // This split's sums to `part`; the tile's last block adds them in split order.
-        for (int o = threadIdx.x; o < 16 * n; o += MMV_WARPS * 32) {
-            const int tok = o >> 4, r = o & 15;
-            const int row = row0 + r;
-            if (row >= rows) continue;
-#pragma unroll
-            for (int q = 0; q < NM; q++)
-                part[(((u64)split * NM + q) * MMV_N + tok) * rows + row] = red[q][r][tok];
-        }
-        __threadfence();
-        __syncthreads();
-        if (threadIdx.x == 0) last = atomicAdd(&cnt[tile], 1u) == (u32)(ks - 1);
-        __syncthreads();
-        if (!last) return;
-        __threadfence();
-    }
-    for (int o = threadIdx.x; o < 16 * n; o += MMV_WARPS * 32) {
-        const int tok = o >> 4, r = o & 15;
-        const int row = row0 + r;
-        if (row >= rows) continue;
-        float sum[NM];
-#pragma unroll
-        for (int q = 0; q < NM; q++) {
-            if (ks > 1) {
-                float tot = __ldcg(&part[((u64)q * MMV_N + tok) * rows + row]);
-                for (int s = 1; s < ks; s++)
-                    tot += __ldcg(&part[(((u64)s * NM + q) * MMV_N + tok) * rows + row]);
-                sum[q] = tot;
-            } else {
-                sum[q] = red[q][r][tok];
+                // x's power-of-two scale undone (1 unless the row reached 2^15: gemm_stage_x).
+                const float u = X1 ? x1_scale : xsc[tok];
+                const float s = __fmul_rn(sum[0], u);
+                const u64 oi = (u64)tok * rows + row;
+                if (GLU) {
+                    const float s2 = __fmul_rn(sum[NM - 1], u);
+                    y[oi] = __fmul_rn(act == 0 ? silu(s) : gelu_tanh(s), s2);
+                } else {
+                    float v = bias != 0 ? s + bias[row] : s;
+                    if (res != 0) v = v + res[oi];
+                    y[oi] = v;
+                }
             }
+            if (ks > 1 && threadIdx.x == 0) cnt[tile] = 0u;
         }
-        // x's power-of-two scale undone (1 unless the row reached 2^15: gemm_stage_x).
-        const float u = X1 ? x1_scale : xsc[tok];
-        const float s = __fmul_rn(sum[0], u);
-        const u64 oi = (u64)tok * rows + row;
-        if (GLU) {
-            const float s2 = __fmul_rn(sum[NM - 1], u);
-            y[oi] = __fmul_rn(act == 0 ? silu(s) : gelu_tanh(s), s2);
-        } else {
-            float v = bias != 0 ? s + bias[row] : s;
-            if (res != 0) v = v + res[oi];
-            y[oi] = v;
-        }
+        if (!MMV_PERSIST) break;
+        tile += gridDim.x;
+        if (tile >= tiles_all) break;
+        __syncthreads();  // red and last are rewritten by the next tile
+        row0 = tile * 16;
+        rr0 = (u64)min(row0 + g, rows - 1);
+        rr1 = (u64)min(row0 + g + 8, rows - 1);
+        if (pipe) load_round(pa, c0);
     }
-    if (ks > 1 && threadIdx.x == 0) cnt[tile] = 0u;
 }
 
 // Entry points: mmv_<fmt>_nt<NT> (+ bias, + residual; res may be y) and

@@ -152,15 +152,38 @@ pub const MMV_DEFS_ENV: &str = "ASSAY_MMV_DEFS";
 /// bits still do not depend on n): `MMV_U` / `MMV_U_GLU` (chunks loaded per round),
 /// `MMV_MINB` (blocks per SM of the launch bounds, 0 = the default bounds), `MMV_PIPE` (the
 /// next round's loads issued before this round's MMAs), `MMV_XSTAGE` (the `_x1` staging in
-/// two passes over x, the same bits).
-pub const MMV_TUNING: [(&str, u32); 6] = [
+/// two passes over x, the same bits), `MMV_PERSIST` (blocks per SM: a block loops over
+/// tiles, `ops::mmv` launches at most that many per SM).
+pub const MMV_TUNING: [(&str, u32); 7] = [
     ("MMV_U", 16),
     ("MMV_U_GLU", 8),
     ("MMV_MINB", 4),
     ("MMV_PIPE", 1),
     ("MMV_Q4MAP", 1),
     ("MMV_XSTAGE", 1),
+    ("MMV_PERSIST", 8),
 ];
+
+/// `ASSAY_MMV_DEFS` of this process, read once (the compiled mmv.cu and the launch shapes
+/// of `ops::mmv` must agree: `MMV_PERSIST` is both).
+pub fn mmv_env_defines() -> &'static Result<Vec<String>, String> {
+    static DEFS: std::sync::OnceLock<Result<Vec<String>, String>> = std::sync::OnceLock::new();
+    DEFS.get_or_init(|| mmv_tuning_defines(std::env::var(MMV_DEFS_ENV).ok().as_deref()))
+}
+
+/// The value of tuning define `name` in this process's `ASSAY_MMV_DEFS` (0 when absent or
+/// when the list is bad: mmv.cu then does not compile).
+pub fn mmv_env_value(name: &str) -> u32 {
+    let pre = format!("-D{name}=");
+    match mmv_env_defines() {
+        Ok(d) => d
+            .iter()
+            .rev()
+            .find_map(|o| o.strip_prefix(&pre).and_then(|v| v.parse().ok()))
+            .unwrap_or(0),
+        Err(_) => 0,
+    }
+}
 
 /// `ASSAY_MMV_DEFS` (`NAME=VALUE,...`, names of [`MMV_TUNING`], values 0..=its largest) as
 /// `-D` options appended to mmv.cu's; unset or empty: none. Anything else is an error.
@@ -272,9 +295,8 @@ impl Family {
                 ];
                 // Tuning arms (`ASSAY_MMV_DEFS`): later defines override the ones above; a
                 // bad value compiles mmv.cu with MMV_BAD_DEFS (an #error), never silently.
-                let v = std::env::var(MMV_DEFS_ENV).ok();
-                match mmv_tuning_defines(v.as_deref()) {
-                    Ok(extra) => d.extend(extra),
+                match mmv_env_defines() {
+                    Ok(extra) => d.extend(extra.iter().cloned()),
                     Err(_) => d.push("-DMMV_BAD_DEFS=1".into()),
                 }
                 d

@@ -57,9 +57,9 @@ impl MmvState {
         let v = std::env::var("ASSAY_MMV").ok();
         let (on, x1) = mmv_switch_from(v.as_deref()).map_err(|e| shape_err("decoder", e))?;
         // The tuning arms of mmv.cu (sources::Family::defines reads them): a typo errors here.
-        let d = std::env::var(crate::cuda::sources::MMV_DEFS_ENV).ok();
-        crate::cuda::sources::mmv_tuning_defines(d.as_deref())
-            .map_err(|e| shape_err("decoder", e))?;
+        if let Err(e) = crate::cuda::sources::mmv_env_defines() {
+            return Err(shape_err("decoder", e.clone()));
+        }
         Self::new(gpu, k_max, n_body, on, x1)
     }
 

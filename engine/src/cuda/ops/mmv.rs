@@ -28,6 +28,20 @@ impl MmvScratch {
     }
 }
 
+/// Blocks along x of a launch over `tiles` tiles with `splits` blocks each: one per tile, or
+/// with `MMV_PERSIST` = p (`ASSAY_MMV_DEFS`) at most p x SMs in all (each block then loops
+/// over tiles; a tile's arithmetic does not depend on which block computes it).
+fn grid_x(gpu: &Gpu, op: &'static str, tiles: usize, splits: u32) -> Result<u32, CudaError> {
+    let p = crate::cuda::sources::mmv_env_value("MMV_PERSIST") as usize;
+    let sms = gpu.info().sm_count.max(1) as usize;
+    let x = if p > 0 {
+        tiles.min((p * sms / splits.max(1) as usize).max(1))
+    } else {
+        tiles
+    };
+    u32::try_from(x).map_err(|_| shape_err(op, "too many rows"))
+}
+
 /// The checks shared by [`mmv`] and [`mmv_glu`]; returns the choice and launch shape.
 fn check(
     op: &'static str,
@@ -71,7 +85,7 @@ fn check(
     if choice.splits > 1 && tiles * 16 * choice.splits as usize > MMV_SPLIT_ROWS {
         return Err(shape_err(op, "split product larger than the scratch"));
     }
-    let blocks = u32::try_from(tiles).map_err(|_| shape_err(op, "too many rows"))?;
+    let blocks = grid_x(gpu, op, tiles, choice.splits)?;
     Ok((
         choice,
         LaunchConfig {
@@ -221,7 +235,7 @@ fn check_x1(
     if choice.splits > 1 && tiles * 16 * choice.splits as usize > MMV_SPLIT_ROWS {
         return Err(shape_err(op, "split product larger than the scratch"));
     }
-    let blocks = u32::try_from(tiles).map_err(|_| shape_err(op, "too many rows"))?;
+    let blocks = grid_x(gpu, op, tiles, choice.splits)?;
     let cfg = LaunchConfig {
         grid_dim: (blocks, choice.splits, 1),
         block_dim: (MMV_WARPS * 32, 1, 1),
