@@ -109,6 +109,14 @@ pub mod consts {
     pub const MMV_U: usize = 4;
     /// The same for the gate + up products (two matrices per chunk).
     pub const MMV_U_GLU: usize = 2;
+    /// `mmv.cu` variants (`sources::MMV_TUNING`; 0 = off): blocks per SM of the launch
+    /// bounds, pipelined weight rounds, the Q4_0 k map of `MmvQ4_0m`, the two-pass `_x1`
+    /// staging, blocks per SM of a tile-looping grid (`ops::mmv`).
+    pub const MMV_MINB: u32 = 0;
+    pub const MMV_PIPE: u32 = 0;
+    pub const MMV_Q4MAP: u32 = 0;
+    pub const MMV_XSTAGE: u32 = 0;
+    pub const MMV_PERSIST: u32 = 0;
     /// Most token vectors per `mmv.cu` launch: the staging buffer's slots (`GemmX`, shared
     /// with the prompt pass).
     pub const MMV_N: usize = GEMM_N;
@@ -171,18 +179,16 @@ pub fn mmv_env_defines() -> &'static Result<Vec<String>, String> {
     DEFS.get_or_init(|| mmv_tuning_defines(std::env::var(MMV_DEFS_ENV).ok().as_deref()))
 }
 
-/// The value of tuning define `name` in this process's `ASSAY_MMV_DEFS` (0 when absent or
-/// when the list is bad: mmv.cu then does not compile).
-pub fn mmv_env_value(name: &str) -> u32 {
+/// The value mmv.cu is compiled with for define `name` in this process: the last of
+/// [`Family::defines`] (the consts, then `ASSAY_MMV_DEFS`); 0 when absent.
+pub fn mmv_define_value(name: &str) -> u32 {
     let pre = format!("-D{name}=");
-    match mmv_env_defines() {
-        Ok(d) => d
-            .iter()
-            .rev()
-            .find_map(|o| o.strip_prefix(&pre).and_then(|v| v.parse().ok()))
-            .unwrap_or(0),
-        Err(_) => 0,
-    }
+    Family::Mmv
+        .defines()
+        .iter()
+        .rev()
+        .find_map(|o| o.strip_prefix(&pre).and_then(|v| v.parse().ok()))
+        .unwrap_or(0)
 }
 
 /// `ASSAY_MMV_DEFS` (`NAME=VALUE,...`, names of [`MMV_TUNING`], values 0..=its largest) as
@@ -292,6 +298,11 @@ impl Family {
                     format!("-DMMV_N={MMV_N}"),
                     format!("-DMMV_U={MMV_U}"),
                     format!("-DMMV_U_GLU={MMV_U_GLU}"),
+                    format!("-DMMV_MINB={MMV_MINB}"),
+                    format!("-DMMV_PIPE={MMV_PIPE}"),
+                    format!("-DMMV_Q4MAP={MMV_Q4MAP}"),
+                    format!("-DMMV_XSTAGE={MMV_XSTAGE}"),
+                    format!("-DMMV_PERSIST={MMV_PERSIST}"),
                 ];
                 // Tuning arms (`ASSAY_MMV_DEFS`): later defines override the ones above; a
                 // bad value compiles mmv.cu with MMV_BAD_DEFS (an #error), never silently.
@@ -474,6 +485,21 @@ fn identity_of(sources: &[KernelSource]) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn mmv_defines_carry_every_tuning_name() {
+        // mmv.cu is always compiled with a value for each tuning define (the consts), so
+        // `mmv_define_value` reads what the launch shapes must agree with.
+        for (name, _) in MMV_TUNING {
+            let pre = format!("-D{name}=");
+            assert!(
+                Family::Mmv.defines().iter().any(|d| d.starts_with(&pre)),
+                "{name}"
+            );
+        }
+        assert_eq!(mmv_define_value("MMV_U"), consts::MMV_U as u32);
+        assert_eq!(mmv_define_value("MMV_NOPE"), 0);
+    }
+
     #[test]
     fn mmv_tuning_defines_are_strict() {
         assert_eq!(mmv_tuning_defines(None).unwrap(), Vec::<String>::new());

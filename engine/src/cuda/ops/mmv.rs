@@ -29,10 +29,11 @@ impl MmvScratch {
 }
 
 /// Blocks along x of a launch over `tiles` tiles with `splits` blocks each: one per tile, or
-/// with `MMV_PERSIST` = p (`ASSAY_MMV_DEFS`) at most p x SMs in all (each block then loops
+/// with `MMV_PERSIST` = p (mmv.cu's define) at most p x SMs in all (each block then loops
 /// over tiles; a tile's arithmetic does not depend on which block computes it).
 fn grid_x(gpu: &Gpu, op: &'static str, tiles: usize, splits: u32) -> Result<u32, CudaError> {
-    let p = crate::cuda::sources::mmv_env_value("MMV_PERSIST") as usize;
+    static PERSIST: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let p = *PERSIST.get_or_init(|| crate::cuda::sources::mmv_define_value("MMV_PERSIST") as usize);
     let sms = gpu.info().sm_count.max(1) as usize;
     let x = if p > 0 {
         tiles.min((p * sms / splits.max(1) as usize).max(1))
