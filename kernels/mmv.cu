@@ -240,7 +240,8 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
                                          int n, int act, int ks,
                                          const float* __restrict__ x1 = 0,
                                          const float* __restrict__ nw = 0, float eps = 0.f,
-                                         float w_off = 0.f) {
+                                         float w_off = 0.f, float* y2 = 0,
+                                         const float* __restrict__ bias2 = 0) {
     constexpr int NM = GLU ? 2 : 1;
     // Row stride of the reduction: = 8 (mod 32) floats, so the 8 rows g of a fragment
     // store land 8 banks apart.
@@ -315,7 +316,9 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
     pdl_trigger();
     extern __shared__ __align__(16) u16 mmv_xs[];  // X1: hi[k] then lo[k]
     __shared__ float x1_scale;
-    if (X1) mmv_stage_one(x1, k, nw, eps, w_off, mmv_xs, mmv_xs + k, &x1_scale, XS, cs0 * 32, cs1 * 32);
+    if (X1)
+        mmv_stage_one(x1, k, nw, eps, w_off, mmv_xs, mmv_xs + k, &x1_scale, XS, cs0 * 32,
+                      cs1 * 32);
     float acc[NM][NT][4];
     // Token g of n-tile j is staged row 8 j + g.
     const u16* xht = xh + (u64)g * k;
@@ -478,7 +481,12 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
                 const float u = X1 ? x1_scale : xsc[tok];
                 const float s = __fmul_rn(sum[0], u);
                 const u64 oi = (u64)tok * rows + row;
-                if (GLU) {
+                if (GLU && y2 != 0) {
+                    // A pair (`_pair_x1`): each matrix's product as the plain epilogue.
+                    const float s2 = __fmul_rn(sum[NM - 1], u);
+                    y[oi] = bias != 0 ? s + bias[row] : s;
+                    y2[oi] = bias2 != 0 ? s2 + bias2[row] : s2;
+                } else if (GLU) {
                     const float s2 = __fmul_rn(sum[NM - 1], u);
                     y[oi] = __fmul_rn(act == 0 ? silu(s) : gelu_tanh(s), s2);
                 } else {
@@ -517,7 +525,8 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
         u32* cnt, int rows, int k, int n, int act, int ks) {                                 \
         mmv_body<G, true, NT>(wg, wu, xh, xl, xsc, 0, 0, y, part, cnt, rows, k, n, act, ks); \
     }
-// One token, x staged in the block (dynamic shared memory: 4 k bytes): plain and gate + up.
+// One token, x staged in the block (dynamic shared memory: 4 k bytes): plain, gate + up, and
+// a pair of products of one shape on one x (k + v: one staging, the bits of two `_x1`).
 #define MMV_X1(fmt, G)                                                                      \
     extern "C" __global__ void MMV_LB mmv_##fmt##_x1(                                        \
         const u8* __restrict__ w, const float* __restrict__ x, const float* __restrict__ nw, \
@@ -532,6 +541,14 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
         u32* cnt, int rows, int k, int act, int ks) {                                        \
         mmv_body<G, true, 1, true>(wg, wu, 0, 0, 0, 0, 0, y, part, cnt, rows, k, 1, act, ks, \
                                    x, nw, eps, w_off);                                       \
+    }                                                                                        \
+    extern "C" __global__ void MMV_LB_GLU_X1 mmv_##fmt##_pair_x1(                            \
+        const u8* __restrict__ wa, const u8* __restrict__ wb, const float* __restrict__ x,   \
+        const float* __restrict__ nw, float eps, float w_off, const float* __restrict__ ba,  \
+        const float* __restrict__ bb, float* ya, float* yb, float* part, u32* cnt, int rows, \
+        int k, int ks) {                                                                     \
+        mmv_body<G, true, 1, true>(wa, wb, 0, 0, 0, ba, 0, ya, part, cnt, rows, k, 1, 0, ks, \
+                                   x, nw, eps, w_off, yb, bb);                               \
     }
 #define MMV_FMT(fmt, G) \
     MMV_PLAIN(fmt, G, 1) MMV_PLAIN(fmt, G, 2) MMV_PLAIN(fmt, G, 4) MMV_PLAIN(fmt, G, 8) \

@@ -117,6 +117,8 @@ pub mod consts {
     pub const MMV_Q4MAP: u32 = 0;
     pub const MMV_XSTAGE: u32 = 0;
     pub const MMV_PERSIST: u32 = 0;
+    /// One-token k + v products in one launch (`mmv_<fmt>_pair_x1`; decode/mmv.rs).
+    pub const MMV_PAIR: u32 = 0;
     /// Most token vectors per `mmv.cu` launch: the staging buffer's slots (`GemmX`, shared
     /// with the prompt pass).
     pub const MMV_N: usize = GEMM_N;
@@ -161,8 +163,9 @@ pub const MMV_DEFS_ENV: &str = "ASSAY_MMV_DEFS";
 /// `MMV_MINB` (blocks per SM of the launch bounds, 0 = the default bounds), `MMV_PIPE` (the
 /// next round's loads issued before this round's MMAs), `MMV_XSTAGE` (the `_x1` staging in
 /// two passes over x, the same bits), `MMV_PERSIST` (blocks per SM: a block loops over
-/// tiles, `ops::mmv` launches at most that many per SM).
-pub const MMV_TUNING: [(&str, u32); 7] = [
+/// tiles, `ops::mmv` launches at most that many per SM), `MMV_PAIR` (one-token k + v in one
+/// launch, `_pair_x1`: read by the decoder; the same bits).
+pub const MMV_TUNING: [(&str, u32); 8] = [
     ("MMV_U", 16),
     ("MMV_U_GLU", 8),
     ("MMV_MINB", 4),
@@ -170,6 +173,7 @@ pub const MMV_TUNING: [(&str, u32); 7] = [
     ("MMV_Q4MAP", 1),
     ("MMV_XSTAGE", 1),
     ("MMV_PERSIST", 8),
+    ("MMV_PAIR", 1),
 ];
 
 /// `ASSAY_MMV_DEFS` of this process, read once (the compiled mmv.cu and the launch shapes
@@ -303,6 +307,7 @@ impl Family {
                     format!("-DMMV_Q4MAP={MMV_Q4MAP}"),
                     format!("-DMMV_XSTAGE={MMV_XSTAGE}"),
                     format!("-DMMV_PERSIST={MMV_PERSIST}"),
+                    format!("-DMMV_PAIR={MMV_PAIR}"),
                 ];
                 // Tuning arms (`ASSAY_MMV_DEFS`): later defines override the ones above; a
                 // bad value compiles mmv.cu with MMV_BAD_DEFS (an #error), never silently.
@@ -378,7 +383,11 @@ impl Family {
                         .flat_map(move |nt| {
                             [format!("mmv_{s}_nt{nt}"), format!("mmv_{s}_glu_nt{nt}")]
                         })
-                        .chain([format!("mmv_{s}_x1"), format!("mmv_{s}_glu_x1")])
+                        .chain([
+                            format!("mmv_{s}_x1"),
+                            format!("mmv_{s}_glu_x1"),
+                            format!("mmv_{s}_pair_x1"),
+                        ])
                 })
                 .collect(),
             Family::Matvec => per_format("matvec")
@@ -625,11 +634,12 @@ mod tests {
                 // `MMV_FMT(fmt, ...)` for each NT of its list.
                 let by_x1 = name.strip_prefix("mmv_").is_some_and(|rest| {
                     rest.strip_suffix("_x1").is_some_and(|body| {
-                        let fmt = body.strip_suffix("_glu").unwrap_or(body);
-                        let tail = if body.ends_with("_glu") {
-                            "mmv_##fmt##_glu_x1("
+                        let (fmt, tail) = if let Some(f) = body.strip_suffix("_glu") {
+                            (f, "mmv_##fmt##_glu_x1(")
+                        } else if let Some(f) = body.strip_suffix("_pair") {
+                            (f, "mmv_##fmt##_pair_x1(")
                         } else {
-                            "mmv_##fmt##_x1("
+                            (body, "mmv_##fmt##_x1(")
                         };
                         src.contains(tail)
                             && src.contains(&format!("MMV_FMT({fmt},"))

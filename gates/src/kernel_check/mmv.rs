@@ -8,6 +8,7 @@
 //! - `fusion` (exact): the residual epilogue == the plain result + res (one f32 add); one
 //!   token through the `_x1` entry points (x staged by the kernel, RMSNorm folded) == the
 //!   same token staged by `gemm_stage_x` then `_nt1`, also for a token past f16's range;
+//!   two matrices through the pair entry point (`_pair_x1`, k + v) == two `_x1` launches;
 //! - against the CPU reference (`cpu::matvec`, f64) under the `gemm` tolerance (x as hi +
 //!   lo): plain + bias for the first [`REF_TOKENS`] tokens, and in the n = 64 pass.
 //!
@@ -93,6 +94,52 @@ fn run(
         residual,
         glu,
     })
+}
+
+/// One token through the pair entry point (`_pair_x1`: two matrices of one shape on one
+/// x, RMSNorm folded, + bias on the first) and through two `_x1` launches: (pair, two).
+fn run_pair(
+    gpu: &Gpu,
+    inp: &Inputs,
+    sc: &mut MmvScratch,
+    x: &[f32],
+) -> Result<(Vec<f32>, Vec<f32>), String> {
+    let rows = inp.rows;
+    let dx = gpu.upload(x).map_err(e2s)?;
+    let bias = Some(&inp.bias as &dyn DevicePtr<f32>);
+    let norm = Some(ops::NormIn {
+        weight: &inp.norm_w,
+        eps: 1e-5,
+        w_offset: 0.0,
+    });
+    let (mut ya, mut yb) = (
+        poison(gpu, rows).map_err(e2s)?,
+        poison(gpu, rows).map_err(e2s)?,
+    );
+    ops::mmv_pair_x1(
+        gpu,
+        &inp.w,
+        &inp.wu,
+        &dx,
+        norm,
+        (bias, None),
+        &mut ya,
+        &mut yb,
+        sc,
+    )
+    .map_err(e2s)?;
+    let pair = [
+        gpu.download(&ya).map_err(e2s)?,
+        gpu.download(&yb).map_err(e2s)?,
+    ]
+    .concat();
+    let mut y = poison(gpu, rows).map_err(e2s)?;
+    ops::mmv_x1(gpu, &inp.w, &dx, norm, bias, false, &mut y, sc).map_err(e2s)?;
+    let a = gpu.download(&y).map_err(e2s)?;
+    let mut y = poison(gpu, rows).map_err(e2s)?;
+    ops::mmv_x1(gpu, &inp.wu, &dx, norm, None, false, &mut y, sc).map_err(e2s)?;
+    let b = gpu.download(&y).map_err(e2s)?;
+    Ok((pair, [a, b].concat()))
 }
 
 /// Tokens checked through the one-token entry points (`_x1`).
@@ -237,7 +284,17 @@ fn cases_of(
             &[&single[t].plain[..], &single[t].residual, &single[t].glu].concat(),
         ));
     }
+    // The pair (k + v in one launch) == two `_x1` launches, bit for bit (and past f16).
     let big: Vec<f32> = x[..k].iter().map(|v| v * 131072.0).collect();
+    for (what, xt) in [("token 0", &x[..k]), ("token times 2^17", &big[..])] {
+        let (got, want) = run_pair(gpu, &inp, sc, xt)?;
+        lines.push(compare_f32(
+            "fusion",
+            format!("{name} {what}: pair_x1 (two matrices, one launch) == two x1 launches, rmsnorm (+bias on the first)"),
+            &got,
+            &want,
+        ));
+    }
     let staged = run(gpu, &inp, &mut xs, sc, &big, &res[..rows], 1)?;
     let got = run_x1(gpu, &inp, sc, &big, &res[..rows])?;
     lines.push(compare_f32(

@@ -267,6 +267,72 @@ impl CudaDecoder {
             let b = (a + MMV_N).min(n);
             // One token: each product stages x itself (`_x1`, the same bits).
             let one = x1 && b - a == 1;
+            // One token of k + v: one launch for both (`_pair_x1`, the bits of two `_x1`),
+            // with MMV_PAIR (sources::consts, ASSAY_MMV_DEFS).
+            static PAIR: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+            let pair = *PAIR.get_or_init(|| crate::cuda::sources::mmv_define_value("MMV_PAIR") > 0);
+            if one
+                && pair
+                && let [
+                    fuse::Fused::Plain {
+                        weight: wa,
+                        bias: ba,
+                        out: oa,
+                        ..
+                    },
+                    fuse::Fused::Plain {
+                        weight: wb,
+                        bias: bb,
+                        out: ob,
+                        ..
+                    },
+                ] = *units
+                && oa != ob
+            {
+                let (ma, mb) = (
+                    w_ref(mats, matrix(weights, wa)?)?,
+                    w_ref(mats, matrix(weights, wb)?)?,
+                );
+                if ma.format == mb.format && ma.rows == mb.rows && ma.cols == mb.cols {
+                    let bias = |bi: Option<WeightId>| -> Result<_, CudaError> {
+                        Ok(match bi {
+                            Some(bi) => Some(vector(weights, bi)? as &dyn DevicePtr<f32>),
+                            None => None,
+                        })
+                    };
+                    let (ba, bb) = (bias(ba)?, bias(bb)?);
+                    let mut ya = take(bufs, oa)?;
+                    let r = match take(bufs, ob) {
+                        Ok(mut yb) => {
+                            let xa = get(bufs, x)?.slice(a * wx..b * wx);
+                            let (wa_, wb_) = (width(oa), width(ob));
+                            let r = ops::mmv_pair_x1(
+                                gpu,
+                                ma,
+                                mb,
+                                &xa,
+                                norm_in,
+                                (ba, bb),
+                                &mut ya.slice.slice_mut(a * wa_..b * wa_),
+                                &mut yb.slice.slice_mut(a * wb_..b * wb_),
+                                sc,
+                            );
+                            put(bufs, ob, yb);
+                            r
+                        }
+                        Err(e) => Err(e),
+                    };
+                    put(bufs, oa, ya);
+                    let choice = r?;
+                    for w in [wa, wb] {
+                        let name = &program.weight(w).name;
+                        if !mmv.choices.contains_key(name) {
+                            mmv.choices.insert(name.clone(), choice);
+                        }
+                    }
+                    continue;
+                }
+            }
             if !one {
                 ops::gemm_stage_x(
                     gpu,

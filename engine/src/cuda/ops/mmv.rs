@@ -212,9 +212,14 @@ fn check_x1(
     norm: Option<NormIn<'_>>,
     y_len: usize,
     glu: bool,
+    pair: bool,
 ) -> Result<(MmvKernel, LaunchConfig, u64, f32, f32), CudaError> {
-    let choice =
-        select::choose_mmv_x1(w.format, glu, w.rows, w.cols, gpu.info().compute_capability)?;
+    let cc = gpu.info().compute_capability;
+    let choice = if pair {
+        select::choose_mmv_pair_x1(w.format, w.rows, w.cols, cc)?
+    } else {
+        select::choose_mmv_x1(w.format, glu, w.rows, w.cols, cc)?
+    };
     let (block, _) = w.format.block_geometry();
     if w.cols % block != 0 {
         return Err(shape_err(
@@ -260,7 +265,7 @@ pub fn mmv_x1(
     scratch: &mut MmvScratch,
 ) -> Result<MmvKernel, CudaError> {
     const OP: &str = "mmv_x1";
-    let (choice, cfg, np, eps, w_off) = check_x1(OP, gpu, w, x.len(), norm, y.len(), false)?;
+    let (choice, cfg, np, eps, w_off) = check_x1(OP, gpu, w, x.len(), norm, y.len(), false, false)?;
     let bias_ptr = match bias {
         Some(b) => {
             need(OP, "bias", b.len(), w.rows)?;
@@ -310,7 +315,7 @@ pub fn mmv_glu_x1(
     if wg.format != wu.format || wg.rows != wu.rows || wg.cols != wu.cols {
         return Err(shape_err(OP, "gate and up differ in format or shape"));
     }
-    let (choice, cfg, np, eps, w_off) = check_x1(OP, gpu, wg, x.len(), norm, y.len(), true)?;
+    let (choice, cfg, np, eps, w_off) = check_x1(OP, gpu, wg, x.len(), norm, y.len(), true, false)?;
     need(OP, "up weight", wu.data.len(), wu.rows * wu.row_bytes)?;
     let (gp, up, xp, yp) = (rd(gpu, &wg.data), rd(gpu, &wu.data), rd(gpu, x), wr(gpu, y));
     let (pp, cp) = (wr(gpu, &mut scratch.part), wr(gpu, &mut scratch.cnt));
@@ -333,6 +338,64 @@ pub fn mmv_glu_x1(
             Arg::I32(int(OP, "rows", wg.rows)?),
             Arg::I32(int(OP, "k", wg.cols)?),
             Arg::I32(super::pointwise::act_code(act)),
+            Arg::I32(choice.splits as i32),
+        ],
+    )?;
+    Ok(choice)
+}
+
+/// One token, two products of one shape on one x (k + v) in one launch: `ya = Wa norm(x)
+/// (+ ba)`, `yb = Wb norm(x) (+ bb)`, x staged once: the bits of two [`mmv_x1`] launches
+/// (kernel-check `mmv` cases).
+#[allow(clippy::too_many_arguments)]
+pub fn mmv_pair_x1(
+    gpu: &Gpu,
+    wa: &DeviceWeight,
+    wb: &DeviceWeight,
+    x: &dyn DevicePtr<f32>,
+    norm: Option<NormIn<'_>>,
+    (ba, bb): (Option<&dyn DevicePtr<f32>>, Option<&dyn DevicePtr<f32>>),
+    ya: &mut dyn DevicePtrMut<f32>,
+    yb: &mut dyn DevicePtrMut<f32>,
+    scratch: &mut MmvScratch,
+) -> Result<MmvKernel, CudaError> {
+    const OP: &str = "mmv_pair_x1";
+    if wa.format != wb.format || wa.rows != wb.rows || wa.cols != wb.cols {
+        return Err(shape_err(OP, "the two matrices differ in format or shape"));
+    }
+    let (choice, cfg, np, eps, w_off) =
+        check_x1(OP, gpu, wa, x.len(), norm, ya.len(), false, true)?;
+    need(OP, "second weight", wb.data.len(), wb.rows * wb.row_bytes)?;
+    need(OP, "second y", yb.len(), wb.rows)?;
+    let bias_ptr = |b: Option<&dyn DevicePtr<f32>>| match b {
+        Some(b) => need(OP, "bias", b.len(), wa.rows).map(|_| rd(gpu, b)),
+        None => Ok(0),
+    };
+    let (bap, bbp) = (bias_ptr(ba)?, bias_ptr(bb)?);
+    let (ap, bp, xp) = (rd(gpu, &wa.data), rd(gpu, &wb.data), rd(gpu, x));
+    let (yap, ybp) = (wr(gpu, ya), wr(gpu, yb));
+    let (pp, cp) = (wr(gpu, &mut scratch.part), wr(gpu, &mut scratch.cnt));
+    aligned(OP, "first weight", ap, 16)?;
+    aligned(OP, "second weight", bp, 16)?;
+    launch(
+        gpu,
+        &choice.entry(),
+        cfg,
+        &[
+            Arg::Ptr(ap),
+            Arg::Ptr(bp),
+            Arg::Ptr(xp),
+            Arg::Ptr(np),
+            Arg::F32(eps),
+            Arg::F32(w_off),
+            Arg::Ptr(bap),
+            Arg::Ptr(bbp),
+            Arg::Ptr(yap),
+            Arg::Ptr(ybp),
+            Arg::Ptr(pp),
+            Arg::Ptr(cp),
+            Arg::I32(int(OP, "rows", wa.rows)?),
+            Arg::I32(int(OP, "k", wa.cols)?),
             Arg::I32(choice.splits as i32),
         ],
     )?;

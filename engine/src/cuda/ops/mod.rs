@@ -23,7 +23,7 @@ pub use attention::{
 pub use gemm::{GemmOpts, GemmX, XStaging, gemm, gemm_glu, gemm_stage_x, gemm_stage_x_for};
 pub use linear::{NormIn, embed, matvec, matvec_fused, matvec_glu, matvec_pair, matvec_residual};
 pub use mask::{MaskBuffer, apply_mask};
-pub use mmv::{MmvScratch, mmv, mmv_glu, mmv_glu_x1, mmv_x1};
+pub use mmv::{MmvScratch, mmv, mmv_glu, mmv_glu_x1, mmv_pair_x1, mmv_x1};
 pub use pointwise::{
     Activation, RopeStyle, RopeTable, add, add_inplace, argmax, gated_act, gated_act_inplace,
     qk_norm, rmsnorm, rmsnorm_inplace, rope, scale_inplace, softcap_inplace,

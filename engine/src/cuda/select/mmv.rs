@@ -49,13 +49,18 @@ pub struct MmvKernel {
     /// One token with x staged by the kernel itself (`_x1`: one launch, no `gemm_stage_x`;
     /// the same bits as the staged `_nt1`).
     pub x1: bool,
+    /// Two products of one shape on one x in one launch (`_pair_x1`: k + v; one token, x
+    /// staged once; the bits of two `_x1`).
+    pub pair: bool,
 }
 
 impl MmvKernel {
     /// The entry point.
     pub fn entry(&self) -> String {
         let glu = if self.glu { "_glu" } else { "" };
-        if self.x1 {
+        if self.pair {
+            format!("mmv_{}_pair_x1", format_suffix(self.format))
+        } else if self.x1 {
             format!("mmv_{}{glu}_x1", format_suffix(self.format))
         } else {
             format!("mmv_{}{glu}_nt{}", format_suffix(self.format), self.n_tiles)
@@ -70,7 +75,13 @@ impl std::fmt::Display for MmvKernel {
             f,
             "mmv_{}{} splits={} warps={MMV_WARPS}{}",
             format_suffix(self.format),
-            if self.glu { "_glu" } else { "" },
+            if self.glu {
+                "_glu"
+            } else if self.pair {
+                "_pair"
+            } else {
+                ""
+            },
             self.splits,
             if self.x1 { " x1" } else { "" }
         )
@@ -108,6 +119,7 @@ pub fn choose_mmv(
         n_tiles: n_tiles as u32,
         splits: mmv_splits(rows, k),
         x1: false,
+        pair: false,
     })
 }
 
@@ -128,6 +140,18 @@ pub fn choose_mmv_x1(
         ));
     }
     Ok(MmvKernel { x1: true, ..c })
+}
+
+/// Two one-token products of one `rows` x `k` shape on one x (k + v), in one launch: the
+/// split of [`choose_mmv_x1`] (the bits of two `_x1` launches).
+pub fn choose_mmv_pair_x1(
+    format: QuantFormat,
+    rows: usize,
+    k: usize,
+    cc: (i32, i32),
+) -> Result<MmvKernel, CudaError> {
+    let c = choose_mmv_x1(format, false, rows, k, cc)?;
+    Ok(MmvKernel { pair: true, ..c })
 }
 
 #[cfg(test)]
@@ -172,6 +196,9 @@ mod tests {
         let x = choose_mmv_x1(QuantFormat::Q8_0, false, 1024, 4096, cc).unwrap();
         assert_eq!((x.entry().as_str(), x.splits), ("mmv_q8_0_x1", 4));
         assert_eq!(x.to_string(), "mmv_q8_0 splits=4 warps=8 x1");
+        let p = choose_mmv_pair_x1(QuantFormat::Q4_0, 1024, 4096, cc).unwrap();
+        assert_eq!((p.entry().as_str(), p.splits), ("mmv_q4_0_pair_x1", 4));
+        assert_eq!(p.to_string(), "mmv_q4_0_pair splits=4 warps=8 x1");
         assert!(choose_mmv_x1(QuantFormat::Q4_0, false, 4096, 14336, cc).is_ok());
         const { assert!(MMV_X1_MAX_K >= 14336) };
         assert!(choose_mmv_x1(QuantFormat::Q4_0, false, 4096, MMV_X1_MAX_K + 32, cc).is_err());
