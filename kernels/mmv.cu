@@ -65,8 +65,9 @@
 #ifndef MMV_XSTAGE
 #define MMV_XSTAGE 0
 #endif
-// MMV_PERSIST > 0: a block loops over the tiles blockIdx.x + i gridDim.x (the host launches
-// min(tiles, MMV_PERSIST x SMs / splits) blocks: engine ops::mmv); 0: one tile per block.
+// MMV_PERSIST > 0: a block of a one n-tile entry point (`_x1`, `_nt1`, `_pair_x1`) loops
+// over the tiles blockIdx.x + i gridDim.x (the host launches min(tiles, MMV_PERSIST x SMs /
+// splits) blocks: engine ops::mmv `grid_x`); 0 or more n-tiles: one tile per block.
 #ifndef MMV_PERSIST
 #define MMV_PERSIST 0
 #endif
@@ -287,6 +288,7 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
     // that its latency overlaps the wait and the `_x1` staging.
     GmA pa[U][NM][2];
     constexpr bool PIPE = MMV_PIPE && NT == 1;  // one n-tile: registers to spare
+    constexpr bool PERSIST = MMV_PERSIST && NT == 1;  // the same (ops::mmv: grid_x)
     const bool pipe = PIPE && c0 + U <= c1;
     if (pipe) load_round(pa, c0);
     // Ask L2 for this warp's weight bytes of tile tl (its chunks of the tile's 16 rows:
@@ -376,7 +378,7 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
         }
     };
     for (;;) {
-        if (MMV_PERSIST && tile + (int)gridDim.x < tiles_all) prefetch(tile + gridDim.x);
+        if (PERSIST && tile + (int)gridDim.x < tiles_all) prefetch(tile + gridDim.x);
 #pragma unroll
         for (int q = 0; q < NM; q++)
 #pragma unroll
@@ -497,7 +499,7 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
             }
             if (ks > 1 && threadIdx.x == 0) cnt[tile] = 0u;
         }
-        if (!MMV_PERSIST) break;
+        if (!PERSIST) break;
         tile += gridDim.x;
         if (tile >= tiles_all) break;
         __syncthreads();  // red and last are rewritten by the next tile

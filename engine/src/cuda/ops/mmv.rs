@@ -28,14 +28,16 @@ impl MmvScratch {
     }
 }
 
-/// Blocks along x of a launch over `tiles` tiles with `splits` blocks each: one per tile, or
-/// with `MMV_PERSIST` = p (mmv.cu's define) at most p x SMs in all (each block then loops
-/// over tiles; a tile's arithmetic does not depend on which block computes it).
-fn grid_x(gpu: &Gpu, op: &'static str, tiles: usize, splits: u32) -> Result<u32, CudaError> {
+/// Blocks along x of a launch of `choice` over `tiles` tiles: one per tile, or for a one
+/// n-tile entry point with `MMV_PERSIST` = p (mmv.cu's define) at most p x SMs in all (each
+/// block then loops over tiles; a tile's arithmetic does not depend on which block
+/// computes it).
+fn grid_x(gpu: &Gpu, op: &'static str, tiles: usize, choice: &MmvKernel) -> Result<u32, CudaError> {
+    let splits = choice.splits;
     static PERSIST: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     let p = *PERSIST.get_or_init(|| crate::cuda::sources::mmv_define_value("MMV_PERSIST") as usize);
     let sms = gpu.info().sm_count.max(1) as usize;
-    let x = if p > 0 {
+    let x = if p > 0 && choice.n_tiles == 1 {
         tiles.min((p * sms / splits.max(1) as usize).max(1))
     } else {
         tiles
@@ -86,7 +88,7 @@ fn check(
     if choice.splits > 1 && tiles * 16 * choice.splits as usize > MMV_SPLIT_ROWS {
         return Err(shape_err(op, "split product larger than the scratch"));
     }
-    let blocks = grid_x(gpu, op, tiles, choice.splits)?;
+    let blocks = grid_x(gpu, op, tiles, &choice)?;
     Ok((
         choice,
         LaunchConfig {
@@ -241,7 +243,7 @@ fn check_x1(
     if choice.splits > 1 && tiles * 16 * choice.splits as usize > MMV_SPLIT_ROWS {
         return Err(shape_err(op, "split product larger than the scratch"));
     }
-    let blocks = grid_x(gpu, op, tiles, choice.splits)?;
+    let blocks = grid_x(gpu, op, tiles, &choice)?;
     let cfg = LaunchConfig {
         grid_dim: (blocks, choice.splits, 1),
         block_dim: (MMV_WARPS * 32, 1, 1),
