@@ -103,8 +103,14 @@ struct LayerKv {
     head_dim: usize,
 }
 
+/// Identities of decoders (never reused in a process): the batched step's graphs are keyed
+/// by the decoders whose buffers they hold.
+static NEXT_DECODER_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 /// A program bound to uploaded weights, with the state of one sequence.
 pub struct CudaDecoder {
+    /// This decoder's identity ([`NEXT_DECODER_ID`]).
+    id: u64,
     gpu: Arc<Gpu>,
     program: Program,
     /// Uploaded weights, shared by the decoders made by [`CudaDecoder::share`].
@@ -276,6 +282,7 @@ impl CudaDecoder {
             }
         }
         Ok(CudaDecoder {
+            id: NEXT_DECODER_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             plan: fuse::plan(&program),
             verify: verify::VerifyBufs::new(&gpu)?,
             prefill: prefill::PrefillState::from_env()?,

@@ -30,8 +30,14 @@
 //! layer) + 2 per layer for RoPE/KV/attention (more attention launches only when the
 //! attention scratch budget [`BATCH_ATT_SCRATCH_BYTES`] holds fewer rows than the group at
 //! a long capacity), whatever `n`; the first version took the matvec units once per 8
-//! rows and `2 n` attention launches per layer. Every launch is eager: no CUDA graph per
-//! batch size yet, so the step is exact-B (no padding rows). An attention the plan did
+//! rows and `2 n` attention launches per layer. By default every launch is eager; with
+//! `ASSAY_BATCH_GRAPH=1` ([`batch_graphs_from_env`]) a group's step is captured once as a
+//! CUDA graph per group of decoders (their identities and order: a graph holds their head
+//! buffers; so one graph per batch size for a fixed set of sequences) and replayed after
+//! the per-step uploads (tokens, positions, KV tables), the attention grids then spanning
+//! every split of the capacity (the same bits). The step stays exact-B (no padding rows);
+//! a continuous batch whose membership changes captures anew (at most
+//! [`BatchGraphs::MAX`] graphs kept per workspace). An attention the plan did
 //! not fuse with its RoPE (no model of the registry today) still runs per row.
 //!
 //! A planted fault for the `batch` gate's red test ([`CudaDecoder::forward_batch_argmax_planted`])
@@ -78,6 +84,63 @@ pub(super) struct BatchWs {
     n_layers: usize,
     /// The largest position of the step's rows (set by [`upload_step`]).
     max_pos: usize,
+    /// Captured steps of the groups this workspace ran ([`BatchGraphs`]).
+    graphs: BatchGraphs,
+    /// While a step is captured: the attention grids take every split of the capacity
+    /// (a graph serves every position), not the splits the step's positions reach.
+    capturing: bool,
+}
+
+/// Whether the batched step runs as a CUDA graph per group (`ASSAY_BATCH_GRAPH=1`; default
+/// off: `0` or unset). Read once per process; any other value is an error.
+pub fn batch_graphs_from_env() -> Result<bool, CudaError> {
+    static ON: std::sync::OnceLock<Result<bool, String>> = std::sync::OnceLock::new();
+    ON.get_or_init(|| parse_batch_graph(std::env::var("ASSAY_BATCH_GRAPH").ok().as_deref()))
+        .clone()
+        .map_err(model_err)
+}
+
+fn parse_batch_graph(v: Option<&str>) -> Result<bool, String> {
+    match v.map(str::trim) {
+        None | Some("") | Some("0") => Ok(false),
+        Some("1") => Ok(true),
+        Some(other) => Err(format!("ASSAY_BATCH_GRAPH must be 0 or 1, not {other:?}")),
+    }
+}
+
+/// What a captured group step depends on beyond the data uploaded before each replay
+/// (tokens, positions, KV tables, capacities): the decoders of the group in order (their
+/// identities: the graph holds their head buffers and the leader's weights and scratch),
+/// the row count and whether the row-wise argmax is in it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct GraphKey {
+    ids: Vec<u64>,
+    argmax: bool,
+}
+
+/// The captured group steps of a workspace, most recent last (at most
+/// [`BatchGraphs::MAX`]; a group of other decoders or another row count captures anew).
+#[derive(Default)]
+struct BatchGraphs {
+    held: Vec<(GraphKey, super::graph::StepGraph)>,
+    /// Captures that failed (the step then runs eagerly; for reports).
+    failed: usize,
+}
+
+impl BatchGraphs {
+    const MAX: usize = 8;
+
+    fn get(&self, key: &GraphKey) -> Option<&super::graph::StepGraph> {
+        self.held.iter().find(|(k, _)| k == key).map(|(_, g)| g)
+    }
+
+    fn insert(&mut self, key: GraphKey, g: super::graph::StepGraph) {
+        self.held.retain(|(k, _)| *k != key);
+        if self.held.len() >= Self::MAX {
+            self.held.remove(0);
+        }
+        self.held.push((key, g));
+    }
 }
 
 /// Scratch bytes of one attention row of `heads` heads of `dim` over `capacity` positions.
@@ -131,6 +194,8 @@ impl BatchWs {
             att_rows,
             n_layers,
             max_pos: 0,
+            graphs: BatchGraphs::default(),
+            capturing: false,
         })
     }
 
@@ -334,7 +399,11 @@ fn run_group(
         .split_first_mut()
         .ok_or_else(|| model_err("empty batch group"))?;
     let lead: &mut CudaDecoder = lead;
+    let graphed = fault.is_none() && batch_graphs_from_env()?;
     let res = upload_step(lead, rest, &mut ws, toks).and_then(|()| {
+        if graphed && graph_step(lead, rest, &mut ws, argmax, n)? {
+            return Ok(());
+        }
         lead.swap_batch(&mut ws);
         let r = group_body(lead, rest, &mut ws, argmax, fault, n);
         lead.swap_batch(&mut ws);
@@ -367,6 +436,53 @@ fn run_group(
         out.push(d.argmax()?);
     }
     Ok(out)
+}
+
+/// Run the group's step as a CUDA graph: replay the one captured for these decoders and
+/// this row count, or capture it now (nothing runs during capture) and launch it. The
+/// graph holds exactly the launches of [`group_body`] (without a planted fault), with the
+/// attention grids over every split of the capacity (the same bits: kernel-check
+/// `attention_rows` compares both grids), reading the tokens, positions and KV tables
+/// [`upload_step`] wrote. `Ok(false)`: the capture failed (logged once per workspace; the
+/// caller runs the step eagerly).
+fn graph_step(
+    lead: &mut CudaDecoder,
+    rest: &mut [&mut CudaDecoder],
+    ws: &mut BatchWs,
+    argmax: bool,
+    n: usize,
+) -> Result<bool, CudaError> {
+    let key = GraphKey {
+        ids: std::iter::once(lead.id)
+            .chain(rest.iter().map(|d| d.id))
+            .collect(),
+        argmax,
+    };
+    if let Some(g) = ws.graphs.get(&key) {
+        g.launch()?;
+        return Ok(true);
+    }
+    let stream = Arc::clone(lead.gpu.stream());
+    lead.swap_batch(ws);
+    ws.capturing = true;
+    let captured =
+        super::graph::capture_stream(&stream, || group_body(lead, rest, ws, argmax, None, n));
+    ws.capturing = false;
+    lead.swap_batch(ws);
+    match captured {
+        Ok(g) => {
+            g.launch()?;
+            ws.graphs.insert(key, g);
+            Ok(true)
+        }
+        Err(e) => {
+            if ws.graphs.failed == 0 {
+                tracing::warn!("batched step: graph capture failed ({e}); running eagerly");
+            }
+            ws.graphs.failed += 1;
+            Ok(false)
+        }
+    }
 }
 
 /// The group's launches with the workspace's buffers swapped in: the body's units, the
@@ -515,7 +631,8 @@ fn rope_attention_rows(
         max_pos,
         ..
     } = ws;
-    let (capacity, att_rows, max_pos) = (*capacity, (*att_rows).max(1), Some(*max_pos));
+    let max_pos = (!ws.capturing).then_some(*max_pos);
+    let (capacity, att_rows) = (*capacity, (*att_rows).max(1));
     let sc = scratch
         .get_mut(&(spec.n_heads, spec.head_dim))
         .ok_or_else(|| model_err("attention scratch missing"))?;
@@ -704,6 +821,29 @@ fn attend_row(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn batch_graph_switch_is_strict() {
+        assert_eq!(parse_batch_graph(None), Ok(false));
+        assert_eq!(parse_batch_graph(Some("0")), Ok(false));
+        assert_eq!(parse_batch_graph(Some("1")), Ok(true));
+        assert_eq!(parse_batch_graph(Some(" 1 ")), Ok(true));
+        for bad in ["yes", "2", "on"] {
+            assert!(parse_batch_graph(Some(bad)).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn graph_keys_differ_by_group_order_and_argmax() {
+        let k = |ids: &[u64], argmax| GraphKey {
+            ids: ids.to_vec(),
+            argmax,
+        };
+        assert_eq!(k(&[1, 2], true), k(&[1, 2], true));
+        assert_ne!(k(&[1, 2], true), k(&[2, 1], true));
+        assert_ne!(k(&[1, 2], true), k(&[1, 2, 3], true));
+        assert_ne!(k(&[1, 2], true), k(&[1, 2], false));
+    }
 
     #[test]
     fn groups_cover_the_batch_in_launches_of_batch_rows() {

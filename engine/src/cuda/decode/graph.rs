@@ -49,6 +49,28 @@ impl StepGraph {
     }
 }
 
+/// Capture what `queue` queues on `stream` as an instantiated graph (nothing runs during
+/// capture).
+pub(super) fn capture_stream(
+    stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+    queue: impl FnOnce() -> Result<(), CudaError>,
+) -> Result<StepGraph, CudaError> {
+    // Thread-local mode: a forbidden call (an allocation, a synchronous copy) made by this
+    // thread while capturing fails instead of silently joining the graph.
+    stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+    let recorded = queue();
+    // Always end the capture, so the stream is usable again whatever happened.
+    let ended = stream.end_capture(sys::CUgraphInstantiate_flags(0));
+    recorded?;
+    let exec = ended?.ok_or_else(|| model_err("stream capture produced no graph"))?;
+    let mut nodes = 0usize;
+    // SAFETY: `exec.cu_graph()` is the live graph owned by `exec`; with a null node array
+    // the call only writes the node count into `nodes`, a valid `usize`.
+    unsafe { sys::cuGraphGetNodes(exec.cu_graph(), std::ptr::null_mut(), &mut nodes) }.result()?;
+    exec.upload()?;
+    Ok(StepGraph { exec, nodes })
+}
+
 impl CudaDecoder {
     /// Capture the one-token step as a CUDA graph (once; later calls are no-ops). Nothing
     /// runs during capture: the decoder's state is unchanged.
@@ -67,21 +89,7 @@ impl CudaDecoder {
         queue: fn(&mut Self) -> Result<(), CudaError>,
     ) -> Result<StepGraph, CudaError> {
         let stream = std::sync::Arc::clone(self.gpu.stream());
-        // Thread-local mode: a forbidden call (an allocation, a synchronous copy) made by
-        // this thread while capturing fails instead of silently joining the graph.
-        stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
-        let recorded = queue(self);
-        // Always end the capture, so the stream is usable again whatever happened.
-        let ended = stream.end_capture(sys::CUgraphInstantiate_flags(0));
-        recorded?;
-        let exec = ended?.ok_or_else(|| model_err("stream capture produced no graph"))?;
-        let mut nodes = 0usize;
-        // SAFETY: `exec.cu_graph()` is the live graph owned by `exec`; with a null node
-        // array the call only writes the node count into `nodes`, a valid `usize`.
-        unsafe { sys::cuGraphGetNodes(exec.cu_graph(), std::ptr::null_mut(), &mut nodes) }
-            .result()?;
-        exec.upload()?;
-        Ok(StepGraph { exec, nodes })
+        capture_stream(&stream, || queue(self))
     }
 
     /// Queue one graphed step's work (used while capturing).
