@@ -71,6 +71,12 @@
 #ifndef MMV_PERSIST
 #define MMV_PERSIST 0
 #endif
+// MMV_SVEC: in rounds of a multiple of 4 chunks starting at a multiple of 4 (and k a
+// multiple of 128), a row's 4 scales come in one 8-byte load (`MmvLdq`: the quants alone);
+// the same values as G::load.
+#ifndef MMV_SVEC
+#define MMV_SVEC 0
+#endif
 #if MMV_MINB > 0
 #define MMV_LB __launch_bounds__(MMV_WARPS * 32, MMV_MINB)
 #define MMV_LB_GLU_X1 __launch_bounds__(MMV_WARPS * 32, MMV_MINB)
@@ -96,6 +102,31 @@ struct MmvQ4_0m {
         const u32 q = *(const u32*)(m.w + bi * 16 + 4 * t);
         const float d = f16_to_f32(*(const u16*)(m.w + m.rows * m.nb * 16 + bi * 2));
         return {q & 0x0F0F0F0Fu, (q >> 4) & 0x0F0F0F0Fu, d, d};
+    }
+};
+// The quant part of each load type's G::load (the scale loaded elsewhere: MMV_SVEC).
+template <class G>
+struct MmvLdq;
+template <>
+struct MmvLdq<MmvQ4_0m> {
+    static __device__ __forceinline__ GmA ldq(const WMat& m, u64 row, int c, int t) {
+        const u32 q = *(const u32*)(m.w + (row * m.nb + (u64)c) * 16 + 4 * t);
+        return {q & 0x0F0F0F0Fu, (q >> 4) & 0x0F0F0F0Fu, 0.f, 0.f};
+    }
+};
+template <>
+struct MmvLdq<GmQ4_0> {
+    static __device__ __forceinline__ GmA ldq(const WMat& m, u64 row, int c, int t) {
+        const uint2 q = *(const uint2*)(m.w + (row * m.nb + (u64)c) * 16 + 8 * (t & 1));
+        const int sh = 4 * (t >> 1);
+        return {(q.x >> sh) & 0x0F0F0F0Fu, (q.y >> sh) & 0x0F0F0F0Fu, 0.f, 0.f};
+    }
+};
+template <>
+struct MmvLdq<GmQ8_0> {
+    static __device__ __forceinline__ GmA ldq(const WMat& m, u64 row, int c, int t) {
+        const uint2 q = *(const uint2*)(m.w + (row * m.nb + (u64)c) * 32 + 8 * t);
+        return {q.x ^ 0x80808080u, q.y ^ 0x80808080u, 0.f, 0.f};
     }
 };
 #if MMV_Q4MAP
@@ -273,7 +304,31 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
     const int c0 = min(cs1, cs0 + warp * per_w), c1 = min(cs1, c0 + per_w);
     // One round of U chunks of W (both matrices of a GLU pair): the loads of the round are
     // all issued before the first MMA that uses them.
+    const bool svec = MMV_SVEC && U % 4 == 0 && (m.nb & 3) == 0 && (c0 & 3) == 0;
     auto load_round = [&](GmA(&a)[U][NM][2], int cc) {
+        if (MMV_SVEC && U % 4 == 0 && svec) {
+#pragma unroll
+            for (int u4 = 0; u4 < U; u4 += 4)
+#pragma unroll
+                for (int q = 0; q < NM; q++)
+#pragma unroll
+                    for (int r = 0; r < 2; r++) {
+                        const WMat& mm = q == 0 ? m : m2;
+                        const u64 row = r == 0 ? rr0 : rr1;
+                        const uint2 sv = *(const uint2*)(mm.w + mm.rows * mm.nb * G::QBYTES +
+                                                         (row * mm.nb + (u64)(cc + u4)) * 2);
+#pragma unroll
+                        for (int j = 0; j < 4; j++) {
+                            const u32 w2 = j < 2 ? sv.x : sv.y;
+                            const float d = f16_to_f32((u16)((j & 1) ? (w2 >> 16) : w2));
+                            GmA ga = MmvLdq<G>::ldq(mm, row, cc + u4 + j, t);
+                            ga.s0 = d;
+                            ga.s1 = d;
+                            a[u4 + j][q][r] = ga;
+                        }
+                    }
+            return;
+        }
 #pragma unroll
         for (int u = 0; u < U; u++) {
             a[u][0][0] = G::load(m, rr0, cc + u, t);

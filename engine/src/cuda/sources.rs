@@ -119,6 +119,8 @@ pub mod consts {
     pub const MMV_PERSIST: u32 = 0;
     /// One-token k + v products in one launch (`mmv_<fmt>_pair_x1`; decode/mmv.rs).
     pub const MMV_PAIR: u32 = 0;
+    /// A row's 4 chunk scales in one load (rounds of 4k chunks; mmv.cu `MmvLdq`).
+    pub const MMV_SVEC: u32 = 0;
     /// Most token vectors per `mmv.cu` launch: the staging buffer's slots (`GemmX`, shared
     /// with the prompt pass).
     pub const MMV_N: usize = GEMM_N;
@@ -164,8 +166,9 @@ pub const MMV_DEFS_ENV: &str = "ASSAY_MMV_DEFS";
 /// next round's loads issued before this round's MMAs), `MMV_XSTAGE` (the `_x1` staging in
 /// two passes over x, the same bits), `MMV_PERSIST` (blocks per SM: a block loops over
 /// tiles, `ops::mmv` launches at most that many per SM), `MMV_PAIR` (one-token k + v in one
-/// launch, `_pair_x1`: read by the decoder; the same bits).
-pub const MMV_TUNING: [(&str, u32); 8] = [
+/// launch, `_pair_x1`: read by the decoder; the same bits), `MMV_SVEC` (4 scales of a row
+/// in one 8-byte load; the same bits).
+pub const MMV_TUNING: [(&str, u32); 9] = [
     ("MMV_U", 16),
     ("MMV_U_GLU", 8),
     ("MMV_MINB", 4),
@@ -174,6 +177,7 @@ pub const MMV_TUNING: [(&str, u32); 8] = [
     ("MMV_XSTAGE", 1),
     ("MMV_PERSIST", 8),
     ("MMV_PAIR", 1),
+    ("MMV_SVEC", 1),
 ];
 
 /// `ASSAY_MMV_DEFS` of this process, read once (the compiled mmv.cu and the launch shapes
@@ -308,6 +312,7 @@ impl Family {
                     format!("-DMMV_XSTAGE={MMV_XSTAGE}"),
                     format!("-DMMV_PERSIST={MMV_PERSIST}"),
                     format!("-DMMV_PAIR={MMV_PAIR}"),
+                    format!("-DMMV_SVEC={MMV_SVEC}"),
                 ];
                 // Tuning arms (`ASSAY_MMV_DEFS`): later defines override the ones above; a
                 // bad value compiles mmv.cu with MMV_BAD_DEFS (an #error), never silently.
