@@ -69,20 +69,6 @@
 #define GEMM_NT (GEMM_N / 8)
 #define GEMM_RG_MAX 4
 
-// The same MMA on bf16 operands (BF16 weights, x in bf16 parts).
-__device__ __forceinline__ void gm_mma_bf16(float* c, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0,
-                                            u32 b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-#else
-    __trap();
-#endif
-}
-
 // The format's MMA: bf16 for KIND 2, f16 otherwise.
 template <int KIND>
 __device__ __forceinline__ void gm_mma_k(float* c, const u32* a, u32 b0, u32 b1) {
@@ -91,13 +77,6 @@ __device__ __forceinline__ void gm_mma_k(float* c, const u32* a, u32 b0, u32 b1)
     } else {
         gm_mma(c, a[0], a[1], a[2], a[3], b0, b1);
     }
-}
-
-// f32 -> bf16, round to nearest even (a NaN stays a quiet NaN).
-__device__ __forceinline__ u16 f32_to_bf16(float f) {
-    const u32 b = __float_as_uint(f);
-    if ((b & 0x7fffffffu) > 0x7f800000u) return (u16)((b >> 16) | 0x40u);
-    return (u16)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
 }
 
 // GmA (common/mma.cuh) widened for the float formats (KIND 1, 2): w0 .. w3 are the 8

@@ -15,6 +15,7 @@ mod attention;
 mod batch;
 mod cases;
 mod gemm;
+mod gemmt;
 mod mask;
 mod mmv;
 mod sample;
@@ -141,6 +142,21 @@ pub const TOLERANCES: &[(&str, Tol, &str)] = &[
         "the same with x rounded to f16 only (BF16 weights: x as two bf16 parts, within \
          2^-17): each value within 2^-12 = 2.4e-4 of its f32 (round to nearest), so the error / sum|w*x| stays under 2.4e-4 plus the f32 \
          accumulation",
+    ),
+    (
+        "gemmt",
+        Tol::MaxRel(3e-4),
+        "tiled prompt pass (gemmt.cu), x in two parts (f16 hi + lo within ~2^-22; BF16: two \
+         bf16 parts within 2^-17), error / sum|w*x| of its row (gate + up: the error carried \
+         through act(g) * u, bounded by 1.13 |u| sum|wg*x| + |act(g)| sum|wu*x|): each weight \
+         rounded once to f16 (within 2^-12 = 2.4e-4 of its f32 value; BF16 exact), f32 \
+         accumulation in the MMAs; a dropped chunk moves it by ~1e-2",
+    ),
+    (
+        "gemmt_x16",
+        Tol::MaxRel(2.5e-3),
+        "the same with x in one 16-bit part: f16 (within 2^-12, plus the weight's 2^-12) or, \
+         for BF16 weights, bf16 (within 2^-9 = 1.95e-3)",
     ),
     (
         "batch_invariance",

@@ -42,6 +42,13 @@ __device__ __forceinline__ float bf16_to_f32(u16 b) {
     return __uint_as_float(((u32)b) << 16);
 }
 
+// f32 -> bf16, round to nearest even (a NaN stays a quiet NaN).
+__device__ __forceinline__ u16 f32_to_bf16(float f) {
+    const u32 b = __float_as_uint(f);
+    if ((b & 0x7fffffffu) > 0x7f800000u) return (u16)((b >> 16) | 0x40u);
+    return (u16)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+}
+
 // Butterfly sum over the 32 lanes of a warp. Every lane ends with the same bits (IEEE
 // addition is commutative), and the order depends only on the lane values: a fixed tree.
 __device__ __forceinline__ float warp_sum(float v) {

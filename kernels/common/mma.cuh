@@ -30,6 +30,20 @@ __device__ __forceinline__ void gm_mma(float* c, u32 a0, u32 a1, u32 a2, u32 a3,
 #endif
 }
 
+// The same MMA on bf16 operands (BF16 weights, x in bf16 parts).
+__device__ __forceinline__ void gm_mma_bf16(float* c, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0,
+                                            u32 b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#else
+    __trap();
+#endif
+}
+
 // One row's share of a chunk for lane t: two words of four unsigned quant bytes (w0: the
 // values of k16 step 0, w1: step 1) and the scales of step 0 and step 1 (gemm.cu widens it
 // to `GmAF` for its float formats).

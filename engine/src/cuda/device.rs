@@ -131,12 +131,20 @@ impl Gpu {
                 let f = module
                     .load_function(&name)
                     .map_err(|_| CudaError::MissingKernel(name.clone()))?;
-                if matches!(family, Family::Matvec | Family::MatvecBatch | Family::Mmv) {
-                    // x tiles live in dynamic shared memory beyond the default 48 KiB (mmv:
-                    // the one-token entry points' staged x, `select::MMV_X1_MAX_K`).
+                // x tiles live in dynamic shared memory beyond the default 48 KiB (mmv:
+                // the one-token entry points' staged x, `select::MMV_X1_MAX_K`; gemmt: its
+                // pipeline stages).
+                let dynamic = match family {
+                    Family::Matvec | Family::MatvecBatch | Family::Mmv => {
+                        Some(select::MV_MAX_SHARED_BYTES)
+                    }
+                    Family::Gemmt => Some(select::GEMMT_MAX_SHARED_BYTES),
+                    _ => None,
+                };
+                if let Some(bytes) = dynamic {
                     f.set_attribute(
                         cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                        select::MV_MAX_SHARED_BYTES as i32,
+                        bytes as i32,
                     )?;
                 }
                 funcs.insert(name, f);

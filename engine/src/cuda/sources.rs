@@ -35,6 +35,7 @@ pub const SOURCES: &[KernelSource] = &[
     src!("elementwise.cu"),
     src!("embed.cu"),
     src!("gemm.cu"),
+    src!("gemmt.cu"),
     src!("mask.cu"),
     src!("matvec.cu"),
     src!("mmv.cu"),
@@ -232,8 +233,10 @@ pub enum Family {
     Attention,
     Elementwise,
     Embed,
-    /// `gemm.cu`: the tensor-core prompt pass.
+    /// `gemm.cu`: the tensor-core prompt pass (x staging, the 64-row kernel).
     Gemm,
+    /// `gemmt.cu`: the tiled prompt pass (weights decoded to 16-bit floats, dense GEMM).
+    Gemmt,
     Mask,
     Matvec,
     /// `mmv.cu`: the decode products on tensor cores (`ASSAY_MMV=1`).
@@ -248,12 +251,13 @@ pub enum Family {
 
 impl Family {
     /// Every family.
-    pub const ALL: [Family; 12] = [
+    pub const ALL: [Family; 13] = [
         Family::Argmax,
         Family::Attention,
         Family::Elementwise,
         Family::Embed,
         Family::Gemm,
+        Family::Gemmt,
         Family::Mask,
         Family::Matvec,
         Family::MatvecBatch,
@@ -271,6 +275,7 @@ impl Family {
             Family::Elementwise => "elementwise.cu",
             Family::Embed => "embed.cu",
             Family::Gemm => "gemm.cu",
+            Family::Gemmt => "gemmt.cu",
             Family::Mask => "mask.cu",
             Family::Matvec | Family::MatvecBatch => "matvec.cu",
             Family::Mmv => "mmv.cu",
@@ -332,9 +337,12 @@ impl Family {
                 format!("-DSAMPLE_THREADS={SAMPLE_THREADS}"),
                 format!("-DSAMPLE_CAP={SAMPLE_CAP}"),
             ],
-            Family::Argmax | Family::Elementwise | Family::Embed | Family::Mask | Family::Rope => {
-                Vec::new()
-            }
+            Family::Argmax
+            | Family::Elementwise
+            | Family::Embed
+            | Family::Gemmt
+            | Family::Mask
+            | Family::Rope => Vec::new(),
         }
     }
 
@@ -376,6 +384,14 @@ impl Family {
                 .chain(super::select::GEMM_FORMATS.iter().flat_map(|f| {
                     let s = super::select::format_suffix(*f);
                     [format!("gemm_{s}"), format!("gemm_{s}_glu")]
+                }))
+                .collect(),
+            Family::Gemmt => per_format("gemmt_dq")
+                .into_iter()
+                .chain(["f16", "bf16"].iter().flat_map(|s| {
+                    [1, 2].iter().flat_map(move |p| {
+                        [format!("gemmt_{s}_p{p}"), format!("gemmt_{s}_glu_p{p}")]
+                    })
                 }))
                 .collect(),
             Family::Mask => vec!["mask_logits".into()],

@@ -126,6 +126,7 @@ fn cases_of(
         x,
         res,
         dev: inp,
+        ..
     } = ProductCase::random(gpu, rng, format, rows, k, NMAX)?;
     // Each token alone (the one-token-per-pass kernels).
     let mut single = Vec::with_capacity(NMAX);

@@ -13,10 +13,12 @@ use engine::quant::QuantFormat;
 use half::f16;
 
 /// Every op name the cases report under (each must have one tolerance).
-pub const OPS: [&str; 19] = [
+pub const OPS: [&str; 21] = [
     "matvec",
     "gemm",
     "gemm_f16x",
+    "gemmt",
+    "gemmt_x16",
     "embed",
     "rmsnorm",
     "qk_norm",
@@ -36,9 +38,10 @@ pub const OPS: [&str; 19] = [
 ];
 
 /// The case groups `run_all` can be limited to (`kernel-check --only`).
-pub const GROUPS: [&str; 10] = [
+pub const GROUPS: [&str; 11] = [
     "matvec",
     "gemm",
+    "gemmt",
     "mmv",
     "embed",
     "norm",
@@ -145,6 +148,8 @@ pub(super) struct ProductInputs {
 /// reference), `n` token vectors of x and `n` residual rows, and the device inputs.
 pub(super) struct ProductCase {
     pub w: Vec<u8>,
+    /// The up matrix of the gate + up cases (host bytes of `dev.wu`).
+    pub wu: Vec<u8>,
     pub bias: Vec<f32>,
     pub x: Vec<f32>,
     pub res: Vec<f32>,
@@ -176,6 +181,7 @@ impl ProductCase {
         };
         Ok(ProductCase {
             w,
+            wu,
             bias,
             x,
             res,
@@ -247,6 +253,7 @@ pub fn run_all(gpu: &Gpu, seed: u64, only: &[String]) -> Vec<CheckLine> {
         ("attention", "attention_rows", super::attention::rows_cases),
         ("pointwise", "pointwise", pointwise_cases),
         ("gemm", "gemm", super::gemm::gemm_cases),
+        ("gemmt", "gemmt", super::gemmt::gemmt_cases),
         ("mmv", "mmv", super::mmv::mmv_cases),
         ("sample", "sample", super::sample::sample_cases),
         ("mask", "mask", super::mask::mask_cases),

@@ -141,6 +141,7 @@ fn cases_of(
         x,
         res,
         dev: inp,
+        ..
     } = ProductCase::random(gpu, rng, format, rows, k, GEMM_N)?;
     let mut xs = GemmX::new(gpu, k).map_err(e2s)?;
     let want = cpu::matvec(format, &w, rows, k, &x, GEMM_N, Some(&bias)).map_err(e2s)?;

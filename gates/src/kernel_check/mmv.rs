@@ -230,6 +230,7 @@ fn cases_of(
         x,
         res,
         dev: inp,
+        ..
     } = ProductCase::random(gpu, rng, format, rows, k, MMV_N)?;
     let mut xs = GemmX::new(gpu, k).map_err(e2s)?;
     // The full pass first: its slots stay in the staging buffer for the singles.

@@ -300,6 +300,14 @@ impl GpuArm {
             format!("capacity={}", self.capacity),
             format!("prefill={}", self.dec.prefill_mode().name()),
         ];
+        if self.dec.prefill_mode() == engine::cuda::PrefillMode::Gemm {
+            // The prompt pass's kernel, rows per pass, and x's parts (hi + lo or 16 bits).
+            flags.push(format!("gemm={}", self.dec.gemm_kernel()));
+            flags.push(format!("pass={}", self.dec.prefill_pass_rows()));
+            if !self.dec.prefill_opts().lo {
+                flags.push("x=16bit".into());
+            }
+        }
         if self.dec.mmv_on() {
             // ASSAY_MMV=1 / staged: the Q4_0 / Q8_0 decode products on tensor cores (mmv.cu).
             flags.push(format!("mmv={}", self.dec.mmv_mode()));

@@ -1,20 +1,28 @@
 //! The prompt pass on tensor cores (issue 8): [`CudaDecoder::prefill`] feeds PROMPT tokens
-//! in passes of [`PREFILL_ROWS`] = 64 rows, in activation buffers of their own (made on the
-//! first prompt pass and swapped with the decoder's [`MAX_ROWS`]-row buffers while it runs,
-//! so a captured graph's addresses stay valid), with the body's matrix products as
-//! `kernels/gemm.cu` GEMMs (the rows of a pass as the MMA's N: each weight fragment serves
-//! 8 n-tiles of 8 rows) where the weight format has one ([`select::GEMM_FORMATS`]); every
-//! other op runs as in [`CudaDecoder::forward`] over the pass's rows (embedding, norms,
+//! in passes of many rows, in activation buffers of their own (made on the first prompt pass
+//! and swapped with the decoder's [`MAX_ROWS`]-row buffers while it runs, so a captured
+//! graph's addresses stay valid), with the body's matrix products as GEMMs, by one of two
+//! kernels ([`GemmKernel`], `ASSAY_GEMM=tiled|v1`, default [`DEFAULT_GEMM_KERNEL`]):
+//! - **tiled** (`kernels/gemmt.cu`): passes of [`PREFILL_PASS_ROWS`] = 512 rows
+//!   (`ASSAY_PREFILL_PASS`); each product decodes its weights to f16 (BF16: bf16) into a
+//!   scratch of the decoder's, then one dense tiled GEMM over all the pass's rows; every
+//!   weight format but F32 ([`select::gemmt_supported`]);
+//! - **v1** (`kernels/gemm.cu`): passes of [`PREFILL_ROWS`] = 64 rows, quants as exact f16
+//!   integers with per-chunk scales (the rows of a pass as the MMA's N), for
+//!   [`select::GEMM_FORMATS`].
+//!
+//! Every other op runs as in [`CudaDecoder::forward`] over the pass's rows (embedding, norms,
 //! RoPE + KV store: one launch; attention in launches of up to `att_rows` rows, bounded by
-//! the scratch budget [`PREFILL_ATT_SCRATCH_BYTES`]; the matvecs of other formats in slices
-//! of [`MAX_ROWS`] rows). All of them are row-invariant, so the pass size changes no bits.
+//! the scratch budget [`PREFILL_ATT_SCRATCH_BYTES`]; the matvecs of formats without a GEMM in
+//! slices of the batched matvec's launch limit). All of them are row-invariant, so the pass
+//! size changes no bits.
 //!
 //! Which path feeds what: the prompt goes through [`CudaDecoder::prefill`]; the decode step,
 //! re-fed GENERATED tokens (a preempted sequence's recompute, a speculative target's
 //! accepted tokens), spec verification (`verify.rs`) and batched decode (`batch.rs`) go
 //! through [`CudaDecoder::forward`] and the other row-path entry points, whose per-row bits
 //! are those of the one-token kernels. A GEMM row's bits depend only on its own token and
-//! position (kernel-check `gemm` cases: alone vs among n = 1..64), so a prompt fed in chunks of any
+//! position (kernel-check `gemm` / `gemmt` cases: alone vs among many), so a prompt fed in chunks of any
 //! size gives the same KV and logits (the `chunking` gate with `ASSAY_PREFILL=gemm`); they
 //! are not the row path's bits: the `prefill` gate bounds the difference (last-row argmax
 //! identical, logits within a tolerance).
@@ -24,11 +32,13 @@
 
 use super::{CudaDecoder, MAX_ROWS, fuse, get, matrix, model_err, put, take, vector, w_ref};
 use crate::arch;
-use crate::cuda::ops::{self, Activation, AttnScratch, GemmOpts, GemmX};
+use crate::cuda::ops::{self, Activation, AttnScratch, GemmOpts, GemmX, GemmtOpts, GemmtScratch};
+use crate::cuda::select::GemmKernel;
 use crate::cuda::sources::consts::{ATT_SPLIT, PREFILL_ROWS};
 use crate::cuda::{CudaError, select, shape_err};
 use cudarc::driver::{CudaSlice, DevicePtr};
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 /// Most bytes of split-KV attention scratch a prompt pass allocates per attention shape
 /// (`rows * n_heads * ceil(capacity / ATT_SPLIT) * (head_dim + 2) * 4`): the pass's
@@ -37,6 +47,16 @@ use std::collections::HashMap;
 /// 64 rows (68 MB) at a capacity of 4096, 64 rows up to ~8k positions, fewer beyond; the
 /// floor of 8 rows is what the decode scratch already holds (273 MB at 131072 positions).
 pub const PREFILL_ATT_SCRATCH_BYTES: usize = 128 << 20;
+
+/// The prompt pass's GEMM kernel when `ASSAY_GEMM` is unset.
+pub const DEFAULT_GEMM_KERNEL: GemmKernel = GemmKernel::Tiled;
+
+/// Rows per prompt pass of the tiled kernel when `ASSAY_PREFILL_PASS` is unset (its tiles
+/// are 128 tokens; `gemm.cu`'s passes stay [`PREFILL_ROWS`]).
+pub const PREFILL_PASS_ROWS: usize = 512;
+
+/// Most rows `ASSAY_PREFILL_PASS` may ask for.
+pub const PREFILL_PASS_MAX: usize = 4096;
 
 /// The buffers of a prompt pass, swapped with the decoder's own while it runs.
 struct PassBufs {
@@ -97,6 +117,12 @@ impl PrefillMode {
 pub(super) struct PrefillState {
     mode: PrefillMode,
     opts: GemmOpts,
+    kernel: GemmKernel,
+    /// Rows per pass of the tiled kernel.
+    tiled_rows: usize,
+    /// The tiled kernel's decoded weights, made on first use; shared by the decoders of
+    /// one upload ([`CudaDecoder::share`]: they queue on one stream, one at a time).
+    decoded: Arc<Mutex<GemmtScratch>>,
     /// Set while [`CudaDecoder::prefill`] runs the body.
     active: bool,
     /// Staged activations, made on first use (rows of the widest matrix).
@@ -106,16 +132,51 @@ pub(super) struct PrefillState {
     swapped: bool,
 }
 
+/// `ASSAY_GEMM` (`v1` or `tiled`), [`DEFAULT_GEMM_KERNEL`] when unset.
+fn kernel_from_env() -> Result<GemmKernel, CudaError> {
+    match std::env::var("ASSAY_GEMM") {
+        Err(_) => Ok(DEFAULT_GEMM_KERNEL),
+        Ok(v) => GemmKernel::parse(&v)
+            .ok_or_else(|| shape_err("decoder", format!("ASSAY_GEMM={v:?}: expected v1 or tiled"))),
+    }
+}
+
+/// `ASSAY_PREFILL_PASS`: rows per tiled pass, a multiple of 64 up to [`PREFILL_PASS_MAX`].
+fn pass_rows_from_env() -> Result<usize, CudaError> {
+    match std::env::var("ASSAY_PREFILL_PASS") {
+        Err(_) => Ok(PREFILL_PASS_ROWS),
+        Ok(v) => parse_pass_rows(&v).ok_or_else(|| {
+            shape_err(
+                "decoder",
+                format!(
+                    "ASSAY_PREFILL_PASS={v:?}: expected a multiple of 64 in 64..={PREFILL_PASS_MAX}"
+                ),
+            )
+        }),
+    }
+}
+
+fn parse_pass_rows(v: &str) -> Option<usize> {
+    v.trim()
+        .parse::<usize>()
+        .ok()
+        .filter(|&r| r >= 64 && r <= PREFILL_PASS_MAX && r % 64 == 0)
+}
+
 impl PrefillState {
     pub(super) fn from_env() -> Result<PrefillState, CudaError> {
-        // The planted fault of the `prefill` gate's red run (harness CLI).
+        // The planted fault of the `prefill` gate's red run (harness CLI); `ASSAY_GEMM_LO=0`
+        // multiplies x rounded to 16 bits (one part: a speed knob the `prefill` gate judges).
         let opts = GemmOpts {
             fault: std::env::var("ASSAY_PREFILL_PLANT_FAULT").is_ok_and(|v| v == "1"),
-            ..GemmOpts::default()
+            lo: std::env::var("ASSAY_GEMM_LO").map_or(true, |v| v != "0"),
         };
         Ok(PrefillState {
             mode: PrefillMode::from_env()?,
             opts,
+            kernel: kernel_from_env()?,
+            tiled_rows: pass_rows_from_env()?,
+            decoded: Arc::new(Mutex::new(GemmtScratch::new())),
             active: false,
             x: None,
             pass: None,
@@ -135,14 +196,54 @@ impl CudaDecoder {
         self.prefill.mode
     }
 
+    /// Choose the prompt pass's GEMM kernel (drops the pass buffers: their size depends on
+    /// it).
+    pub fn set_gemm_kernel(&mut self, kernel: GemmKernel) {
+        if kernel != self.prefill.kernel && !self.prefill.swapped {
+            self.prefill.kernel = kernel;
+            self.prefill.pass = None;
+            self.prefill.x = None;
+        }
+    }
+
+    /// Share `from`'s prompt-pass settings and decoded-weight scratch (decoders of one
+    /// upload of the weights, [`CudaDecoder::share`]).
+    pub(super) fn share_prefill(&mut self, from: &CudaDecoder) {
+        self.set_gemm_kernel(from.prefill.kernel);
+        self.prefill.tiled_rows = from.prefill.tiled_rows;
+        self.prefill.decoded = Arc::clone(&from.prefill.decoded);
+    }
+
+    /// The prompt pass's GEMM kernel.
+    pub fn gemm_kernel(&self) -> GemmKernel {
+        self.prefill.kernel
+    }
+
+    /// Rows per prompt pass in [`PrefillMode::Gemm`]: [`PREFILL_ROWS`] for `gemm.cu`, the
+    /// tiled kernel's pass size ([`PREFILL_PASS_ROWS`] or `ASSAY_PREFILL_PASS`) otherwise.
+    pub fn prefill_pass_rows(&self) -> usize {
+        match self.prefill.kernel {
+            GemmKernel::V1 => PREFILL_ROWS,
+            GemmKernel::Tiled => self.prefill.tiled_rows,
+        }
+    }
+
+    /// Whether the body's products of `format` run as GEMMs in the prompt pass here.
+    fn gemm_format(&self, format: crate::quant::QuantFormat) -> bool {
+        let cc = self.gpu.info().compute_capability;
+        match self.prefill.kernel {
+            GemmKernel::V1 => select::gemm_supported(format, cc),
+            GemmKernel::Tiled => select::gemmt_supported(format, cc),
+        }
+    }
+
     /// Whether [`CudaDecoder::prefill`] in [`PrefillMode::Gemm`] runs any product on
     /// tensor cores here (a body matmul in a GEMM format, an sm_80+ device).
     pub fn prefill_uses_gemm(&self) -> bool {
-        let cc = self.gpu.info().compute_capability;
         self.program.body.iter().any(|op| match op {
             arch::Op::MatMul { weight, .. } => matrix(&self.weights, *weight)
                 .and_then(|i| w_ref(&self.mats, i))
-                .is_ok_and(|m| select::gemm_supported(m.format, cc)),
+                .is_ok_and(|m| self.gemm_format(m.format)),
             _ => false,
         })
     }
@@ -150,6 +251,11 @@ impl CudaDecoder {
     /// Options of the GEMM path (the lo halves of x, the planted fault of the gate).
     pub fn set_prefill_opts(&mut self, opts: GemmOpts) {
         self.prefill.opts = opts;
+    }
+
+    /// The GEMM path's options.
+    pub fn prefill_opts(&self) -> GemmOpts {
+        self.prefill.opts
     }
 
     /// Append PROMPT tokens and compute the logits of the last one: [`CudaDecoder::forward`]
@@ -169,7 +275,7 @@ impl CudaDecoder {
         }
         self.swap_pass();
         self.prefill.active = true;
-        let r = self.feed(tokens, PREFILL_ROWS);
+        let r = self.feed(tokens, self.prefill_pass_rows());
         self.prefill.active = false;
         self.swap_pass();
         r
@@ -184,7 +290,13 @@ impl CudaDecoder {
                 .keys()
                 .map(|&(h, d)| Self::att_row_bytes(h, d, self.capacity) * p.att_rows)
                 .sum();
-            bufs + att + 8 * PREFILL_ROWS
+            let staging = self
+                .prefill
+                .x
+                .as_ref()
+                .map_or(0, |x| x.hi.len() * 6 + x.scale.len() * 4);
+            let decoded = self.prefill.decoded.lock().map_or(0, |d| d.bytes());
+            bufs + att + 8 * self.prefill_pass_rows() + staging + decoded
         })
     }
 
@@ -197,11 +309,12 @@ impl CudaDecoder {
     /// Allocate the prompt pass's buffers.
     fn pass_bufs(&self) -> Result<PassBufs, CudaError> {
         let gpu = &*self.gpu;
+        let rows = self.prefill_pass_rows();
         let bufs = self
             .program
             .buffers
             .iter()
-            .map(|b| gpu.zeros::<f32>(b.width * PREFILL_ROWS).map(Some))
+            .map(|b| gpu.zeros::<f32>(b.width * rows).map(Some))
             .collect::<Result<Vec<_>, CudaError>>()?;
         let shapes: Vec<(usize, usize)> = self.scratch.keys().copied().collect();
         // `ASSAY_PREFILL_ATT_BYTES` lowers the budget (the gates' way to make a small
@@ -213,11 +326,10 @@ impl CudaDecoder {
         let att_rows = shapes
             .iter()
             .map(|&(h, d)| {
-                (budget / Self::att_row_bytes(h, d, self.capacity).max(1))
-                    .clamp(MAX_ROWS, PREFILL_ROWS)
+                (budget / Self::att_row_bytes(h, d, self.capacity).max(1)).clamp(MAX_ROWS, rows)
             })
             .min()
-            .unwrap_or(PREFILL_ROWS);
+            .unwrap_or(rows);
         let mut scratch = HashMap::new();
         for (h, d) in shapes {
             scratch.insert(
@@ -227,8 +339,8 @@ impl CudaDecoder {
         }
         Ok(PassBufs {
             bufs,
-            tokens: gpu.zeros(PREFILL_ROWS)?,
-            pos: gpu.zeros(PREFILL_ROWS)?,
+            tokens: gpu.zeros(rows)?,
+            pos: gpu.zeros(rows)?,
             scratch,
             att_rows,
         })
@@ -264,7 +376,7 @@ impl CudaDecoder {
             return Ok(x);
         }
         let k_max = self.mats.iter().map(|m| m.cols).max().unwrap_or(1);
-        GemmX::new(&self.gpu, k_max)
+        GemmX::with_rows(&self.gpu, self.prefill_pass_rows(), k_max)
     }
 
     /// Run fused unit `f` for `n` rows as GEMMs; `Ok(false)` (nothing queued) when its
@@ -294,9 +406,8 @@ impl CudaDecoder {
             } => (x, out, weight, norm),
             fuse::Fused::RopeAttn { .. } => return Ok(false),
         };
-        let cc = self.gpu.info().compute_capability;
         let fmt = w_ref(&self.mats, matrix(&self.weights, first)?)?.format;
-        if !select::gemm_supported(fmt, cc) {
+        if !self.gemm_format(fmt) {
             return Ok(false);
         }
         let mut xs = self.gemm_x()?;
@@ -324,6 +435,16 @@ impl CudaDecoder {
         } = self;
         let gpu = &**gpu;
         let opts = prefill.opts;
+        let tiled = prefill.kernel == GemmKernel::Tiled;
+        let topts = GemmtOpts {
+            parts: if opts.lo { 2 } else { 1 },
+            fault: opts.fault,
+        };
+        let mut decoded = prefill
+            .decoded
+            .lock()
+            .map_err(|_| model_err("the prompt pass's decoded weights: a lock was poisoned"))?;
+        let decoded = &mut *decoded;
         let (k, format) = match f {
             fuse::Fused::Glu { gate_w: w, .. }
             | fuse::Fused::Residual { weight: w, .. }
@@ -355,7 +476,11 @@ impl CudaDecoder {
                     arch::Activation::Silu => Activation::Silu,
                     arch::Activation::GeluTanh => Activation::GeluTanh,
                 };
-                ops::gemm_glu(gpu, wg, wu, xs, n, act, &mut o.slice, opts)
+                if tiled {
+                    ops::gemmt_glu(gpu, wg, wu, xs, decoded, n, act, &mut o.slice, topts)
+                } else {
+                    ops::gemm_glu(gpu, wg, wu, xs, n, act, &mut o.slice, opts)
+                }
             }
             fuse::Fused::Residual { weight, bias, .. }
             | fuse::Fused::Plain { weight, bias, .. } => {
@@ -365,7 +490,11 @@ impl CudaDecoder {
                     None => None,
                 };
                 let residual = matches!(f, fuse::Fused::Residual { .. });
-                ops::gemm(gpu, w, xs, n, bias, residual, &mut o.slice, opts)
+                if tiled {
+                    ops::gemmt(gpu, w, xs, decoded, n, bias, residual, &mut o.slice, topts)
+                } else {
+                    ops::gemm(gpu, w, xs, n, bias, residual, &mut o.slice, opts)
+                }
             }
             fuse::Fused::RopeAttn { .. } => Err(model_err("rope + attention is not a GEMM")),
         })();
@@ -383,8 +512,8 @@ impl CudaDecoder {
         out: arch::BufId,
         n: usize,
     ) -> Result<bool, CudaError> {
-        if n > PREFILL_ROWS {
-            return Err(model_err("a GEMM pass takes at most PREFILL_ROWS rows"));
+        if n > self.prefill_pass_rows() {
+            return Err(model_err("a GEMM pass takes at most the pass's rows"));
         }
         if x == out {
             // In place: left to the row path, which refuses it.
@@ -414,5 +543,16 @@ mod tests {
         }
         assert_eq!(PrefillMode::parse("GEMM"), None);
         assert_eq!(PrefillMode::parse(""), None);
+    }
+
+    #[test]
+    fn pass_rows_parse() {
+        assert_eq!(parse_pass_rows("512"), Some(512));
+        assert_eq!(parse_pass_rows(" 64 "), Some(64));
+        assert_eq!(parse_pass_rows("4096"), Some(4096));
+        assert_eq!(parse_pass_rows("100"), None);
+        assert_eq!(parse_pass_rows("0"), None);
+        assert_eq!(parse_pass_rows("8192"), None);
+        assert_eq!(parse_pass_rows("x"), None);
     }
 }

@@ -59,11 +59,13 @@ impl XStaging {
     }
 }
 
-/// The staged activations of one pass: `[GEMM_N][k]` f16 hi and lo halves, for rows of up
+/// The staged activations of one pass: `[rows][k]` f16 hi and lo halves, for rows of up
 /// to `k_max` values, and per row the power of two its values were divided by (1 unless
 /// the row's largest |value| reached 2^15: f16 would overflow; the GEMM multiplies it back).
 /// For BF16 weights the same buffers hold x as bf16 parts: hi, mid (in `lo`) and `lo2`.
 pub struct GemmX {
+    /// Token rows the buffers hold (a multiple of 8).
+    pub rows: usize,
     pub hi: CudaSlice<u16>,
     pub lo: CudaSlice<u16>,
     /// The third bf16 part (BF16 staging only).
@@ -76,13 +78,22 @@ pub struct GemmX {
 
 impl GemmX {
     /// Buffers for rows of up to `k_max` values.
+    /// Buffers of [`GEMM_N`] token rows (one `gemm.cu` pass).
     pub fn new(gpu: &Gpu, k_max: usize) -> Result<GemmX, CudaError> {
-        let n = GEMM_N * k_max.max(1);
+        GemmX::with_rows(gpu, GEMM_N, k_max)
+    }
+
+    /// Buffers of `rows` token rows (rounded up to a multiple of 8: the staging zeroes the
+    /// last n-tile's slots past the pass).
+    pub fn with_rows(gpu: &Gpu, rows: usize, k_max: usize) -> Result<GemmX, CudaError> {
+        let rows = rows.max(1).div_ceil(8) * 8;
+        let n = rows * k_max.max(1);
         Ok(GemmX {
+            rows,
             hi: gpu.zeros(n)?,
             lo: gpu.zeros(n)?,
             lo2: gpu.zeros(n)?,
-            scale: gpu.zeros(GEMM_N)?,
+            scale: gpu.zeros(rows)?,
             k_max: k_max.max(1),
             staged: None,
         })
@@ -128,10 +139,10 @@ fn stage(
     xs: &mut GemmX,
 ) -> Result<(), CudaError> {
     const OP: &str = "gemm_stage_x";
-    if n == 0 || n > GEMM_N {
+    if n == 0 || n > xs.rows {
         return Err(shape_err(
             OP,
-            format!("{n} rows; one pass takes 1..={GEMM_N}"),
+            format!("{n} rows; the staging holds 1..={}", xs.rows),
         ));
     }
     if k == 0 || k % 32 != 0 || k > xs.k_max {
@@ -230,10 +241,10 @@ fn check(
             ),
         ));
     }
-    if n == 0 || n > GEMM_N {
+    if n == 0 || n > GEMM_N || n > xs.rows {
         return Err(shape_err(
             op,
-            format!("{n} rows; one pass takes 1..={GEMM_N}"),
+            format!("{n} rows; one pass takes 1..={}", GEMM_N.min(xs.rows)),
         ));
     }
     need(op, "y", y_len, n * w.rows)?;

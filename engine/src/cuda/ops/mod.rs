@@ -9,6 +9,7 @@
 
 mod attention;
 mod gemm;
+mod gemmt;
 mod linear;
 mod mask;
 mod mmv;
@@ -21,6 +22,7 @@ pub use attention::{
     kv_store, rope_kv, rope_kv_rows, to_paged,
 };
 pub use gemm::{GemmOpts, GemmX, XStaging, gemm, gemm_glu, gemm_stage_x, gemm_stage_x_for};
+pub use gemmt::{GemmtOpts, GemmtScratch, gemmt, gemmt_glu};
 pub use linear::{NormIn, embed, matvec, matvec_fused, matvec_glu, matvec_pair, matvec_residual};
 pub use mask::{MaskBuffer, apply_mask};
 pub use mmv::{MmvScratch, mmv, mmv_glu, mmv_glu_x1, mmv_pair_x1, mmv_x1};

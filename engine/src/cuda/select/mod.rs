@@ -7,10 +7,12 @@
 //! one (issue 7); further variants arrive as new enum variants chosen here, with unit tests.
 
 mod attention;
+mod gemmt;
 mod matvec;
 mod mmv;
 
 pub use attention::*;
+pub use gemmt::*;
 pub use matvec::*;
 pub use mmv::*;
 

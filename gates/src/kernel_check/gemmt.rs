@@ -1,0 +1,301 @@
+//! kernel-check's tiled prompt-pass cases (`kernels/gemmt.cu`), for every format the tiled
+//! kernel decodes ([`select::gemmt_supported`]), x in two parts (`gemmt`) and in one
+//! (`gemmt_x16`):
+//! - invariance (`batch_invariance`, exact): a pass of [`FULL`] rows (three token tiles of
+//!   128, the last partial) against passes of the sizes of [`PASS_SIZES`] (each row must
+//!   keep its bits: the first n rows of the full pass) and against the rows of [`ALONE`]
+//!   each in a pass of its own, for every epilogue (plain with bias, residual, RMSNorm
+//!   folded into the staging, gate + up with either activation, with and without the norm);
+//! - `fusion` (exact): the residual epilogue is the plain result + res (one f32 add);
+//! - against the CPU reference (`cpu::matvec`, f64): plain + bias, and gate + up (GELU, no
+//!   norm) through `act(g) * u`; and the plain product with a planted huge activation (odd
+//!   rows times 2^17, past f16's range), whose ordinary rows must keep their bits.
+//!
+//! Shapes: 37 rows (one partial column tile; gate + up one partial group of 64) at k = 2304,
+//! and 200 rows (two column tiles, the second partial; gate + up four groups, the last of 8
+//! rows) at k = 768.
+
+use super::cases::{ProductCase, ProductInputs as Inputs, dot_scales, e2s, poison};
+use super::{CheckLine, Rng, compare_f32, compare_f32_scaled};
+use engine::cuda::cudarc::driver::DevicePtr;
+use engine::cuda::ops::{self, Activation, GemmX, GemmtOpts, GemmtScratch};
+use engine::cuda::{Gpu, cpu, select};
+use engine::quant::QuantFormat;
+
+/// Rows of the full pass: two whole token tiles of 128 and a partial third.
+const FULL: usize = 300;
+/// Pass sizes whose rows must equal the full pass's first rows.
+const PASS_SIZES: [usize; 8] = [1, 5, 64, 127, 128, 129, 256, 299];
+/// Rows run alone (each a pass of one row): the edges of the token tiles and of the warps'
+/// 64-row halves.
+const ALONE: [usize; 12] = [0, 1, 7, 8, 63, 64, 127, 128, 129, 255, 256, 299];
+
+/// One pass's outputs, token-major.
+struct Outputs {
+    plain: Vec<f32>,
+    residual: Vec<f32>,
+    norm: Vec<f32>,
+    glu_silu_norm: Vec<f32>,
+    glu_gelu: Vec<f32>,
+}
+
+impl Outputs {
+    /// Rows `a..b` of every epilogue, concatenated.
+    fn rows(&self, rows: usize, a: usize, b: usize) -> Vec<f32> {
+        [
+            &self.plain,
+            &self.residual,
+            &self.norm,
+            &self.glu_silu_norm,
+            &self.glu_gelu,
+        ]
+        .iter()
+        .flat_map(|v| v[a * rows..b * rows].iter().copied())
+        .collect()
+    }
+}
+
+struct Ctx<'a> {
+    gpu: &'a Gpu,
+    inp: &'a Inputs,
+    xs: GemmX,
+    dq: GemmtScratch,
+}
+
+impl Ctx<'_> {
+    /// The five epilogues on the `n` rows of x with residual inputs `res` (`n * rows`).
+    fn run(
+        &mut self,
+        x: &[f32],
+        res: &[f32],
+        n: usize,
+        opts: GemmtOpts,
+    ) -> Result<Outputs, String> {
+        let (gpu, inp) = (self.gpu, self.inp);
+        let (rows, k) = (inp.rows, inp.k);
+        let dx = gpu.upload(x).map_err(e2s)?;
+        let bias = Some(&inp.bias as &dyn DevicePtr<f32>);
+        let norm = Some(ops::NormIn {
+            weight: &inp.norm_w,
+            eps: 1e-5,
+            w_offset: 0.0,
+        });
+        let (xs, dq) = (&mut self.xs, &mut self.dq);
+        ops::gemm_stage_x_for(gpu, inp.w.format, &dx, n, k, None, xs).map_err(e2s)?;
+        let mut y = poison(gpu, n * rows).map_err(e2s)?;
+        ops::gemmt(gpu, &inp.w, xs, dq, n, bias, false, &mut y, opts).map_err(e2s)?;
+        let plain = gpu.download(&y).map_err(e2s)?;
+        let mut y = gpu.upload(res).map_err(e2s)?;
+        ops::gemmt(gpu, &inp.w, xs, dq, n, bias, true, &mut y, opts).map_err(e2s)?;
+        let residual = gpu.download(&y).map_err(e2s)?;
+        let mut y = poison(gpu, n * rows).map_err(e2s)?;
+        ops::gemmt_glu(
+            gpu,
+            &inp.w,
+            &inp.wu,
+            xs,
+            dq,
+            n,
+            Activation::GeluTanh,
+            &mut y,
+            opts,
+        )
+        .map_err(e2s)?;
+        let glu_gelu = gpu.download(&y).map_err(e2s)?;
+        ops::gemm_stage_x_for(gpu, inp.w.format, &dx, n, k, norm, xs).map_err(e2s)?;
+        let mut y = poison(gpu, n * rows).map_err(e2s)?;
+        ops::gemmt(gpu, &inp.w, xs, dq, n, bias, false, &mut y, opts).map_err(e2s)?;
+        let norm_out = gpu.download(&y).map_err(e2s)?;
+        let mut y = poison(gpu, n * rows).map_err(e2s)?;
+        ops::gemmt_glu(
+            gpu,
+            &inp.w,
+            &inp.wu,
+            xs,
+            dq,
+            n,
+            Activation::Silu,
+            &mut y,
+            opts,
+        )
+        .map_err(e2s)?;
+        let glu_silu_norm = gpu.download(&y).map_err(e2s)?;
+        Ok(Outputs {
+            plain,
+            residual,
+            norm: norm_out,
+            glu_silu_norm,
+            glu_gelu,
+        })
+    }
+}
+
+/// Every tiled format's cases (an error becomes a failing line).
+pub fn gemmt_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
+    let cc = gpu.info().compute_capability;
+    for format in select::KERNEL_FORMATS {
+        if !select::gemmt_supported(format, cc) {
+            continue;
+        }
+        for (rows, k) in [(37, 72 * 32), (200, 24 * 32)] {
+            let name = format!("{format} rows={rows} k={k}");
+            if let Err(e) = cases_of(gpu, rng, format, rows, k, &name, lines) {
+                lines.push(CheckLine::error("gemmt", name, e));
+            }
+        }
+    }
+}
+
+/// GELU (tanh form) and a bound of its slope, in f64.
+fn gelu(g: f64) -> f64 {
+    let k0 = (2.0 / std::f64::consts::PI).sqrt();
+    0.5 * g * (1.0 + (k0 * (g + 0.044715 * g * g * g)).tanh())
+}
+const GELU_SLOPE: f64 = 1.13;
+
+fn cases_of(
+    gpu: &Gpu,
+    rng: &mut Rng,
+    format: QuantFormat,
+    rows: usize,
+    k: usize,
+    name: &str,
+    lines: &mut Vec<CheckLine>,
+) -> Result<(), String> {
+    let ProductCase {
+        w,
+        wu,
+        bias,
+        x,
+        res,
+        dev: inp,
+    } = ProductCase::random(gpu, rng, format, rows, k, FULL)?;
+    let mut cx = Ctx {
+        gpu,
+        inp: &inp,
+        xs: GemmX::with_rows(gpu, FULL, k).map_err(e2s)?,
+        dq: GemmtScratch::new(),
+    };
+    let want = cpu::matvec(format, &w, rows, k, &x, FULL, Some(&bias)).map_err(e2s)?;
+    let scale = dot_scales(format, &w, rows, k, &x, FULL, Some(&bias))?;
+    // Gate + up (GELU, no norm) through act(g) * u in f64.
+    let g = cpu::matvec(format, &w, rows, k, &x, FULL, None).map_err(e2s)?;
+    let u = cpu::matvec(format, &wu, rows, k, &x, FULL, None).map_err(e2s)?;
+    let sg = dot_scales(format, &w, rows, k, &x, FULL, None)?;
+    let su = dot_scales(format, &wu, rows, k, &x, FULL, None)?;
+    let glu_want: Vec<f32> = g
+        .iter()
+        .zip(&u)
+        .map(|(&g, &u)| (gelu(f64::from(g)) * f64::from(u)) as f32)
+        .collect();
+    let glu_scale: Vec<f64> = (0..g.len())
+        .map(|i| GELU_SLOPE * f64::from(u[i]).abs() * sg[i] + gelu(f64::from(g[i])).abs() * su[i])
+        .collect();
+    for (parts, op) in [(2, "gemmt"), (1, "gemmt_x16")] {
+        let opts = GemmtOpts {
+            parts,
+            fault: false,
+        };
+        let tag = format!("x in {parts} part(s)");
+        let full = cx.run(&x, &res, FULL, opts)?;
+        for n in PASS_SIZES {
+            let got = cx.run(&x[..n * k], &res[..n * rows], n, opts)?;
+            lines.push(compare_f32(
+                "batch_invariance",
+                format!("gemmt {name} {tag}: rows of a pass of {n} == the same rows of {FULL}, 5 epilogues"),
+                &got.rows(rows, 0, n),
+                &full.rows(rows, 0, n),
+            ));
+        }
+        let mut alone = Vec::new();
+        let mut among = Vec::new();
+        for t in ALONE {
+            let o = cx.run(
+                &x[t * k..(t + 1) * k],
+                &res[t * rows..(t + 1) * rows],
+                1,
+                opts,
+            )?;
+            alone.extend(o.rows(rows, 0, 1));
+            among.extend(full.rows(rows, t, t + 1));
+        }
+        lines.push(compare_f32(
+            "batch_invariance",
+            format!("gemmt {name} {tag}: rows {ALONE:?} alone == among {FULL}, 5 epilogues"),
+            &alone,
+            &among,
+        ));
+        lines.push(compare_f32_scaled(
+            op,
+            format!("{name} n={FULL} +bias {tag}"),
+            &full.plain,
+            &want,
+            &scale,
+        ));
+        lines.push(compare_f32_scaled(
+            op,
+            format!("{name} n={FULL} glu gelu {tag}"),
+            &full.glu_gelu,
+            &glu_want,
+            &glu_scale,
+        ));
+        let sum: Vec<f32> = full.plain.iter().zip(&res).map(|(a, b)| a + b).collect();
+        lines.push(compare_f32(
+            "fusion",
+            format!("gemmt {name} {tag}: residual epilogue == plain + res"),
+            &full.residual,
+            &sum,
+        ));
+        if parts == 2 {
+            huge_rows(&mut cx, &w, &bias, &x, &res, &full, name, lines)?;
+        }
+    }
+    Ok(())
+}
+
+/// The odd rows of x times 2^17 (past f16's 65504): within the reference's tolerance (the
+/// staging's power-of-two scale), and the even rows keep their bits.
+#[allow(clippy::too_many_arguments)]
+fn huge_rows(
+    cx: &mut Ctx<'_>,
+    w: &[u8],
+    bias: &[f32],
+    x: &[f32],
+    res: &[f32],
+    ordinary: &Outputs,
+    name: &str,
+    lines: &mut Vec<CheckLine>,
+) -> Result<(), String> {
+    let (rows, k, format) = (cx.inp.rows, cx.inp.k, cx.inp.w.format);
+    let big: Vec<f32> = x
+        .chunks(k)
+        .enumerate()
+        .flat_map(|(t, r)| {
+            let f = if t % 2 == 1 { 131072.0 } else { 1.0 };
+            r.iter().map(move |v| v * f)
+        })
+        .collect();
+    let want = cpu::matvec(format, w, rows, k, &big, FULL, Some(bias)).map_err(e2s)?;
+    let scale = dot_scales(format, w, rows, k, &big, FULL, Some(bias))?;
+    let got = cx.run(&big, res, FULL, GemmtOpts::default())?;
+    lines.push(compare_f32_scaled(
+        "gemmt",
+        format!("{name} odd rows of x times 2^17 (past f16) +bias"),
+        &got.plain,
+        &want,
+        &scale,
+    ));
+    let even = |o: &Outputs| -> Vec<f32> {
+        (0..FULL)
+            .step_by(2)
+            .flat_map(|t| o.rows(rows, t, t + 1))
+            .collect()
+    };
+    lines.push(compare_f32(
+        "batch_invariance",
+        format!("gemmt {name}: ordinary rows among rows past f16 == among ordinary rows"),
+        &even(&got),
+        &even(ordinary),
+    ));
+    Ok(())
+}
