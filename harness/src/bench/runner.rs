@@ -50,7 +50,16 @@ impl SameTokens {
         match &self.first {
             None => self.first = Some(out),
             Some(f) if *f != out => {
-                bail!("cell {cell}: run {} generated other tokens", self.runs - 1)
+                let at = f.iter().zip(&out).position(|(a, b)| a != b).unwrap_or(f.len().min(out.len()));
+                bail!(
+                    "cell {cell}: run {} generated other tokens: first difference at token {at} \
+                     ({:?} vs {:?} in run 0; {} vs {} tokens)",
+                    self.runs - 1,
+                    out.get(at),
+                    f.get(at),
+                    out.len(),
+                    f.len()
+                )
             }
             Some(_) => {}
         }
