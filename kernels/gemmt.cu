@@ -88,7 +88,8 @@ __device__ __forceinline__ u32 gt_smem(const void* p) {
 __device__ __forceinline__ void gt_cp16(u32 dst, const void* src, bool ok) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     const int n = ok ? 16 : 0;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(n));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(n)
+                 : "memory");
 #else
     __trap();
 #endif
@@ -96,13 +97,13 @@ __device__ __forceinline__ void gt_cp16(u32 dst, const void* src, bool ok) {
 
 __device__ __forceinline__ void gt_commit() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    gt_commit();
+    asm volatile("cp.async.commit_group;" ::: "memory");
 #endif
 }
 template <int N>
 __device__ __forceinline__ void gt_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group %0;" ::"n"(N));
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 #endif
 }
 
@@ -110,7 +111,8 @@ __device__ __forceinline__ void gt_ldm4(u32 addr, u32& r0, u32& r1, u32& r2, u32
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
                  : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-                 : "r"(addr));
+                 : "r"(addr)
+                 : "memory");
 #else
     r0 = r1 = r2 = r3 = 0u;
     __trap();
@@ -187,6 +189,7 @@ __device__ __forceinline__ void gemmt_body(const u16* __restrict__ xh, const u16
     // B (weights, two n8 x k16 tiles): matrix j holds rows (j >> 1) * 8 .. + 7, k (j & 1) * 8.
     const int a_off = (wm * 64 + (lane & 7) + ((lane >> 3) & 1) * 8) * GT_LD + (lane >> 4) * 8;
     const int b_off = (wn * 32 + (lane & 7) + (lane >> 4) * 8) * GT_LD + ((lane >> 3) & 1) * 8;
+#pragma unroll 1
     for (int kt = 0; kt < kt_n; kt++) {
         gt_wait<GT_ST - 2>();
         __syncthreads();

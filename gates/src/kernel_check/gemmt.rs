@@ -133,6 +133,16 @@ impl Ctx<'_> {
 /// Every tiled format's cases (an error becomes a failing line).
 pub fn gemmt_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
     let cc = gpu.info().compute_capability;
+    for format in [QuantFormat::Q4_0, QuantFormat::BF16] {
+        if select::gemmt_supported(format, cc) {
+            for (rows, k) in [(1024, 4096), (256, 14336)] {
+                let name = format!("{format} rows={rows} k={k} n={BIG_N}");
+                if let Err(e) = big_case(gpu, rng, format, rows, k, &name, lines) {
+                    lines.push(CheckLine::error("gemmt", name, e));
+                }
+            }
+        }
+    }
     for format in select::KERNEL_FORMATS {
         if !select::gemmt_supported(format, cc) {
             continue;
@@ -297,5 +307,119 @@ fn huge_rows(
         &even(&got),
         &even(ordinary),
     ));
+    Ok(())
+}
+
+/// Rows of the large pass (a whole prompt pass of an 8B model's shapes).
+const BIG_N: usize = 512;
+/// Its rows checked against the CPU reference and run alone.
+const BIG_PICK: [usize; 8] = [0, 1, 127, 128, 255, 256, 383, 511];
+
+/// A prompt pass of [`BIG_N`] rows at a Llama-3.1-8B product's shape, x in both part
+/// counts: the same pass twice gives the same bits (and finite values), the picked rows
+/// alone give the bits they have in the pass, and they are within the tolerance of the CPU
+/// reference (plain + bias, and gate + up through act(g) * u).
+fn big_case(
+    gpu: &Gpu,
+    rng: &mut Rng,
+    format: QuantFormat,
+    rows: usize,
+    k: usize,
+    name: &str,
+    lines: &mut Vec<CheckLine>,
+) -> Result<(), String> {
+    let ProductCase {
+        w,
+        wu,
+        bias,
+        x,
+        res,
+        dev: inp,
+    } = ProductCase::random(gpu, rng, format, rows, k, BIG_N)?;
+    let mut cx = Ctx {
+        gpu,
+        inp: &inp,
+        xs: GemmX::with_rows(gpu, BIG_N, k).map_err(e2s)?,
+        dq: GemmtScratch::new(),
+    };
+    let xp: Vec<f32> = BIG_PICK
+        .iter()
+        .flat_map(|&t| x[t * k..(t + 1) * k].iter().copied())
+        .collect();
+    let np = BIG_PICK.len();
+    let want = cpu::matvec(format, &w, rows, k, &xp, np, Some(&bias)).map_err(e2s)?;
+    let scale = dot_scales(format, &w, rows, k, &xp, np, Some(&bias))?;
+    let g = cpu::matvec(format, &w, rows, k, &xp, np, None).map_err(e2s)?;
+    let u = cpu::matvec(format, &wu, rows, k, &xp, np, None).map_err(e2s)?;
+    let sg = dot_scales(format, &w, rows, k, &xp, np, None)?;
+    let su = dot_scales(format, &wu, rows, k, &xp, np, None)?;
+    let glu_want: Vec<f32> = g
+        .iter()
+        .zip(&u)
+        .map(|(&g, &u)| (gelu(f64::from(g)) * f64::from(u)) as f32)
+        .collect();
+    let glu_scale: Vec<f64> = (0..g.len())
+        .map(|i| GELU_SLOPE * f64::from(u[i]).abs() * sg[i] + gelu(f64::from(g[i])).abs() * su[i])
+        .collect();
+    for (parts, op) in [(2, "gemmt"), (1, "gemmt_x16")] {
+        let opts = GemmtOpts {
+            parts,
+            fault: false,
+        };
+        let tag = format!("x in {parts} part(s)");
+        let a = cx.run(&x, &res, BIG_N, opts)?;
+        let b = cx.run(&x, &res, BIG_N, opts)?;
+        let all = a.rows(rows, 0, BIG_N);
+        let finite = all.iter().filter(|v| !v.is_finite()).count();
+        let mut same = compare_f32(
+            "batch_invariance",
+            format!("gemmt {name} {tag}: the same pass twice, 5 epilogues"),
+            &b.rows(rows, 0, BIG_N),
+            &all,
+        );
+        if finite > 0 {
+            same.pass = false;
+            same.note = format!("{finite} outputs not finite");
+        }
+        lines.push(same);
+        let mut alone = Vec::new();
+        let mut among = Vec::new();
+        let pick = |o: &Outputs, f: fn(&Outputs) -> &Vec<f32>| -> Vec<f32> {
+            BIG_PICK
+                .iter()
+                .flat_map(|&t| f(o)[t * rows..(t + 1) * rows].iter().copied())
+                .collect()
+        };
+        for t in BIG_PICK {
+            let o = cx.run(
+                &x[t * k..(t + 1) * k],
+                &res[t * rows..(t + 1) * rows],
+                1,
+                opts,
+            )?;
+            alone.extend(o.rows(rows, 0, 1));
+            among.extend(a.rows(rows, t, t + 1));
+        }
+        lines.push(compare_f32(
+            "batch_invariance",
+            format!("gemmt {name} {tag}: rows {BIG_PICK:?} alone == among {BIG_N}"),
+            &alone,
+            &among,
+        ));
+        lines.push(compare_f32_scaled(
+            op,
+            format!("{name} rows {BIG_PICK:?} +bias {tag}"),
+            &pick(&a, |o| &o.plain),
+            &want,
+            &scale,
+        ));
+        lines.push(compare_f32_scaled(
+            op,
+            format!("{name} rows {BIG_PICK:?} glu gelu {tag}"),
+            &pick(&a, |o| &o.glu_gelu),
+            &glu_want,
+            &glu_scale,
+        ));
+    }
     Ok(())
 }
