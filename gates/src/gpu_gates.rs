@@ -319,8 +319,9 @@ fn prefill(ctx: &GateContext) -> GateOutcome {
         prefill_check::verdict,
         |n| {
             format!(
-                "{n} models, prompts of {:?} tokens, tolerance {:.0e} of the largest logit, near-tie <= {}{}",
+                "{n} models, prompts of {:?} tokens, tolerance {:.0e} (tiled pass) / {:.0e} (ASSAY_GEMM=v1) of the largest logit, near-tie <= {}{}",
                 cfg.lengths,
+                cfg.tol_tiled,
                 cfg.tol,
                 cfg.near_tie,
                 if cfg.fault {

@@ -160,7 +160,7 @@ fn parse_pass_rows(v: &str) -> Option<usize> {
     v.trim()
         .parse::<usize>()
         .ok()
-        .filter(|&r| r >= 64 && r <= PREFILL_PASS_MAX && r % 64 == 0)
+        .filter(|&r| (64..=PREFILL_PASS_MAX).contains(&r) && r % 64 == 0)
 }
 
 impl PrefillState {

@@ -58,7 +58,9 @@ impl GemmtScratch {
             self.buf = None; // free the old one before allocating the larger
             self.buf = Some(gpu.zeros(len)?);
         }
-        Ok(self.buf.as_mut().expect("allocated above"))
+        self.buf
+            .as_mut()
+            .ok_or_else(|| shape_err("gemmt", "decoded-weight scratch missing"))
     }
 }
 
