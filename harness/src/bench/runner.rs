@@ -50,7 +50,11 @@ impl SameTokens {
         match &self.first {
             None => self.first = Some(out),
             Some(f) if *f != out => {
-                let at = f.iter().zip(&out).position(|(a, b)| a != b).unwrap_or(f.len().min(out.len()));
+                let at = f
+                    .iter()
+                    .zip(&out)
+                    .position(|(a, b)| a != b)
+                    .unwrap_or(f.len().min(out.len()));
                 bail!(
                     "cell {cell}: run {} generated other tokens: first difference at token {at} \
                      ({:?} vs {:?} in run 0; {} vs {} tokens)",
