@@ -163,6 +163,49 @@ fn gelu(g: f64) -> f64 {
 }
 const GELU_SLOPE: f64 = 1.13;
 
+/// The CPU references of `n` token vectors: plain + bias with its scale (sum |w x| + |bias|),
+/// and gate + up (GELU, no norm) through act(g) * u in f64 with the scale the error carries
+/// through it (GELU_SLOPE |u| sum |wg x| + |act(g)| sum |wu x|).
+struct Refs {
+    want: Vec<f32>,
+    scale: Vec<f64>,
+    glu_want: Vec<f32>,
+    glu_scale: Vec<f64>,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn refs(
+    format: QuantFormat,
+    w: &[u8],
+    wu: &[u8],
+    bias: &[f32],
+    rows: usize,
+    k: usize,
+    x: &[f32],
+    n: usize,
+) -> Result<Refs, String> {
+    let want = cpu::matvec(format, w, rows, k, x, n, Some(bias)).map_err(e2s)?;
+    let scale = dot_scales(format, w, rows, k, x, n, Some(bias))?;
+    let g = cpu::matvec(format, w, rows, k, x, n, None).map_err(e2s)?;
+    let u = cpu::matvec(format, wu, rows, k, x, n, None).map_err(e2s)?;
+    let sg = dot_scales(format, w, rows, k, x, n, None)?;
+    let su = dot_scales(format, wu, rows, k, x, n, None)?;
+    let glu_want = g
+        .iter()
+        .zip(&u)
+        .map(|(&g, &u)| (gelu(f64::from(g)) * f64::from(u)) as f32)
+        .collect();
+    let glu_scale = (0..g.len())
+        .map(|i| GELU_SLOPE * f64::from(u[i]).abs() * sg[i] + gelu(f64::from(g[i])).abs() * su[i])
+        .collect();
+    Ok(Refs {
+        want,
+        scale,
+        glu_want,
+        glu_scale,
+    })
+}
+
 fn cases_of(
     gpu: &Gpu,
     rng: &mut Rng,
@@ -186,21 +229,12 @@ fn cases_of(
         xs: GemmX::with_rows(gpu, FULL, k).map_err(e2s)?,
         dq: GemmtScratch::new(),
     };
-    let want = cpu::matvec(format, &w, rows, k, &x, FULL, Some(&bias)).map_err(e2s)?;
-    let scale = dot_scales(format, &w, rows, k, &x, FULL, Some(&bias))?;
-    // Gate + up (GELU, no norm) through act(g) * u in f64.
-    let g = cpu::matvec(format, &w, rows, k, &x, FULL, None).map_err(e2s)?;
-    let u = cpu::matvec(format, &wu, rows, k, &x, FULL, None).map_err(e2s)?;
-    let sg = dot_scales(format, &w, rows, k, &x, FULL, None)?;
-    let su = dot_scales(format, &wu, rows, k, &x, FULL, None)?;
-    let glu_want: Vec<f32> = g
-        .iter()
-        .zip(&u)
-        .map(|(&g, &u)| (gelu(f64::from(g)) * f64::from(u)) as f32)
-        .collect();
-    let glu_scale: Vec<f64> = (0..g.len())
-        .map(|i| GELU_SLOPE * f64::from(u[i]).abs() * sg[i] + gelu(f64::from(g[i])).abs() * su[i])
-        .collect();
+    let Refs {
+        want,
+        scale,
+        glu_want,
+        glu_scale,
+    } = refs(format, &w, &wu, &bias, rows, k, &x, FULL)?;
     for (parts, op) in [(2, "gemmt"), (1, "gemmt_x16")] {
         let opts = GemmtOpts {
             parts,
@@ -346,21 +380,12 @@ fn big_case(
         .iter()
         .flat_map(|&t| x[t * k..(t + 1) * k].iter().copied())
         .collect();
-    let np = BIG_PICK.len();
-    let want = cpu::matvec(format, &w, rows, k, &xp, np, Some(&bias)).map_err(e2s)?;
-    let scale = dot_scales(format, &w, rows, k, &xp, np, Some(&bias))?;
-    let g = cpu::matvec(format, &w, rows, k, &xp, np, None).map_err(e2s)?;
-    let u = cpu::matvec(format, &wu, rows, k, &xp, np, None).map_err(e2s)?;
-    let sg = dot_scales(format, &w, rows, k, &xp, np, None)?;
-    let su = dot_scales(format, &wu, rows, k, &xp, np, None)?;
-    let glu_want: Vec<f32> = g
-        .iter()
-        .zip(&u)
-        .map(|(&g, &u)| (gelu(f64::from(g)) * f64::from(u)) as f32)
-        .collect();
-    let glu_scale: Vec<f64> = (0..g.len())
-        .map(|i| GELU_SLOPE * f64::from(u[i]).abs() * sg[i] + gelu(f64::from(g[i])).abs() * su[i])
-        .collect();
+    let Refs {
+        want,
+        scale,
+        glu_want,
+        glu_scale,
+    } = refs(format, &w, &wu, &bias, rows, k, &xp, BIG_PICK.len())?;
     for (parts, op) in [(2, "gemmt"), (1, "gemmt_x16")] {
         let opts = GemmtOpts {
             parts,
