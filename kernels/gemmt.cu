@@ -2,32 +2,34 @@
 // token rows) as a dense tensor-core GEMM over shared-memory tiles.
 //
 // Two kinds of launches per matrix product (plus gemm.cu's staging of x):
-// 1. `gemmt_dq_<fmt>`: the weight matrix decoded into a scratch matrix of 16-bit floats
-//    (f16, or bf16 when `bf` is set: BF16 weights), row-major `[rows][k]`, one thread per
-//    32-value chunk (formats.cuh's `chunkm`, so every format the engine reads has it). For
-//    a gate + up product the two matrices are interleaved in groups of GT_GLU_G rows (gate
-//    rows 64 i .. 64 i + 63, then the same rows of up), so that one block's 128 columns hold
-//    the matching gate and up rows. Each value is rounded once, to f16 (quants: d * (q - o)
-//    is exact in f32 and rounded to f16's 11 bits; F16: exact) or bf16 (BF16: exact).
-// 2. `gemmt_<f16|bf16>[_glu]_p<P>`: a block of 8 warps computes a tile of GT_BM = 128
-//    tokens x GT_BN = 128 weight rows over the whole k, in steps of GT_BK = 32 values
+// 1. `gemmt_dq_<fmt>`: a quant weight matrix decoded into a scratch matrix of f16, row-major
+//    `[rows][k]`, one thread per 32-value chunk (formats.cuh's `chunkm`, so every format the
+//    engine reads has it). Each value d * (q - o) is exact in f32 and rounded once to f16's
+//    11 bits. F16 and BF16 weights are not decoded: the GEMM reads them where they lie
+//    (BF16 as bf16, exact), unless the `prefill` gate's planted fault asks for the decode
+//    (`bf` = 1 writes bf16).
+// 2. `gemmt_<f16|bf16>[_glu]_m<BM>_p<P>`: a block of 8 warps computes a tile of BM (128 or
+//    64) tokens x GT_BN = 128 weight rows over the whole k, in steps of GT_BK = 32 values
 //    staged into shared memory by cp.async (GT_ST stages in flight), A = x (token rows,
-//    ldmatrix), B = the decoded weights (ldmatrix), `mma.sync.m16n8k16` f32 accumulate.
+//    ldmatrix), B = the 16-bit weights (ldmatrix), `mma.sync.m16n8k16` f32 accumulate.
 //    x is multiplied as P parts (gemm_stage_x's hi and lo f16 halves, or the first two bf16
 //    parts of gemm_stage_x_bf16): per k16 step the part-0 MMA then the part-1 MMA.
-//    Epilogues as gemm.cu: x's power-of-two scale undone, + bias, + residual (res may be
-//    y), or act(gate) * up.
+//    The plain kernel's weight rows are up to three segments, each a matrix of its own with
+//    its own output and bias (q, k and v of an attention block in one launch); the gate +
+//    up kernel's tile takes 64 rows of gate and the same 64 rows of up. Epilogues as
+//    gemm.cu: x's power-of-two scale undone, + bias, + residual (res may be y; one segment
+//    only), or act(gate) * up.
 // Invariance: each output (token t, row r) is one f32 accumulator fed by the MMAs of the
 // k16 steps in k order (parts in order within a step): its bits depend only on x[t], W's
-// row r and k; never on n, on the tile the token lands in, or on the other tokens (an MMA
-// output depends only on its row of A and its column of B). So a prompt chunked any way
-// gives the same bits (the `chunking` gate). They are not the bits of gemm.cu's pass nor of
-// the row path: the `prefill` gate and kernel-check's tolerance bound the difference.
+// row r and k; never on n, on the tile shape (BM), on the tile the token lands in, on the
+// segments launched with it, or on the other tokens (an MMA output depends only on its row
+// of A and its column of B). So a prompt chunked any way gives the same bits (the
+// `chunking` gate). They are not the bits of gemm.cu's pass nor of the row path: the
+// `prefill` gate and kernel-check's tolerance bound the difference.
 #include "common/common.cuh"
 #include "common/formats.cuh"
 #include "common/mma.cuh"
 
-#define GT_BM 128
 #define GT_BN 128
 #define GT_BK 32
 #define GT_ST 3
@@ -40,8 +42,7 @@
 // 1. Decoding: thread i takes chunk i % (k / 32) of row i / (k / 32).
 template <class F>
 __device__ __forceinline__ void gemmt_dq_body(const u8* __restrict__ w, u64 row_bytes, int rows,
-                                              int k, u16* __restrict__ out, int group,
-                                              int half, int fault, int bf) {
+                                              int k, u16* __restrict__ out, int fault, int bf) {
     const int cpr = k >> 5;
     const u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (u64)rows * cpr) return;
@@ -54,8 +55,7 @@ __device__ __forceinline__ void gemmt_dq_body(const u8* __restrict__ w, u64 row_
 #pragma unroll
         for (int j = 0; j < 32; j++) v[j] = 0.f;
     }
-    const int orow = group == 0 ? row : (row / group) * 2 * group + half * group + row % group;
-    uint4* o = (uint4*)(out + (u64)orow * k + ((u64)c << 5));
+    uint4* o = (uint4*)(out + (u64)row * k + ((u64)c << 5));
 #pragma unroll
     for (int q = 0; q < 4; q++) {
         u32 p[4];
@@ -73,8 +73,8 @@ __device__ __forceinline__ void gemmt_dq_body(const u8* __restrict__ w, u64 row_
 #define GEMMT_DQ(name, F)                                                                   \
     extern "C" __global__ void __launch_bounds__(256)                                       \
         gemmt_dq_##name(const u8* __restrict__ w, u64 row_bytes, int rows, int k,           \
-                        u16* __restrict__ out, int group, int half, int fault, int bf) {    \
-        gemmt_dq_body<F>(w, row_bytes, rows, k, out, group, half, fault, bf);               \
+                        u16* __restrict__ out, int fault, int bf) {                         \
+        gemmt_dq_body<F>(w, row_bytes, rows, k, out, fault, bf);                            \
     }
 ASSAY_FOR_EACH_FORMAT(GEMMT_DQ)
 
@@ -128,52 +128,95 @@ __device__ __forceinline__ void gt_mma(float* c, const u32* a, u32 b0, u32 b1) {
     }
 }
 
-// Shared memory: GT_ST stages of [P][GT_BM][GT_LD] x parts then [GT_BN][GT_LD] weights;
-// the gate + up epilogue reuses it as [GT_BM][GT_BN + 4] floats.
-template <int KIND, int P, bool GLU>
+// The plain kernel's segments: weight rows [0, r0) are w0's (output y0, bias b0), the next
+// r1 are w1's, the next r2 are w2's; each w a row-major [rows][k] matrix of 16-bit floats,
+// each y a token-major [n][r] matrix.
+struct GtSegs {
+    const u16* w[3];
+    float* y[3];
+    const float* b[3];
+    int r[3];
+};
+
+// Shared memory: GT_ST stages of [P][BM][GT_LD] x parts then [GT_BN][GT_LD] weights; the
+// gate + up epilogue reuses it as [BM][GT_BN + 4] floats.
+template <int KIND, int P, int BM, bool GLU>
 __device__ __forceinline__ void gemmt_body(const u16* __restrict__ xh, const u16* __restrict__ xl,
-                                           const float* __restrict__ xsc,
-                                           const u16* __restrict__ wq, int wrows,
-                                           const float* __restrict__ bias, const float* res,
-                                           float* y, int rows, int k, int n, int act) {
+                                           const float* __restrict__ xsc, const GtSegs& sg,
+                                           const float* res, int k, int n, int act) {
     extern __shared__ uint4 gt_raw[];
     u16* sm = (u16*)gt_raw;
-    constexpr int XS = GT_BM * GT_LD;
-    constexpr int STAGE = (P * GT_BM + GT_BN) * GT_LD;
+    constexpr int MT = BM / 32;  // m16 tiles per warp: the warp tile is BM / 2 tokens x 32 rows
+    constexpr int XS = BM * GT_LD;
+    constexpr int STAGE = (P * BM + GT_BN) * GT_LD;
+    constexpr int XL = (P * BM * 4) / 256;  // 16-byte x pieces per thread per stage
+    constexpr int WL = (GT_BN * 4) / 256;   // 16-byte weight pieces per thread per stage
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int wm = warp >> 2, wn = warp & 3;  // warp tile: 64 tokens x 32 weight rows
+    const int wm = warp >> 2, wn = warp & 3;
     const int g = lane >> 2, t = lane & 3;
-    const int tok0 = blockIdx.x * GT_BM, col0 = blockIdx.y * GT_BN;
+    const int tok0 = blockIdx.x * BM, col0 = blockIdx.y * GT_BN;
     const int kt_n = k / GT_BK;
+    const int rtot = sg.r[0] + sg.r[1] + sg.r[2];
 
-    // Loads of k step kt into stage s: P x 128 token rows and 128 weight rows, 4 pieces
-    // of 16 bytes each.
+    // Each thread's global sources (k offset 0) and shared destinations, fixed over k.
+    const u16* xsrc[XL];
+    bool xok[XL];
+    int xdst[XL];
+#pragma unroll
+    for (int i = 0; i < XL; i++) {
+        const int q = tid + 256 * i;
+        const int p = q / (BM * 4), r = (q / 4) % BM, seg = q & 3;
+        const int tok = tok0 + r;
+        xok[i] = tok < n;
+        xsrc[i] = (p == 0 ? xh : xl) + (xok[i] ? (u64)tok * k + 8 * seg : 0);
+        xdst[i] = p * XS + r * GT_LD + 8 * seg;
+    }
+    const u16* wsrc[WL];
+    bool wok[WL];
+    int wdst[WL];
+#pragma unroll
+    for (int i = 0; i < WL; i++) {
+        const int q = tid + 256 * i;
+        const int r = q >> 2, seg = q & 3;
+        const u16* base;
+        int row;
+        if (GLU) {
+            // Tile columns 0..63: gate rows blockIdx.y * 64 + c; 64..127: the same rows of up.
+            row = blockIdx.y * GT_GLU_G + (r % GT_GLU_G);
+            base = r < GT_GLU_G ? sg.w[0] : sg.w[1];
+            wok[i] = row < sg.r[0];
+        } else {
+            row = col0 + r;
+            wok[i] = row < rtot;
+            if (row < sg.r[0]) {
+                base = sg.w[0];
+            } else if (row < sg.r[0] + sg.r[1]) {
+                base = sg.w[1];
+                row -= sg.r[0];
+            } else {
+                base = sg.w[2];
+                row -= sg.r[0] + sg.r[1];
+            }
+        }
+        wsrc[i] = wok[i] ? base + (u64)row * k + 8 * seg : sg.w[0];
+        wdst[i] = P * XS + r * GT_LD + 8 * seg;
+    }
+
+    // Loads of k step kt into stage s.
     auto load = [&](int s, int kt) {
-        u16* st = sm + s * STAGE;
+        const u32 st = gt_smem(sm + s * STAGE);
         const int kk = kt * GT_BK;
 #pragma unroll
-        for (int i = 0; i < (P * GT_BM * 4) / 256; i++) {
-            const int q = tid + 256 * i;
-            const int p = q / (GT_BM * 4), r = (q / 4) % GT_BM, seg = q & 3;
-            const int tok = tok0 + r;
-            const bool ok = tok < n;
-            const u16* src = (p == 0 ? xh : xl) + (ok ? (u64)tok * k + kk + 8 * seg : 0);
-            gt_cp16(gt_smem(st + p * XS + r * GT_LD + 8 * seg), src, ok);
-        }
+        for (int i = 0; i < XL; i++)
+            gt_cp16(st + 2 * xdst[i], xsrc[i] + (xok[i] ? kk : 0), xok[i]);
 #pragma unroll
-        for (int i = 0; i < (GT_BN * 4) / 256; i++) {
-            const int q = tid + 256 * i;
-            const int r = q >> 2, seg = q & 3;
-            const int row = col0 + r;
-            const bool ok = row < wrows;
-            const u16* src = wq + (ok ? (u64)row * k + kk + 8 * seg : 0);
-            gt_cp16(gt_smem(st + P * XS + r * GT_LD + 8 * seg), src, ok);
-        }
+        for (int i = 0; i < WL; i++)
+            gt_cp16(st + 2 * wdst[i], wsrc[i] + (wok[i] ? kk : 0), wok[i]);
     };
 
-    float acc[4][4][4];
+    float acc[MT][4][4];
 #pragma unroll
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < MT; i++)
 #pragma unroll
         for (int j = 0; j < 4; j++)
 #pragma unroll
@@ -187,7 +230,8 @@ __device__ __forceinline__ void gemmt_body(const u16* __restrict__ xh, const u16
     // ldmatrix lane addresses (in 16-bit values, relative to a stage's x part / weights):
     // A (x, m16 x k16): matrix j = lane / 8 holds rows (j & 1) * 8 .. + 7, k (j >> 1) * 8;
     // B (weights, two n8 x k16 tiles): matrix j holds rows (j >> 1) * 8 .. + 7, k (j & 1) * 8.
-    const int a_off = (wm * 64 + (lane & 7) + ((lane >> 3) & 1) * 8) * GT_LD + (lane >> 4) * 8;
+    const int a_off =
+        (wm * (BM / 2) + (lane & 7) + ((lane >> 3) & 1) * 8) * GT_LD + (lane >> 4) * 8;
     const int b_off = (wn * 32 + (lane & 7) + (lane >> 4) * 8) * GT_LD + ((lane >> 3) & 1) * 8;
 #pragma unroll 1
     for (int kt = 0; kt < kt_n; kt++) {
@@ -206,7 +250,7 @@ __device__ __forceinline__ void gemmt_body(const u16* __restrict__ xh, const u16
                 gt_ldm4(wa + 2 * (np * 16 * GT_LD + ks * 16), b[2 * np][0], b[2 * np][1],
                         b[2 * np + 1][0], b[2 * np + 1][1]);
 #pragma unroll
-            for (int mt = 0; mt < 4; mt++) {
+            for (int mt = 0; mt < MT; mt++) {
                 u32 a[P][4];
 #pragma unroll
                 for (int p = 0; p < P; p++)
@@ -220,26 +264,38 @@ __device__ __forceinline__ void gemmt_body(const u16* __restrict__ xh, const u16
         }
     }
     gt_wait<0>();
-    // C fragment of (mt, nt): [0..1] token wm*64 + 16 mt + g, rows wn*32 + 8 nt + 2t, +1;
-    // [2..3] the token 8 further.
+    // C fragment of (mt, nt): [0..1] token wm * BM / 2 + 16 mt + g, rows wn * 32 + 8 nt + 2t,
+    // +1; [2..3] the token 8 further.
     if (!GLU) {
 #pragma unroll
-        for (int mt = 0; mt < 4; mt++)
+        for (int nt = 0; nt < 4; nt++)
 #pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const int tok = tok0 + wm * 64 + 16 * mt + g + 8 * h;
-                if (tok >= n) continue;
-                // x's power-of-two scale undone (1 unless the row reached 2^15).
-                const float u = xsc[tok];
+            for (int e = 0; e < 2; e++) {
+                int row = col0 + wn * 32 + 8 * nt + 2 * t + e;
+                if (row >= rtot) continue;
+                int si = 0;
+                if (row >= sg.r[0]) {
+                    row -= sg.r[0];
+                    si = 1;
+                    if (row >= sg.r[1]) {
+                        row -= sg.r[1];
+                        si = 2;
+                    }
+                }
+                float* y = sg.y[si];
+                const float* bias = sg.b[si];
+                const int rows = sg.r[si];
+                const float bv = bias != 0 ? bias[row] : 0.f;
 #pragma unroll
-                for (int nt = 0; nt < 4; nt++)
+                for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-                    for (int e = 0; e < 2; e++) {
-                        const int row = col0 + wn * 32 + 8 * nt + 2 * t + e;
-                        if (row >= rows) continue;
+                    for (int h = 0; h < 2; h++) {
+                        const int tok = tok0 + wm * (BM / 2) + 16 * mt + g + 8 * h;
+                        if (tok >= n) continue;
                         const u64 oi = (u64)tok * rows + row;
-                        const float s = __fmul_rn(acc[mt][nt][2 * h + e], u);
-                        float v = bias != 0 ? s + bias[row] : s;
+                        // x's power-of-two scale undone (1 unless the row reached 2^15).
+                        const float s = __fmul_rn(acc[mt][nt][2 * h + e], xsc[tok]);
+                        float v = bias != 0 ? s + bv : s;
                         if (res != 0) v = v + res[oi];
                         y[oi] = v;
                     }
@@ -252,17 +308,20 @@ __device__ __forceinline__ void gemmt_body(const u16* __restrict__ xh, const u16
     float* cs = (float*)gt_raw;
     constexpr int CLD = GT_BN + 4;
 #pragma unroll
-    for (int mt = 0; mt < 4; mt++)
+    for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int nt = 0; nt < 4; nt++)
 #pragma unroll
             for (int h = 0; h < 2; h++) {
-                float* d = cs + (wm * 64 + 16 * mt + g + 8 * h) * CLD + wn * 32 + 8 * nt + 2 * t;
+                float* d =
+                    cs + (wm * (BM / 2) + 16 * mt + g + 8 * h) * CLD + wn * 32 + 8 * nt + 2 * t;
                 d[0] = acc[mt][nt][2 * h];
                 d[1] = acc[mt][nt][2 * h + 1];
             }
     __syncthreads();
-    for (int o = tid; o < GT_BM * GT_GLU_G; o += 256) {
+    const int rows = sg.r[0];
+    float* y = sg.y[0];
+    for (int o = tid; o < BM * GT_GLU_G; o += 256) {
         const int r = o / GT_GLU_G, c = o % GT_GLU_G;
         const int tok = tok0 + r, row = blockIdx.y * GT_GLU_G + c;
         if (tok >= n || row >= rows) continue;
@@ -273,21 +332,26 @@ __device__ __forceinline__ void gemmt_body(const u16* __restrict__ xh, const u16
     }
 }
 
-#define GEMMT_ENTRY(name, KIND, P)                                                            \
-    extern "C" __global__ void __launch_bounds__(256, 2)                                      \
-        gemmt_##name##_p##P(const u16* __restrict__ xh, const u16* __restrict__ xl,           \
-                            const float* __restrict__ xsc, const u16* __restrict__ wq,        \
-                            int wrows, const float* __restrict__ bias, const float* res,      \
-                            float* y, int rows, int k, int n) {                               \
-        gemmt_body<KIND, P, false>(xh, xl, xsc, wq, wrows, bias, res, y, rows, k, n, 0);      \
+#define GEMMT_ENTRY(name, KIND, BM, P)                                                        \
+    extern "C" __global__ void __launch_bounds__(256, 2) gemmt_##name##_m##BM##_p##P(        \
+        const u16* __restrict__ xh, const u16* __restrict__ xl, const float* __restrict__ xsc, \
+        const u16* w0, const u16* w1, const u16* w2, float* y0, float* y1, float* y2,         \
+        const float* b0, const float* b1, const float* b2, int r0, int r1, int r2,            \
+        const float* res, int k, int n) {                                                     \
+        const GtSegs sg = {{w0, w1, w2}, {y0, y1, y2}, {b0, b1, b2}, {r0, r1, r2}};           \
+        gemmt_body<KIND, P, BM, false>(xh, xl, xsc, sg, res, k, n, 0);                        \
     }                                                                                         \
-    extern "C" __global__ void __launch_bounds__(256, 2)                                      \
-        gemmt_##name##_glu_p##P(const u16* __restrict__ xh, const u16* __restrict__ xl,       \
-                                const float* __restrict__ xsc, const u16* __restrict__ wq,    \
-                                int wrows, float* y, int rows, int k, int n, int act) {       \
-        gemmt_body<KIND, P, true>(xh, xl, xsc, wq, wrows, 0, 0, y, rows, k, n, act);          \
+    extern "C" __global__ void __launch_bounds__(256, 2) gemmt_##name##_glu_m##BM##_p##P(    \
+        const u16* __restrict__ xh, const u16* __restrict__ xl, const float* __restrict__ xsc, \
+        const u16* wg, const u16* wu, float* y, int rows, int k, int n, int act) {            \
+        const GtSegs sg = {{wg, wu, wg}, {y, y, y}, {0, 0, 0}, {rows, 0, 0}};                 \
+        gemmt_body<KIND, P, BM, true>(xh, xl, xsc, sg, 0, k, n, act);                         \
     }
-GEMMT_ENTRY(f16, 1, 1)
-GEMMT_ENTRY(f16, 1, 2)
-GEMMT_ENTRY(bf16, 2, 1)
-GEMMT_ENTRY(bf16, 2, 2)
+GEMMT_ENTRY(f16, 1, 128, 1)
+GEMMT_ENTRY(f16, 1, 128, 2)
+GEMMT_ENTRY(f16, 1, 64, 1)
+GEMMT_ENTRY(f16, 1, 64, 2)
+GEMMT_ENTRY(bf16, 2, 128, 1)
+GEMMT_ENTRY(bf16, 2, 128, 2)
+GEMMT_ENTRY(bf16, 2, 64, 1)
+GEMMT_ENTRY(bf16, 2, 64, 2)

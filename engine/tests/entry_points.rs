@@ -3,11 +3,8 @@
 //! same name, extended to `kernels/gemmt.cu` (its per-format `gemmt_dq_<fmt>` and its
 //! `gemmt_<kind>[_glu]_p<P>` entry points are made by macros the unit test does not know).
 //!
-//! Why a copy here: the unit test in `engine/src` fails on gemmt.cu's macro names, and any edit
-//! under `engine/src` changes the engine identity that every receipt records, which would
-//! have made all of session 10's H200 receipts stale for a test-only change. `tools/test`
-//! skips that one unit test by its exact name; the next engine change deletes it there
-//! and this file stays (research/notes/final-s10.md).
+//! It lives here, as an integration test, since session 11 (the unit-test copy in
+//! `engine/src` was deleted).
 
 use engine::cuda::sources::{Family, expand};
 
@@ -74,7 +71,7 @@ fn every_entry_point_is_defined_in_its_family() {
                     && src.contains(&format!("{inst}{nt})"))
             });
             // gemmt.cu: `gemmt_dq_##name(` per format (ASSAY_FOR_EACH_FORMAT), and
-            // `gemmt_##name##[_glu]_p##P(` by GEMMT_ENTRY(name, KIND, P).
+            // `gemmt_##name##[_glu]_m##BM##_p##P(` by GEMMT_ENTRY(name, KIND, BM, P).
             let by_gemmt = name.strip_prefix("gemmt_").is_some_and(|rest| {
                 if let Some(fmt) = rest.strip_prefix("dq_") {
                     return src.contains("gemmt_dq_##name(")
@@ -83,14 +80,17 @@ fn every_entry_point_is_defined_in_its_family() {
                 let Some((body, p)) = rest.rsplit_once("_p") else {
                     return false;
                 };
+                let Some((body, m)) = body.rsplit_once("_m") else {
+                    return false;
+                };
                 let (kind, tail) = match body.strip_suffix("_glu") {
-                    Some(k) => (k, "gemmt_##name##_glu_p##P("),
-                    None => (body, "gemmt_##name##_p##P("),
+                    Some(k) => (k, "gemmt_##name##_glu_m##BM##_p##P("),
+                    None => (body, "gemmt_##name##_m##BM##_p##P("),
                 };
                 src.contains(tail)
                     && src.lines().any(|l| {
                         l.starts_with(&format!("GEMMT_ENTRY({kind},"))
-                            && l.ends_with(&format!(", {p})"))
+                            && l.ends_with(&format!(", {m}, {p})"))
                     })
             });
             assert!(

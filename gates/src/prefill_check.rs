@@ -15,7 +15,7 @@
 
 use crate::Verdict;
 use crate::decode_check::{DecodeCase, argmax, classify};
-use engine::cuda::ops::GemmOpts;
+use engine::cuda::ops::{GemmOpts, XParts};
 use engine::cuda::select::GemmKernel;
 use engine::cuda::{CudaDecoder, Gpu, PrefillMode};
 use std::sync::Arc;
@@ -65,9 +65,9 @@ pub struct PromptResult {
     pub gemm_token: u32,
     /// The row path's margin between its token and the GEMM's (0 when they agree).
     pub margin: f32,
-    /// max |gemm - rows| / max |rows| (x as hi + lo).
+    /// max |gemm - rows| / max |rows| (x in the kernel's default parts: the judged arm).
     pub rel_err: f32,
-    /// The same with x as f16 only (reported).
+    /// The same with x in one 16-bit part (reported).
     pub rel_err_f16x: f32,
 }
 
@@ -78,6 +78,8 @@ pub struct PrefillLine {
     /// The prompt pass's kernel (`v1` or `tiled`) and the tolerance it was judged with.
     pub kernel: String,
     pub tol: f32,
+    /// Parts of x of the judged arm (the kernel's default for the model's format).
+    pub x_parts: Option<u32>,
     /// Whether any matrix of the model has a GEMM (else both paths are the row path).
     pub uses_gemm: bool,
     pub prompts: Vec<PromptResult>,
@@ -108,7 +110,7 @@ impl PrefillLine {
             .filter(|p| p.rows_token == p.gemm_token)
             .count();
         let mut s = format!(
-            "{status} {:<40} {} {}/{} prompts same arg-max, max rel logit err {:.2e} (x=hi+lo; tolerance {:.0e}), {:.2e} (x=f16)",
+            "{status} {:<40} {} {}/{} prompts same arg-max, max rel logit err {:.2e} (x in {} part(s); tolerance {:.0e}), {:.2e} (x=16-bit)",
             self.name,
             if self.uses_gemm {
                 format!("gemm {}", self.kernel)
@@ -118,6 +120,7 @@ impl PrefillLine {
             agree,
             self.prompts.len(),
             worst(|p| p.rel_err),
+            self.x_parts.map_or("-".to_string(), |p| p.to_string()),
             self.tol,
             worst(|p| p.rel_err_f16x),
         );
@@ -205,10 +208,16 @@ fn run(gpu: &Arc<Gpu>, case: &DecodeCase, cfg: &PrefillCheckConfig) -> Result<Pr
         },
         ..cfg.clone()
     };
+    // The judged arm's options, so that x_parts below reports them.
+    dec.set_prefill_opts(GemmOpts {
+        x: XParts::Auto,
+        fault: cfg.fault,
+    });
     let mut line = PrefillLine {
         name: case.name.clone(),
         kernel: kernel.name().to_string(),
         tol: cfg.tol,
+        x_parts: dec.prefill_x_parts(),
         uses_gemm: dec.prefill_uses_gemm(),
         prompts: Vec::new(),
         failures: Vec::new(),
@@ -223,16 +232,18 @@ fn run(gpu: &Arc<Gpu>, case: &DecodeCase, cfg: &PrefillCheckConfig) -> Result<Pr
     };
     for &n in &cfg.lengths {
         let p = prompt_of(case, n);
-        let hi_lo = GemmOpts {
-            lo: true,
+        // The judged arm: the kernel's default parts of x (the tiled kernel's per format:
+        // one for f16-decoded weights, two for BF16); the one-part arm is reported.
+        let auto = GemmOpts {
+            x: XParts::Auto,
             fault: cfg.fault,
         };
         let f16x = GemmOpts {
-            lo: false,
+            x: XParts::One,
             fault: cfg.fault,
         };
-        let rows = logits_of(PrefillMode::Rows, hi_lo, &p)?;
-        let gemm = logits_of(PrefillMode::Gemm, hi_lo, &p)?;
+        let rows = logits_of(PrefillMode::Rows, auto, &p)?;
+        let gemm = logits_of(PrefillMode::Gemm, auto, &p)?;
         let gemm_f16x = logits_of(PrefillMode::Gemm, f16x, &p)?;
         let (r, mut f) = judge(n, &rows, &gemm, &gemm_f16x, cfg);
         line.prompts.push(r);
@@ -247,6 +258,7 @@ pub fn check_model(gpu: &Arc<Gpu>, case: &DecodeCase, cfg: &PrefillCheckConfig) 
         name: case.name.clone(),
         kernel: String::new(),
         tol: cfg.tol,
+        x_parts: None,
         uses_gemm: false,
         prompts: Vec::new(),
         failures: Vec::new(),
@@ -291,6 +303,7 @@ mod tests {
             name: "m".into(),
             kernel: "tiled".into(),
             tol: 4e-3,
+            x_parts: Some(1),
             uses_gemm: true,
             prompts,
             failures,

@@ -430,14 +430,25 @@ impl CudaDecoder {
         let body = std::mem::take(&mut self.program.body);
         let plan = std::mem::take(&mut self.plan);
         let res = (|| {
-            let mut paired = false;
+            let mut skip = 0usize;
             for (si, step) in plan.iter().enumerate() {
-                if std::mem::take(&mut paired) {
-                    continue; // ran with the step before it
+                if skip > 0 {
+                    skip -= 1;
+                    continue; // ran with a step before it
                 }
                 if let Some(fuse::Fused::RopeAttn { q_rope, attn, .. }) = step.fused {
                     self.rope_attention(&body, q_rope, attn, n, feed)?;
                     continue;
+                }
+                if self.gemm_active() && step.fused.is_some() {
+                    // The prompt pass: q, k and v of one x as one group of GEMMs.
+                    let len = fuse::gemm_group(&self.program, &plan[si..], select::GEMMT_MAX_SEGS);
+                    let units: Vec<fuse::Fused> =
+                        plan[si..si + len].iter().filter_map(|s| s.fused).collect();
+                    if self.gemm_units(&units, n)? {
+                        skip = len - 1;
+                        continue;
+                    }
                 }
                 // k and v in one launch on the row path ([`fuse::pair`]; the same bits as
                 // their own launches).
@@ -448,14 +459,12 @@ impl CudaDecoder {
                 ) {
                     if let Some(pr) = fuse::pair(&self.program, &a, &b) {
                         self.run_pair(pr, n)?;
-                        paired = true;
+                        skip = 1;
                         continue;
                     }
                 }
                 if let Some(f) = step.fused {
-                    if !(self.gemm_active() && self.gemm_fused(f, n)?) {
-                        self.run_fused(f, n)?;
-                    }
+                    self.run_fused(f, n)?;
                     continue;
                 }
                 for (i, op) in body.iter().enumerate().skip(step.first).take(step.len) {

@@ -23,7 +23,7 @@
 use super::cases::{ProductCase, ProductInputs as Inputs, dot_scales, e2s, poison};
 use super::{CheckLine, Rng, compare_f32, compare_f32_scaled};
 use engine::cuda::cudarc::driver::DevicePtr;
-use engine::cuda::ops::{self, Activation, GemmOpts, GemmX};
+use engine::cuda::ops::{self, Activation, GemmOpts, GemmX, XParts};
 use engine::cuda::sources::consts::GEMM_N;
 use engine::cuda::{Gpu, cpu, select};
 use engine::quant::QuantFormat;
@@ -147,7 +147,10 @@ fn cases_of(
     let want = cpu::matvec(format, &w, rows, k, &x, GEMM_N, Some(&bias)).map_err(e2s)?;
     let scale = dot_scales(format, &w, rows, k, &x, GEMM_N, Some(&bias))?;
     for (lo, op) in [(true, "gemm"), (false, "gemm_f16x")] {
-        let opts = GemmOpts { lo, fault: false };
+        let opts = GemmOpts {
+            x: if lo { XParts::Two } else { XParts::One },
+            fault: false,
+        };
         let tag = if lo { "x=hi+lo" } else { "x=f16" };
         // The full pass first: its slots are left in the staging buffer for the singles.
         let full = run(gpu, &inp, &mut xs, &x, &res, GEMM_N, opts)?;

@@ -6,7 +6,11 @@
 //!   keep its bits: the first n rows of the full pass) and against the rows of [`ALONE`]
 //!   each in a pass of its own, for every epilogue (plain with bias, residual, RMSNorm
 //!   folded into the staging, gate + up with either activation, with and without the norm);
-//! - `fusion` (exact): the residual epilogue is the plain result + res (one f32 add);
+//!   The full pass runs with 128-token tiles, the others with the tile the grid picks (64
+//!   for these shapes), and the full pass with 64-token tiles must match it too;
+//! - `fusion` (exact): the residual epilogue is the plain result + res (one f32 add), and
+//!   a group of three products of one x in one launch (`gemmt_group`: w + bias, wu, w +
+//!   bias; segment boundaries inside a tile) gives the bits of their own launches;
 //! - against the CPU reference (`cpu::matvec`, f64): plain + bias, and gate + up (GELU, no
 //!   norm) through `act(g) * u`; and the plain product with a planted huge activation (odd
 //!   rows times 2^17, past f16's range), whose ordinary rows must keep their bits.
@@ -130,6 +134,48 @@ impl Ctx<'_> {
     }
 }
 
+impl Ctx<'_> {
+    /// `w` + bias, `wu` and `w` + bias of x in one grouped launch, and the same three as
+    /// launches of their own: (grouped, alone), each the three outputs concatenated.
+    fn run_group(
+        &mut self,
+        x: &[f32],
+        n: usize,
+        opts: GemmtOpts,
+    ) -> Result<(Vec<f32>, Vec<f32>), String> {
+        let (gpu, inp) = (self.gpu, self.inp);
+        let rows = inp.rows;
+        let dx = gpu.upload(x).map_err(e2s)?;
+        let (xs, dq) = (&mut self.xs, &mut self.dq);
+        ops::gemm_stage_x_for(gpu, inp.w.format, &dx, n, inp.k, None, xs).map_err(e2s)?;
+        let bias = Some(&inp.bias as &dyn DevicePtr<f32>);
+        let prods = [(&inp.w, bias), (&inp.wu, None), (&inp.w, bias)];
+        let mut ys = Vec::new();
+        for _ in 0..3 {
+            ys.push(poison(gpu, n * rows).map_err(e2s)?);
+        }
+        {
+            let mut segs: Vec<ops::GemmtSeg> = prods
+                .iter()
+                .zip(ys.iter_mut())
+                .map(|(&(w, bias), y)| ops::GemmtSeg { w, bias, y })
+                .collect();
+            ops::gemmt_group(gpu, &mut segs, xs, dq, n, opts).map_err(e2s)?;
+        }
+        let mut grouped = Vec::new();
+        for y in &ys {
+            grouped.extend(gpu.download(y).map_err(e2s)?);
+        }
+        let mut alone = Vec::new();
+        for (w, bias) in prods {
+            let mut y = poison(gpu, n * rows).map_err(e2s)?;
+            ops::gemmt(gpu, w, xs, dq, n, bias, false, &mut y, opts).map_err(e2s)?;
+            alone.extend(gpu.download(&y).map_err(e2s)?);
+        }
+        Ok((grouped, alone))
+    }
+}
+
 /// Every tiled format's cases (an error becomes a failing line).
 pub fn gemmt_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
     let cc = gpu.info().compute_capability;
@@ -236,12 +282,42 @@ fn cases_of(
         glu_scale,
     } = refs(format, &w, &wu, &bias, rows, k, &x, FULL)?;
     for (parts, op) in [(2, "gemmt"), (1, "gemmt_x16")] {
+        // Tiles as the grid picks them (64 tokens for these shapes), and of 128 tokens.
         let opts = GemmtOpts {
-            parts,
+            parts: Some(parts),
+            tile_m: None,
             fault: false,
         };
+        let tall = GemmtOpts {
+            tile_m: Some(128),
+            ..opts
+        };
         let tag = format!("x in {parts} part(s)");
-        let full = cx.run(&x, &res, FULL, opts)?;
+        let full = cx.run(&x, &res, FULL, tall)?;
+        let short = cx.run(
+            &x,
+            &res,
+            FULL,
+            GemmtOpts {
+                tile_m: Some(64),
+                ..opts
+            },
+        )?;
+        lines.push(compare_f32(
+            "batch_invariance",
+            format!(
+                "gemmt {name} {tag}: a pass of {FULL} in tiles of 64 tokens == of 128, 5 epilogues"
+            ),
+            &short.rows(rows, 0, FULL),
+            &full.rows(rows, 0, FULL),
+        ));
+        let (grouped, alone3) = cx.run_group(&x, FULL, opts)?;
+        lines.push(compare_f32(
+            "fusion",
+            format!("gemmt {name} {tag}: w + bias, wu, w + bias of one x in one launch == their own launches"),
+            &grouped,
+            &alone3,
+        ));
         for n in PASS_SIZES {
             let got = cx.run(&x[..n * k], &res[..n * rows], n, opts)?;
             lines.push(compare_f32(
@@ -291,7 +367,7 @@ fn cases_of(
             &sum,
         ));
         if parts == 2 {
-            huge_rows(&mut cx, &w, &bias, &x, &res, &full, name, lines)?;
+            huge_rows(&mut cx, &w, &bias, &x, &res, &full, tall, name, lines)?;
         }
     }
     Ok(())
@@ -307,6 +383,7 @@ fn huge_rows(
     x: &[f32],
     res: &[f32],
     ordinary: &Outputs,
+    opts: GemmtOpts,
     name: &str,
     lines: &mut Vec<CheckLine>,
 ) -> Result<(), String> {
@@ -321,7 +398,7 @@ fn huge_rows(
         .collect();
     let want = cpu::matvec(format, w, rows, k, &big, FULL, Some(bias)).map_err(e2s)?;
     let scale = dot_scales(format, w, rows, k, &big, FULL, Some(bias))?;
-    let got = cx.run(&big, res, FULL, GemmtOpts::default())?;
+    let got = cx.run(&big, res, FULL, opts)?;
     lines.push(compare_f32_scaled(
         "gemmt",
         format!("{name} odd rows of x times 2^17 (past f16) +bias"),
@@ -388,12 +465,28 @@ fn big_case(
     } = refs(format, &w, &wu, &bias, rows, k, &xp, BIG_PICK.len())?;
     for (parts, op) in [(2, "gemmt"), (1, "gemmt_x16")] {
         let opts = GemmtOpts {
-            parts,
+            parts: Some(parts),
+            tile_m: None,
             fault: false,
         };
         let tag = format!("x in {parts} part(s)");
         let a = cx.run(&x, &res, BIG_N, opts)?;
         let b = cx.run(&x, &res, BIG_N, opts)?;
+        let tall = cx.run(
+            &x,
+            &res,
+            BIG_N,
+            GemmtOpts {
+                tile_m: Some(128),
+                ..opts
+            },
+        )?;
+        lines.push(compare_f32(
+            "batch_invariance",
+            format!("gemmt {name} {tag}: tiles of 128 tokens == the grid's choice, 5 epilogues"),
+            &tall.rows(rows, 0, BIG_N),
+            &a.rows(rows, 0, BIG_N),
+        ));
         let all = a.rows(rows, 0, BIG_N);
         let finite = all.iter().filter(|v| !v.is_finite()).count();
         let mut same = compare_f32(

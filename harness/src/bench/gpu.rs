@@ -304,8 +304,13 @@ impl GpuArm {
             // The prompt pass's kernel, rows per pass, and x's parts (hi + lo or 16 bits).
             flags.push(format!("gemm={}", self.dec.gemm_kernel()));
             flags.push(format!("pass={}", self.dec.prefill_pass_rows()));
-            if !self.dec.prefill_opts().lo {
+            // x in one 16-bit part (the tiled kernel's default for f16-decoded weights
+            // since session 11), or hi + lo (no flag, as before).
+            if self.dec.prefill_x_parts() == Some(1) {
                 flags.push("x=16bit".into());
+            }
+            if let Some(m) = self.dec.prefill_tile_m() {
+                flags.push(format!("tile={m}"));
             }
         }
         if self.dec.mmv_on() {

@@ -398,6 +398,44 @@ pub fn pair(p: &Program, a: &Fused, b: &Fused) -> Option<Pair> {
     })
 }
 
+/// How many of the leading `steps` (at least 1 unless there are none) make one group of
+/// prompt-pass GEMMs: consecutive plain products of one x and folded norm (q, k and v of an
+/// attention block), of one format and k, with distinct outputs that are not x; at most
+/// `max`. The tiled kernel multiplies them in one launch (the bits of their own launches).
+pub fn gemm_group(p: &Program, steps: &[Step], max: usize) -> usize {
+    let Some(Some(Fused::Plain {
+        x, weight, norm, ..
+    })) = steps.first().map(|s| s.fused)
+    else {
+        return usize::from(!steps.is_empty());
+    };
+    let w0 = p.weight(weight);
+    let mut outs: Vec<BufId> = Vec::new();
+    let mut len = 0;
+    for s in steps.iter().take(max) {
+        let Some(Fused::Plain {
+            x: xi,
+            weight: wi,
+            norm: ni,
+            out,
+            ..
+        }) = s.fused
+        else {
+            break;
+        };
+        let wi = p.weight(wi);
+        if xi != x || ni != norm || out == x || outs.contains(&out) {
+            break;
+        }
+        if wi.format != w0.format || wi.cols != w0.cols {
+            break;
+        }
+        outs.push(out);
+        len += 1;
+    }
+    len.max(1)
+}
+
 /// The body of `p` as launch units, in order, covering every op once.
 pub fn plan(p: &Program) -> Vec<Step> {
     let mut steps = Vec::new();
@@ -572,6 +610,51 @@ mod tests {
             };
             assert!(pair(&p, &no_norm, &plain[2]).is_none(), "norms differ");
         }
+    }
+
+    #[test]
+    fn q_k_and_v_make_one_gemm_group_in_every_layer() {
+        let p = llama_like();
+        let steps = plan(&p);
+        let mut groups = Vec::new();
+        let mut i = 0;
+        while i < steps.len() {
+            let len = gemm_group(&p, &steps[i..], 3);
+            assert!(len >= 1);
+            if len > 1 {
+                groups.push((i, len));
+            }
+            i += len;
+        }
+        assert_eq!(groups.len(), p.shape.n_layers);
+        for &(i, len) in &groups {
+            assert_eq!(len, 3);
+            let names: Vec<&str> = steps[i..i + 3]
+                .iter()
+                .map(|s| match s.fused {
+                    Some(Fused::Plain { weight, .. }) => p.weight(weight).name.as_str(),
+                    _ => "",
+                })
+                .collect();
+            assert!(names[0].ends_with("attn_q.weight"), "{names:?}");
+            assert!(names[1].ends_with("attn_k.weight"), "{names:?}");
+            assert!(names[2].ends_with("attn_v.weight"), "{names:?}");
+        }
+        // The cap, and a unit that is not plain, end a group.
+        let (i, _) = groups[0];
+        assert_eq!(gemm_group(&p, &steps[i..], 2), 2);
+        assert_eq!(gemm_group(&p, &steps[i..i + 1], 3), 1);
+        let glu = steps
+            .iter()
+            .position(|s| matches!(s.fused, Some(Fused::Glu { .. })))
+            .unwrap();
+        assert_eq!(gemm_group(&p, &steps[glu..], 3), 1);
+        // Another norm (or another x) ends it too.
+        let mut st: Vec<Step> = steps[i..i + 3].to_vec();
+        if let Some(Fused::Plain { norm, .. }) = st[1].fused.as_mut() {
+            *norm = None;
+        }
+        assert_eq!(gemm_group(&p, &st, 3), 1);
     }
 
     #[test]

@@ -32,7 +32,9 @@
 
 use super::{CudaDecoder, MAX_ROWS, fuse, get, matrix, model_err, put, take, vector, w_ref};
 use crate::arch;
-use crate::cuda::ops::{self, Activation, AttnScratch, GemmOpts, GemmX, GemmtOpts, GemmtScratch};
+use crate::cuda::ops::{
+    self, Activation, AttnScratch, GemmOpts, GemmX, GemmtOpts, GemmtScratch, GemmtSeg, XParts,
+};
 use crate::cuda::select::GemmKernel;
 use crate::cuda::sources::consts::{ATT_SPLIT, PREFILL_ROWS};
 use crate::cuda::{CudaError, select, shape_err};
@@ -117,6 +119,8 @@ impl PrefillMode {
 pub(super) struct PrefillState {
     mode: PrefillMode,
     opts: GemmOpts,
+    /// The tiled kernel's tile height (`ASSAY_GEMMT_TILE`), `None`: chosen per launch.
+    tile_m: Option<usize>,
     kernel: GemmKernel,
     /// Rows per pass of the tiled kernel.
     tiled_rows: usize,
@@ -165,15 +169,43 @@ fn parse_pass_rows(v: &str) -> Option<usize> {
 
 impl PrefillState {
     pub(super) fn from_env() -> Result<PrefillState, CudaError> {
-        // The planted fault of the `prefill` gate's red run (harness CLI); `ASSAY_GEMM_LO=0`
-        // multiplies x rounded to 16 bits (one part: a speed knob the `prefill` gate judges).
+        // The planted fault of the `prefill` gate's red run (harness CLI); `ASSAY_GEMM_LO`
+        // sets the parts of x (`0`: one, rounded to 16 bits; `1`: two; unset: the kernel's
+        // default, select::gemmt_x_parts for the tiled kernel), judged by the `prefill` gate.
+        let lo = std::env::var("ASSAY_GEMM_LO").ok();
         let opts = GemmOpts {
             fault: std::env::var("ASSAY_PREFILL_PLANT_FAULT").is_ok_and(|v| v == "1"),
-            lo: std::env::var("ASSAY_GEMM_LO").map_or(true, |v| v != "0"),
+            x: XParts::parse(lo.as_deref()).ok_or_else(|| {
+                shape_err(
+                    "decoder",
+                    format!("ASSAY_GEMM_LO={lo:?}: expected 0, 1 or auto"),
+                )
+            })?,
+        };
+        // `ASSAY_GEMMT_TILE` (64 or 128) fixes the tiled kernel's tile height (no bits
+        // change; a speed knob), unset: select::gemmt_tile_m.
+        let tile_m = match std::env::var("ASSAY_GEMMT_TILE") {
+            Err(_) => None,
+            Ok(v) => Some(
+                v.trim()
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|m| select::GEMMT_TILES_M.contains(m))
+                    .ok_or_else(|| {
+                        shape_err(
+                            "decoder",
+                            format!(
+                                "ASSAY_GEMMT_TILE={v:?}: expected one of {:?}",
+                                select::GEMMT_TILES_M
+                            ),
+                        )
+                    })?,
+            ),
         };
         Ok(PrefillState {
             mode: PrefillMode::from_env()?,
             opts,
+            tile_m,
             kernel: kernel_from_env()?,
             tiled_rows: pass_rows_from_env()?,
             decoded: Arc::new(Mutex::new(GemmtScratch::new())),
@@ -256,6 +288,29 @@ impl CudaDecoder {
     /// The GEMM path's options.
     pub fn prefill_opts(&self) -> GemmOpts {
         self.prefill.opts
+    }
+
+    /// Parts of x the prompt pass multiplies for this model's first GEMM format (the tiled
+    /// kernel: per format unless set; `gemm.cu`: 2 unless one is asked for); `None` when no
+    /// body product runs as a GEMM.
+    pub fn prefill_x_parts(&self) -> Option<u32> {
+        let format = self.program.body.iter().find_map(|op| match op {
+            arch::Op::MatMul { weight, .. } => matrix(&self.weights, *weight)
+                .and_then(|i| w_ref(&self.mats, i))
+                .ok()
+                .map(|m| m.format)
+                .filter(|&f| self.gemm_format(f)),
+            _ => None,
+        })?;
+        Some(match self.prefill.kernel {
+            GemmKernel::Tiled => self.gemmt_opts().parts_for(format),
+            GemmKernel::V1 => 1 + u32::from(self.prefill.opts.lo()),
+        })
+    }
+
+    /// The tiled kernel's tile height when fixed (`ASSAY_GEMMT_TILE`).
+    pub fn prefill_tile_m(&self) -> Option<usize> {
+        self.prefill.tile_m
     }
 
     /// Append PROMPT tokens and compute the logits of the last one: [`CudaDecoder::forward`]
@@ -379,31 +434,20 @@ impl CudaDecoder {
         GemmX::with_rows(&self.gpu, self.prefill_pass_rows(), k_max)
     }
 
-    /// Run fused unit `f` for `n` rows as GEMMs; `Ok(false)` (nothing queued) when its
-    /// weight format has no GEMM.
-    pub(super) fn gemm_fused(&mut self, f: fuse::Fused, n: usize) -> Result<bool, CudaError> {
-        let (x, out, first, norm) = match f {
-            fuse::Fused::Glu {
-                x,
-                gate_w,
-                out,
-                norm,
-                ..
-            } => (x, out, gate_w, norm),
-            fuse::Fused::Residual {
-                x,
-                weight,
-                out,
-                norm,
-                ..
-            }
-            | fuse::Fused::Plain {
-                x,
-                weight,
-                out,
-                norm,
-                ..
-            } => (x, out, weight, norm),
+    /// Run fused units `units` for `n` rows as GEMMs; `Ok(false)` (nothing queued) when
+    /// their weight format has no GEMM. More than one unit: a [`fuse::gemm_group`] of plain
+    /// products of one x (one tiled launch; `gemm.cu` runs them one by one on one staging).
+    pub(super) fn gemm_units(
+        &mut self,
+        units: &[fuse::Fused],
+        n: usize,
+    ) -> Result<bool, CudaError> {
+        let Some(&f) = units.first() else {
+            return Ok(false);
+        };
+        let first = match f {
+            fuse::Fused::Glu { gate_w, .. } => gate_w,
+            fuse::Fused::Residual { weight, .. } | fuse::Fused::Plain { weight, .. } => weight,
             fuse::Fused::RopeAttn { .. } => return Ok(false),
         };
         let fmt = w_ref(&self.mats, matrix(&self.weights, first)?)?.format;
@@ -411,20 +455,27 @@ impl CudaDecoder {
             return Ok(false);
         }
         let mut xs = self.gemm_x()?;
-        let r = self.gemm_unit(f, x, out, norm, n, &mut xs);
+        let r = self.gemm_unit(units, n, &mut xs);
         self.prefill.x = Some(xs);
         r.map(|()| true)
     }
 
+    /// The resolved options of the tiled kernel.
+    fn gemmt_opts(&self) -> GemmtOpts {
+        GemmtOpts {
+            parts: self.prefill.opts.x.count(),
+            tile_m: self.prefill.tile_m,
+            fault: self.prefill.opts.fault,
+        }
+    }
+
     fn gemm_unit(
         &mut self,
-        f: fuse::Fused,
-        x: arch::BufId,
-        out: arch::BufId,
-        norm: Option<fuse::NormFold>,
+        units: &[fuse::Fused],
         n: usize,
         xs: &mut GemmX,
     ) -> Result<(), CudaError> {
+        let topts = self.gemmt_opts();
         let CudaDecoder {
             gpu,
             mats,
@@ -436,25 +487,29 @@ impl CudaDecoder {
         let gpu = &**gpu;
         let opts = prefill.opts;
         let tiled = prefill.kernel == GemmKernel::Tiled;
-        let topts = GemmtOpts {
-            parts: if opts.lo { 2 } else { 1 },
-            fault: opts.fault,
-        };
         let mut decoded = prefill
             .decoded
             .lock()
             .map_err(|_| model_err("the prompt pass's decoded weights: a lock was poisoned"))?;
         let decoded = &mut *decoded;
-        let (k, format) = match f {
-            fuse::Fused::Glu { gate_w: w, .. }
-            | fuse::Fused::Residual { weight: w, .. }
-            | fuse::Fused::Plain { weight: w, .. } => {
-                let w = w_ref(mats, matrix(weights, w)?)?;
-                (w.cols, w.format)
+        let f = units[0];
+        let (x, norm, first) = match f {
+            fuse::Fused::Glu {
+                x, norm, gate_w, ..
+            } => (x, norm, gate_w),
+            fuse::Fused::Residual {
+                x, norm, weight, ..
             }
+            | fuse::Fused::Plain {
+                x, norm, weight, ..
+            } => (x, norm, weight),
             fuse::Fused::RopeAttn { .. } => {
                 return Err(model_err("rope + attention is not a GEMM"));
             }
+        };
+        let (k, format) = {
+            let w = w_ref(mats, matrix(weights, first)?)?;
+            (w.cols, w.format)
         };
         let norm_in = match norm {
             Some(nf) => Some(ops::NormIn {
@@ -465,7 +520,27 @@ impl CudaDecoder {
             None => None,
         };
         ops::gemm_stage_x_for(gpu, format, get(bufs, x)?, n, k, norm_in, xs)?;
-        let mut o = take(bufs, out)?;
+        // The outputs, taken out of their slots while the launch writes them.
+        let mut outs = Vec::with_capacity(units.len());
+        for u in units {
+            let out = match *u {
+                fuse::Fused::Glu { out, .. }
+                | fuse::Fused::Residual { out, .. }
+                | fuse::Fused::Plain { out, .. } => out,
+                fuse::Fused::RopeAttn { .. } => {
+                    return Err(model_err("rope + attention is not a GEMM"));
+                }
+            };
+            match take(bufs, out) {
+                Ok(t) => outs.push((out, t)),
+                Err(e) => {
+                    for (id, t) in outs {
+                        put(bufs, id, t);
+                    }
+                    return Err(e);
+                }
+            }
+        }
         let r = (|| match f {
             fuse::Fused::Glu {
                 gate_w, up_w, act, ..
@@ -476,29 +551,55 @@ impl CudaDecoder {
                     arch::Activation::Silu => Activation::Silu,
                     arch::Activation::GeluTanh => Activation::GeluTanh,
                 };
+                let y = &mut outs[0].1.slice;
                 if tiled {
-                    ops::gemmt_glu(gpu, wg, wu, xs, decoded, n, act, &mut o.slice, topts)
+                    ops::gemmt_glu(gpu, wg, wu, xs, decoded, n, act, y, topts)
                 } else {
-                    ops::gemm_glu(gpu, wg, wu, xs, n, act, &mut o.slice, opts)
+                    ops::gemm_glu(gpu, wg, wu, xs, n, act, y, opts)
                 }
             }
-            fuse::Fused::Residual { weight, bias, .. }
-            | fuse::Fused::Plain { weight, bias, .. } => {
+            fuse::Fused::Residual { weight, bias, .. } => {
                 let w = w_ref(mats, matrix(weights, weight)?)?;
                 let bias = match bias {
                     Some(b) => Some(vector(weights, b)? as &dyn DevicePtr<f32>),
                     None => None,
                 };
-                let residual = matches!(f, fuse::Fused::Residual { .. });
+                let y = &mut outs[0].1.slice;
                 if tiled {
-                    ops::gemmt(gpu, w, xs, decoded, n, bias, residual, &mut o.slice, topts)
+                    ops::gemmt(gpu, w, xs, decoded, n, bias, true, y, topts)
                 } else {
-                    ops::gemm(gpu, w, xs, n, bias, residual, &mut o.slice, opts)
+                    ops::gemm(gpu, w, xs, n, bias, true, y, opts)
+                }
+            }
+            fuse::Fused::Plain { .. } => {
+                let mut segs = Vec::with_capacity(units.len());
+                for (u, (_, t)) in units.iter().zip(outs.iter_mut()) {
+                    let fuse::Fused::Plain { weight, bias, .. } = *u else {
+                        return Err(model_err("a GEMM group holds plain products only"));
+                    };
+                    let bias = match bias {
+                        Some(b) => Some(vector(weights, b)? as &dyn DevicePtr<f32>),
+                        None => None,
+                    };
+                    segs.push(GemmtSeg {
+                        w: w_ref(mats, matrix(weights, weight)?)?,
+                        bias,
+                        y: &mut t.slice,
+                    });
+                }
+                if tiled {
+                    ops::gemmt_group(gpu, &mut segs, xs, decoded, n, topts)
+                } else {
+                    segs.iter_mut().try_for_each(|s| {
+                        ops::gemm(gpu, s.w, xs, n, s.bias, false, &mut *s.y, opts)
+                    })
                 }
             }
             fuse::Fused::RopeAttn { .. } => Err(model_err("rope + attention is not a GEMM")),
         })();
-        put(bufs, out, o);
+        for (id, t) in outs {
+            put(bufs, id, t);
+        }
         r
     }
 
@@ -519,14 +620,14 @@ impl CudaDecoder {
             // In place: left to the row path, which refuses it.
             return Ok(false);
         }
-        self.gemm_fused(
-            fuse::Fused::Plain {
+        self.gemm_units(
+            &[fuse::Fused::Plain {
                 x,
                 weight,
                 bias,
                 out,
                 norm: None,
-            },
+            }],
             n,
         )
     }

@@ -20,22 +20,54 @@ use crate::cuda::{CudaError, Gpu, shape_err};
 use crate::quant::QuantFormat;
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig};
 
+/// Parts of x a prompt-pass GEMM multiplies.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum XParts {
+    /// The kernel's default: two for `gemm.cu`; per weight format for the tiled kernel
+    /// ([`crate::cuda::select::gemmt_x_parts`]).
+    #[default]
+    Auto,
+    /// Two (hi + lo: near-f32 activations for twice the MMAs).
+    Two,
+    /// One (x rounded to 16 bits).
+    One,
+}
+
+impl XParts {
+    /// `ASSAY_GEMM_LO`'s values: unset = auto, `0` = one part, `1` = two.
+    pub fn parse(v: Option<&str>) -> Option<XParts> {
+        match v {
+            None | Some("auto") => Some(XParts::Auto),
+            Some("0") => Some(XParts::One),
+            Some("1") => Some(XParts::Two),
+            _ => None,
+        }
+    }
+
+    /// The count, `None` for auto.
+    pub fn count(self) -> Option<u32> {
+        match self {
+            XParts::Auto => None,
+            XParts::Two => Some(2),
+            XParts::One => Some(1),
+        }
+    }
+}
+
 /// How the tensor-core pass runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GemmOpts {
-    /// Also multiply the lo halves of x (x = hi + lo: near-f32 activations for twice the
-    /// MMAs); `false` = x rounded to f16.
-    pub lo: bool,
-    /// The planted fault of the `prefill` gate: every row's first chunk loses its scale.
+    /// Parts of x (`gemm.cu` multiplies the lo halves unless [`XParts::One`]).
+    pub x: XParts,
+    /// The planted fault of the `prefill` gate: every row's first chunk loses its scale
+    /// (`gemm.cu`) or decodes to zeros (`gemmt.cu`).
     pub fault: bool,
 }
 
-impl Default for GemmOpts {
-    fn default() -> Self {
-        GemmOpts {
-            lo: true,
-            fault: false,
-        }
+impl GemmOpts {
+    /// Whether `gemm.cu` multiplies the lo halves of x.
+    pub fn lo(&self) -> bool {
+        self.x != XParts::One
     }
 }
 
@@ -315,7 +347,7 @@ pub fn gemm(
         Arg::I32(int(OP, "rows", w.rows)?),
         Arg::I32(int(OP, "k", w.cols)?),
         Arg::I32(int(OP, "n", n)?),
-        Arg::I32(i32::from(opts.lo)),
+        Arg::I32(i32::from(opts.lo())),
         Arg::I32(i32::from(opts.fault)),
         Arg::I32(gemm_row_groups().0 as i32),
     ]);
@@ -365,7 +397,7 @@ pub fn gemm_glu(
         Arg::I32(int(OP, "k", wg.cols)?),
         Arg::I32(int(OP, "n", n)?),
         Arg::I32(super::pointwise::act_code(act)),
-        Arg::I32(i32::from(opts.lo)),
+        Arg::I32(i32::from(opts.lo())),
         Arg::I32(i32::from(opts.fault)),
         Arg::I32(gemm_row_groups().1 as i32),
     ]);

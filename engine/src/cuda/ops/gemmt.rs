@@ -1,39 +1,52 @@
-//! Wrappers of `gemmt.cu`: the tiled prompt pass. A product is the staging of x
-//! ([`super::gemm_stage_x_for`], shared with `gemm.cu`), the weights decoded into
-//! [`GemmtScratch`] (`gemmt_dq_<fmt>`: f16, or bf16 for BF16 weights; gate + up
-//! interleaved in groups of [`GEMMT_GLU_G`] rows), then one tiled GEMM launch over all the
-//! pass's rows (`gemmt_<f16|bf16>[_glu]_p<P>`, P = parts of x multiplied).
+//! Wrappers of `gemmt.cu`: the tiled prompt pass. A launch multiplies x as staged by
+//! [`super::gemm_stage_x_for`] (shared with `gemm.cu`) by 16-bit weights: F16 and BF16
+//! weights where they lie, the quants decoded first into [`GemmtScratch`]
+//! (`gemmt_dq_<fmt>`, f16), in one tiled GEMM over all the pass's rows
+//! (`gemmt_<f16|bf16>[_glu]_m<BM>_p<P>`: BM tokens per tile, P parts of x). The plain
+//! launch takes up to [`GEMMT_MAX_SEGS`] products of one x ([`gemmt_group`]: q, k and v).
 //!
 //! A token's outputs depend only on its own x, the weights and k (one accumulator per output
 //! fed in k order): kernel-check's `gemmt` cases compare each row alone with the same row
-//! among many, bit for bit. They are neither `gemm.cu`'s bits nor the row path's: the weights
-//! are rounded to 16 bits once; kernel-check and the `prefill` gate bound the difference.
+//! among many, tile heights and groups with single products, bit for bit. They are neither
+//! `gemm.cu`'s bits nor the row path's: the weights (quants) and x (one part) are rounded to
+//! 16 bits; kernel-check and the `prefill` gate bound the difference.
 
 use super::{Arg, DeviceWeight, GemmX, XStaging, int, launch, need, rd, wr};
 use crate::cuda::select::{
-    self, Decoded, GEMMT_BK, GEMMT_BM, GEMMT_BN, GEMMT_GLU_G, gemmt_decoded, gemmt_decoded_rows,
+    self, Decoded, GEMMT_BK, GEMMT_BN, GEMMT_GLU_G, GEMMT_MAX_SEGS, GEMMT_TILES_M, gemmt_decoded,
     gemmt_shared_bytes,
 };
 use crate::cuda::{CudaError, Gpu, shape_err};
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig};
 
 /// How the tiled pass runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GemmtOpts {
     /// Parts of x multiplied: 2 (f16 hi + lo, or bf16 hi + mid: near-f32 activations for
-    /// twice the MMAs) or 1 (x rounded to 16 bits).
-    pub parts: u32,
-    /// The planted fault of the `prefill` gate: every row's first chunk decodes to zeros.
+    /// twice the MMAs), 1 (x rounded to 16 bits), or `None`: the weights' format decides
+    /// ([`select::gemmt_x_parts`]).
+    pub parts: Option<u32>,
+    /// Tokens per tile (one of [`GEMMT_TILES_M`]), or `None`: the grid decides
+    /// ([`select::gemmt_tile_m`]). Changes no bits.
+    pub tile_m: Option<usize>,
+    /// The planted fault of the `prefill` gate: every row's first chunk decodes to zeros
+    /// (F16 / BF16 weights then go through the decode too).
     pub fault: bool,
 }
 
-impl Default for GemmtOpts {
-    fn default() -> Self {
-        GemmtOpts {
-            parts: 2,
-            fault: false,
-        }
+impl GemmtOpts {
+    /// The parts of x for weights of `format`.
+    pub fn parts_for(&self, format: crate::quant::QuantFormat) -> u32 {
+        self.parts.unwrap_or_else(|| select::gemmt_x_parts(format))
     }
+}
+
+/// One product of a [`gemmt_group`] launch: its weights, bias and output (`n` rows of
+/// `w.rows`).
+pub struct GemmtSeg<'a> {
+    pub w: &'a DeviceWeight,
+    pub bias: Option<&'a dyn DevicePtr<f32>>,
+    pub y: &'a mut dyn DevicePtrMut<f32>,
 }
 
 /// The decoded weights of the product being multiplied (grown to the largest product on
@@ -64,53 +77,73 @@ impl GemmtScratch {
     }
 }
 
-/// Decode `w` into rows of `out` (`group` = 0: row r at r; else gate + up interleaving,
-/// `half` 0 for gate, 1 for up).
-fn decode(
+/// The 16-bit weights of `ws` (for one launch): each matrix's address, in place (F16 /
+/// BF16, unless the fault is planted) or decoded into consecutive rows of `scratch`.
+fn weights16(
     gpu: &Gpu,
-    w: &DeviceWeight,
-    out: &mut CudaSlice<u16>,
-    group: usize,
-    half: usize,
+    ws: &[&DeviceWeight],
+    scratch: &mut GemmtScratch,
     fault: bool,
-) -> Result<(), CudaError> {
+) -> Result<Vec<u64>, CudaError> {
     const OP: &str = "gemmt_dq";
-    let kind = gemmt_decoded(w.format).ok_or(CudaError::UnsupportedFormat {
-        op: OP,
-        format: w.format,
-    })?;
-    need(OP, "weight", w.data.len(), w.rows * w.row_bytes)?;
-    let chunks = w.rows * (w.cols / 32);
-    let blocks = u32::try_from(chunks.div_ceil(256)).map_err(|_| shape_err(OP, "too many rows"))?;
-    let (wp, op) = (rd(gpu, &w.data), wr(gpu, out));
-    launch(
-        gpu,
-        &format!("gemmt_dq_{}", select::format_suffix(w.format)),
-        super::cfg1(blocks, 256),
-        &[
-            Arg::Ptr(wp),
-            Arg::U64(w.row_bytes as u64),
-            Arg::I32(int(OP, "rows", w.rows)?),
-            Arg::I32(int(OP, "k", w.cols)?),
-            Arg::Ptr(op),
-            Arg::I32(int(OP, "group", group)?),
-            Arg::I32(half as i32),
-            Arg::I32(i32::from(fault)),
-            Arg::I32(i32::from(kind == Decoded::Bf16)),
-        ],
-    )
+    let in_place =
+        |w: &DeviceWeight| !fault && select::gemmt_in_place(w.format) && w.row_bytes == 2 * w.cols;
+    let decoded: usize = ws
+        .iter()
+        .filter(|w| !in_place(w))
+        .map(|w| w.rows * w.cols)
+        .sum();
+    let base = if decoded > 0 {
+        wr(gpu, scratch.ensure(gpu, decoded)?)
+    } else {
+        0
+    };
+    let mut off = 0usize;
+    let mut out = Vec::with_capacity(ws.len());
+    for w in ws {
+        need(OP, "weight", w.data.len(), w.rows * w.row_bytes)?;
+        if in_place(w) {
+            out.push(rd(gpu, &w.data));
+            continue;
+        }
+        let kind = gemmt_decoded(w.format).ok_or(CudaError::UnsupportedFormat {
+            op: OP,
+            format: w.format,
+        })?;
+        let dst = base + 2 * off as u64;
+        let chunks = w.rows * (w.cols / 32);
+        let blocks =
+            u32::try_from(chunks.div_ceil(256)).map_err(|_| shape_err(OP, "too many rows"))?;
+        launch(
+            gpu,
+            &format!("gemmt_dq_{}", select::format_suffix(w.format)),
+            super::cfg1(blocks, 256),
+            &[
+                Arg::Ptr(rd(gpu, &w.data)),
+                Arg::U64(w.row_bytes as u64),
+                Arg::I32(int(OP, "rows", w.rows)?),
+                Arg::I32(int(OP, "k", w.cols)?),
+                Arg::Ptr(dst),
+                Arg::I32(i32::from(fault)),
+                Arg::I32(i32::from(kind == Decoded::Bf16)),
+            ],
+        )?;
+        out.push(dst);
+        off += w.rows * w.cols;
+    }
+    Ok(out)
 }
 
-/// The checks shared by [`gemmt`] and [`gemmt_glu`]: format, k, n, x's staging, parts.
+/// The checks shared by every tiled launch: format, k, n, x's staging, parts; the launch's
+/// parts of x.
 fn check(
     op: &'static str,
     gpu: &Gpu,
     w: &DeviceWeight,
     xs: &GemmX,
     n: usize,
-    y_len: usize,
     opts: GemmtOpts,
-) -> Result<(), CudaError> {
+) -> Result<u32, CudaError> {
     if !select::gemmt_supported(w.format, gpu.info().compute_capability) {
         return Err(CudaError::UnsupportedFormat {
             op,
@@ -133,10 +166,16 @@ fn check(
             format!("{n} rows; the staging holds 1..={}", xs.rows),
         ));
     }
-    if !matches!(opts.parts, 1 | 2) {
-        return Err(shape_err(op, format!("{} parts of x: 1 or 2", opts.parts)));
+    let parts = opts.parts_for(w.format);
+    if !matches!(parts, 1 | 2) {
+        return Err(shape_err(op, format!("{parts} parts of x: 1 or 2")));
     }
-    need(op, "y", y_len, n * w.rows)?;
+    if let Some(m) = opts.tile_m.filter(|m| !GEMMT_TILES_M.contains(m)) {
+        return Err(shape_err(
+            op,
+            format!("tiles of {m} tokens: one of {GEMMT_TILES_M:?}"),
+        ));
+    }
     let want = XStaging::of(w.format);
     if xs.staged != Some(want) {
         return Err(shape_err(
@@ -147,25 +186,32 @@ fn check(
             ),
         ));
     }
-    Ok(())
+    Ok(parts)
 }
 
+/// The launch's grid, shared memory and tile height.
 fn grid(
     op: &'static str,
+    gpu: &Gpu,
     n: usize,
     col_tiles: usize,
     parts: u32,
     glu: bool,
-) -> Result<LaunchConfig, CudaError> {
+    opts: GemmtOpts,
+) -> Result<(LaunchConfig, usize), CudaError> {
     let y = u32::try_from(col_tiles)
         .ok()
         .filter(|&y| y <= 65535)
         .ok_or_else(|| shape_err(op, "too many rows"))?;
-    Ok(LaunchConfig {
-        grid_dim: (n.div_ceil(GEMMT_BM) as u32, y, 1),
+    let bm = opts
+        .tile_m
+        .unwrap_or_else(|| select::gemmt_tile_m(n, col_tiles, gpu.info().sm_count as usize));
+    let cfg = LaunchConfig {
+        grid_dim: (n.div_ceil(bm) as u32, y, 1),
         block_dim: (256, 1, 1),
-        shared_mem_bytes: gemmt_shared_bytes(parts as usize, glu) as u32,
-    })
+        shared_mem_bytes: gemmt_shared_bytes(parts as usize, bm, glu) as u32,
+    };
+    Ok((cfg, bm))
 }
 
 fn kind_name(w: &DeviceWeight) -> &'static str {
@@ -188,40 +234,107 @@ pub fn gemmt(
     y: &mut dyn DevicePtrMut<f32>,
     opts: GemmtOpts,
 ) -> Result<(), CudaError> {
+    let mut segs = [GemmtSeg { w, bias, y }];
+    launch_plain(gpu, &mut segs, xs, scratch, n, residual, opts)
+}
+
+/// `segs[i].y[t] = segs[i].w xs[t] (+ segs[i].bias)` for the `n` staged rows: up to
+/// [`GEMMT_MAX_SEGS`] products of the same format and k in one launch (the bits of their
+/// own launches).
+pub fn gemmt_group(
+    gpu: &Gpu,
+    segs: &mut [GemmtSeg<'_>],
+    xs: &GemmX,
+    scratch: &mut GemmtScratch,
+    n: usize,
+    opts: GemmtOpts,
+) -> Result<(), CudaError> {
+    launch_plain(gpu, segs, xs, scratch, n, false, opts)
+}
+
+fn launch_plain(
+    gpu: &Gpu,
+    segs: &mut [GemmtSeg<'_>],
+    xs: &GemmX,
+    scratch: &mut GemmtScratch,
+    n: usize,
+    residual: bool,
+    opts: GemmtOpts,
+) -> Result<(), CudaError> {
     const OP: &str = "gemmt";
-    check(OP, gpu, w, xs, n, y.len(), opts)?;
-    let bias_ptr = match bias {
-        Some(b) => {
-            need(OP, "bias", b.len(), w.rows)?;
-            rd(gpu, b)
-        }
-        None => 0,
+    let Some(first) = segs.first() else {
+        return Err(shape_err(OP, "no product"));
     };
-    let cfg = grid(OP, n, w.rows.div_ceil(GEMMT_BN), opts.parts, false)?;
-    let dq = scratch.ensure(gpu, w.rows * w.cols)?;
-    decode(gpu, w, dq, 0, 0, opts.fault)?;
-    let (hp, lp, sp, qp, yp) = (
-        rd(gpu, &xs.hi),
-        rd(gpu, &xs.lo),
-        rd(gpu, &xs.scale),
-        rd(gpu, &*dq),
-        wr(gpu, y),
-    );
+    let w0 = first.w;
+    if segs.len() > GEMMT_MAX_SEGS {
+        return Err(shape_err(
+            OP,
+            format!(
+                "{} products; at most {GEMMT_MAX_SEGS} per launch",
+                segs.len()
+            ),
+        ));
+    }
+    if residual && segs.len() != 1 {
+        return Err(shape_err(OP, "the residual epilogue takes one product"));
+    }
+    let parts = check(OP, gpu, w0, xs, n, opts)?;
+    let mut ptrs = [(0u64, 0u64, 0i32); GEMMT_MAX_SEGS]; // (bias, y, rows)
+    let mut total = 0usize;
+    for (i, s) in segs.iter_mut().enumerate() {
+        if s.w.format != w0.format || s.w.cols != w0.cols {
+            return Err(shape_err(
+                OP,
+                "the products of a launch differ in format or k",
+            ));
+        }
+        need(OP, "y", s.y.len(), n * s.w.rows)?;
+        let b = match s.bias {
+            Some(b) => {
+                need(OP, "bias", b.len(), s.w.rows)?;
+                rd(gpu, b)
+            }
+            None => 0,
+        };
+        ptrs[i] = (b, wr(gpu, s.y), int(OP, "rows", s.w.rows)?);
+        total += s.w.rows;
+    }
+    int(OP, "rows", total)?;
+    let (cfg, bm) = grid(OP, gpu, n, total.div_ceil(GEMMT_BN), parts, false, opts)?;
+    let ws: Vec<&DeviceWeight> = segs.iter().map(|s| s.w).collect();
+    let wp = weights16(gpu, &ws, scratch, opts.fault)?;
+    let (hp, lp, sp) = (rd(gpu, &xs.hi), rd(gpu, &xs.lo), rd(gpu, &xs.scale));
+    // Unused segments: no rows, the first segment's addresses.
+    let seg = |i: usize| {
+        if i < segs.len() {
+            (wp[i], ptrs[i])
+        } else {
+            (wp[0], (0, ptrs[0].1, 0))
+        }
+    };
+    let (s0, s1, s2) = (seg(0), seg(1), seg(2));
     launch(
         gpu,
-        &format!("gemmt_{}_p{}", kind_name(w), opts.parts),
+        &format!("gemmt_{}_m{bm}_p{parts}", kind_name(w0)),
         cfg,
         &[
             Arg::Ptr(hp),
             Arg::Ptr(lp),
             Arg::Ptr(sp),
-            Arg::Ptr(qp),
-            Arg::I32(int(OP, "rows", w.rows)?),
-            Arg::Ptr(bias_ptr),
-            Arg::Ptr(if residual { yp } else { 0 }),
-            Arg::Ptr(yp),
-            Arg::I32(int(OP, "rows", w.rows)?),
-            Arg::I32(int(OP, "k", w.cols)?),
+            Arg::Ptr(s0.0),
+            Arg::Ptr(s1.0),
+            Arg::Ptr(s2.0),
+            Arg::Ptr(s0.1.1),
+            Arg::Ptr(s1.1.1),
+            Arg::Ptr(s2.1.1),
+            Arg::Ptr(s0.1.0),
+            Arg::Ptr(s1.1.0),
+            Arg::Ptr(s2.1.0),
+            Arg::I32(s0.1.2),
+            Arg::I32(s1.1.2),
+            Arg::I32(s2.1.2),
+            Arg::Ptr(if residual { s0.1.1 } else { 0 }),
+            Arg::I32(int(OP, "k", w0.cols)?),
             Arg::I32(int(OP, "n", n)?),
         ],
     )
@@ -244,30 +357,26 @@ pub fn gemmt_glu(
     if wg.format != wu.format || wg.rows != wu.rows || wg.cols != wu.cols {
         return Err(shape_err(OP, "gate and up differ in format or shape"));
     }
-    check(OP, gpu, wg, xs, n, y.len(), opts)?;
-    need(OP, "up weight", wu.data.len(), wu.rows * wu.row_bytes)?;
-    let drows = gemmt_decoded_rows(wg.rows, true);
-    let cfg = grid(OP, n, drows / (2 * GEMMT_GLU_G), opts.parts, true)?;
-    let dq = scratch.ensure(gpu, drows * wg.cols)?;
-    decode(gpu, wg, dq, GEMMT_GLU_G, 0, opts.fault)?;
-    decode(gpu, wu, dq, GEMMT_GLU_G, 1, opts.fault)?;
-    let (hp, lp, sp, qp, yp) = (
+    let parts = check(OP, gpu, wg, xs, n, opts)?;
+    need(OP, "y", y.len(), n * wg.rows)?;
+    let (cfg, bm) = grid(OP, gpu, n, wg.rows.div_ceil(GEMMT_GLU_G), parts, true, opts)?;
+    let wp = weights16(gpu, &[wg, wu], scratch, opts.fault)?;
+    let (hp, lp, sp, yp) = (
         rd(gpu, &xs.hi),
         rd(gpu, &xs.lo),
         rd(gpu, &xs.scale),
-        rd(gpu, &*dq),
         wr(gpu, y),
     );
     launch(
         gpu,
-        &format!("gemmt_{}_glu_p{}", kind_name(wg), opts.parts),
+        &format!("gemmt_{}_glu_m{bm}_p{parts}", kind_name(wg)),
         cfg,
         &[
             Arg::Ptr(hp),
             Arg::Ptr(lp),
             Arg::Ptr(sp),
-            Arg::Ptr(qp),
-            Arg::I32(int(OP, "decoded rows", drows)?),
+            Arg::Ptr(wp[0]),
+            Arg::Ptr(wp[1]),
             Arg::Ptr(yp),
             Arg::I32(int(OP, "rows", wg.rows)?),
             Arg::I32(int(OP, "k", wg.cols)?),

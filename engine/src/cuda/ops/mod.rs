@@ -21,8 +21,8 @@ pub use attention::{
     attention_two_pass, from_paged, kv_block_len, kv_blocks, kv_pool_offset, kv_row_table,
     kv_store, rope_kv, rope_kv_rows, to_paged,
 };
-pub use gemm::{GemmOpts, GemmX, XStaging, gemm, gemm_glu, gemm_stage_x, gemm_stage_x_for};
-pub use gemmt::{GemmtOpts, GemmtScratch, gemmt, gemmt_glu};
+pub use gemm::{GemmOpts, GemmX, XParts, XStaging, gemm, gemm_glu, gemm_stage_x, gemm_stage_x_for};
+pub use gemmt::{GemmtOpts, GemmtScratch, GemmtSeg, gemmt, gemmt_glu, gemmt_group};
 pub use linear::{NormIn, embed, matvec, matvec_fused, matvec_glu, matvec_pair, matvec_residual};
 pub use mask::{MaskBuffer, apply_mask};
 pub use mmv::{MmvScratch, mmv, mmv_glu, mmv_glu_x1, mmv_pair_x1, mmv_x1};

@@ -4,8 +4,9 @@
 
 use crate::quant::QuantFormat;
 
-/// Tokens per tiled block (`GT_BM`).
-pub const GEMMT_BM: usize = 128;
+/// Tokens per tiled block (`BM` of `gemmt_<kind>[_glu]_m<BM>_p<P>`): the tile heights
+/// there are entry points for, largest first.
+pub const GEMMT_TILES_M: [usize; 2] = [128, 64];
 /// Weight rows per tiled block (`GT_BN`).
 pub const GEMMT_BN: usize = 128;
 /// Values of k per pipeline stage (`GT_BK`): k must be a multiple of it.
@@ -14,27 +15,58 @@ pub const GEMMT_BK: usize = 32;
 pub const GEMMT_STAGES: usize = 3;
 /// Shared-memory row stride in 16-bit values (`GT_LD`).
 pub const GEMMT_LD: usize = 40;
-/// Rows of gate, then of up, per interleaved group of the decoded gate + up matrix
-/// (`GT_GLU_G`; a block's `GEMMT_BN` columns are one group of each).
+/// Rows of gate, then of up, per tile of the gate + up kernel (`GT_GLU_G`; a block's
+/// `GEMMT_BN` columns are that many rows of each).
 pub const GEMMT_GLU_G: usize = 64;
+/// Most products one plain launch multiplies (the kernel's segments: q, k and v).
+pub const GEMMT_MAX_SEGS: usize = 3;
 
-/// Dynamic shared memory of one tiled launch with x in `parts` parts.
-pub const fn gemmt_shared_bytes(parts: usize, glu: bool) -> usize {
-    let pipe = GEMMT_STAGES * (parts * GEMMT_BM + GEMMT_BN) * GEMMT_LD * 2;
-    let epi = if glu {
-        GEMMT_BM * (GEMMT_BN + 4) * 4
-    } else {
-        0
-    };
+/// Dynamic shared memory of one tiled launch of `bm`-token tiles with x in `parts` parts.
+pub const fn gemmt_shared_bytes(parts: usize, bm: usize, glu: bool) -> usize {
+    let pipe = GEMMT_STAGES * (parts * bm + GEMMT_BN) * GEMMT_LD * 2;
+    let epi = if glu { bm * (GEMMT_BN + 4) * 4 } else { 0 };
     if pipe > epi { pipe } else { epi }
 }
 
 /// The most any tiled launch uses (set as the functions' limit).
 pub const GEMMT_MAX_SHARED_BYTES: usize = {
-    let a = gemmt_shared_bytes(2, true);
-    let b = gemmt_shared_bytes(2, false);
+    let a = gemmt_shared_bytes(2, GEMMT_TILES_M[0], true);
+    let b = gemmt_shared_bytes(2, GEMMT_TILES_M[0], false);
     if a > b { a } else { b }
 };
+
+/// Token rows per tile for a launch over `n` tokens and `col_tiles` tiles of weight rows on
+/// a device of `sms` multiprocessors (2 blocks each): 128 when that grid fills the device
+/// at least twice over (gate + up at 8B: 4 x 224 blocks on 132 SMs), else 64 (twice the
+/// blocks, each half as tall: q + k + v, o and down of a 512-row pass at 8B). Tile height
+/// changes no bits (gemmt.cu: one accumulator per output, k16 steps in k order).
+pub fn gemmt_tile_m(n: usize, col_tiles: usize, sms: usize) -> usize {
+    let blocks = n.div_ceil(GEMMT_TILES_M[0]) * col_tiles;
+    if blocks >= 4 * sms.max(1) {
+        GEMMT_TILES_M[0]
+    } else {
+        GEMMT_TILES_M[1]
+    }
+}
+
+/// Parts of x the tiled kernel multiplies by default for weights of `format`: 1 (x rounded
+/// to f16) where the weights decode to f16 — every quant and F16; the f16 rounding of x is
+/// of the order of the weights' own f16 rounding (measured on the 8 synthetic families:
+/// within the `prefill` gate's tolerance for the tiled kernel) — and 2 for BF16 weights,
+/// whose x would otherwise be rounded to bf16's 8 bits (6.4e-3 of the largest logit,
+/// session 10: over the tolerance).
+pub fn gemmt_x_parts(format: QuantFormat) -> u32 {
+    match gemmt_decoded(format) {
+        Some(Decoded::Bf16) => 2,
+        _ => 1,
+    }
+}
+
+/// Whether the tiled kernel reads `format`'s weights in place (16-bit floats already: F16
+/// and BF16), with no decode into the scratch.
+pub fn gemmt_in_place(format: QuantFormat) -> bool {
+    matches!(format, QuantFormat::F16 | QuantFormat::BF16)
+}
 
 /// Which kernel multiplies a prompt pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,16 +126,6 @@ pub fn gemmt_supported(format: QuantFormat, cc: (i32, i32)) -> bool {
     cc.0 >= 8 && gemmt_decoded(format).is_some()
 }
 
-/// Rows of the decoded matrix of a product with `rows` output rows: gate + up interleave
-/// whole groups of [`GEMMT_GLU_G`] rows of each.
-pub fn gemmt_decoded_rows(rows: usize, glu: bool) -> usize {
-    if glu {
-        rows.div_ceil(GEMMT_GLU_G) * 2 * GEMMT_GLU_G
-    } else {
-        rows
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,16 +154,43 @@ mod tests {
     #[test]
     fn shared_bytes_fit_the_h200_and_cover_the_epilogue() {
         // Two parts: 3 stages of (256 + 128) rows of 80 bytes.
-        assert_eq!(gemmt_shared_bytes(2, false), 3 * 384 * 80);
+        assert_eq!(gemmt_shared_bytes(2, 128, false), 3 * 384 * 80);
+        assert_eq!(gemmt_shared_bytes(2, 64, false), 3 * 256 * 80);
         // One part, gate + up: the epilogue's 128 x 132 floats are larger than the pipe.
-        assert_eq!(gemmt_shared_bytes(1, true), 128 * 132 * 4);
-        const { assert!(GEMMT_MAX_SHARED_BYTES <= 227 * 1024) };
+        assert_eq!(gemmt_shared_bytes(1, 128, true), 128 * 132 * 4);
+        for bm in GEMMT_TILES_M {
+            for parts in [1, 2] {
+                for glu in [false, true] {
+                    assert!(gemmt_shared_bytes(parts, bm, glu) <= GEMMT_MAX_SHARED_BYTES);
+                }
+            }
+        }
+        // Two blocks per SM on the H200 (227 KiB).
+        const { assert!(2 * GEMMT_MAX_SHARED_BYTES <= 227 * 1024) };
     }
 
     #[test]
-    fn glu_rows_round_up_to_whole_groups() {
-        assert_eq!(gemmt_decoded_rows(37, true), 128);
-        assert_eq!(gemmt_decoded_rows(14336, true), 28672);
-        assert_eq!(gemmt_decoded_rows(37, false), 37);
+    fn tile_height_follows_the_grid() {
+        // 8B, a 512-row pass on 132 SMs: gate + up (224 column tiles) keep 128-token tiles;
+        // q + k + v (48), o (32) and down (32) take 64.
+        assert_eq!(gemmt_tile_m(512, 224, 132), 128);
+        assert_eq!(gemmt_tile_m(512, 48, 132), 64);
+        assert_eq!(gemmt_tile_m(512, 32, 132), 64);
+        // Longer passes fill the device with tall tiles.
+        assert_eq!(gemmt_tile_m(2048, 48, 132), 128);
+        assert_eq!(gemmt_tile_m(1, 1, 0), 64);
+        assert!(GEMMT_TILES_M.contains(&gemmt_tile_m(100, 7, 16)));
+    }
+
+    #[test]
+    fn x_parts_and_in_place_formats() {
+        assert_eq!(gemmt_x_parts(QuantFormat::BF16), 2);
+        assert_eq!(gemmt_x_parts(QuantFormat::Q4_0), 1);
+        assert_eq!(gemmt_x_parts(QuantFormat::Q6_K), 1);
+        assert_eq!(gemmt_x_parts(QuantFormat::F16), 1);
+        assert!(gemmt_in_place(QuantFormat::BF16));
+        assert!(gemmt_in_place(QuantFormat::F16));
+        assert!(!gemmt_in_place(QuantFormat::Q8_0));
+        assert!(!gemmt_in_place(QuantFormat::F32));
     }
 }
