@@ -115,9 +115,11 @@ pub(super) fn attention_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLin
             let choice = ops::attention(
                 gpu,
                 &dq,
-                &dk,
-                &dv,
-                &dbt,
+                &ops::KvView {
+                    k: &dk,
+                    v: &dv,
+                    bt: &dbt,
+                },
                 &dp,
                 s,
                 scale,
@@ -145,9 +147,11 @@ pub(super) fn attention_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLin
                     ops::attention(
                         gpu,
                         &dqt,
-                        &dk,
-                        &dv,
-                        &dbt,
+                        &ops::KvView {
+                            k: &dk,
+                            v: &dv,
+                            bt: &dbt,
+                        },
                         &dpt,
                         one,
                         scale,
@@ -350,9 +354,11 @@ pub(super) fn fused_attention_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<Ch
             ops::attention_two_pass(
                 gpu,
                 &dq,
-                &dk,
-                &dv,
-                &dbt,
+                &ops::KvView {
+                    k: &dk,
+                    v: &dv,
+                    bt: &dbt,
+                },
                 &dp,
                 s,
                 scale,
@@ -368,9 +374,11 @@ pub(super) fn fused_attention_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<Ch
                 ops::attention(
                     gpu,
                     &dq,
-                    &dk,
-                    &dv,
-                    &dbt,
+                    &ops::KvView {
+                        k: &dk,
+                        v: &dv,
+                        bt: &dbt,
+                    },
                     &dp,
                     s,
                     scale,
@@ -465,7 +473,19 @@ pub(super) fn rows_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
                 let mut sc = AttnScratch::new(gpu, 1, nh, hd, cap).map_err(e2s)?;
                 let mut o = poison(gpu, row_w).map_err(e2s)?;
                 ops::attention(
-                    gpu, &dqt, &dk, &dv, &dbt, &dpt, s, scale, softcap, &mut sc, &mut o,
+                    gpu,
+                    &dqt,
+                    &ops::KvView {
+                        k: &dk,
+                        v: &dv,
+                        bt: &dbt,
+                    },
+                    &dpt,
+                    s,
+                    scale,
+                    softcap,
+                    &mut sc,
+                    &mut o,
                 )
                 .map_err(e2s)?;
                 want.extend(gpu.download(&o).map_err(e2s)?);

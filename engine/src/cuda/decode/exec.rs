@@ -517,14 +517,17 @@ impl CudaDecoder {
             .scratch
             .get_mut(&(spec.n_heads, spec.head_dim))
             .ok_or_else(|| model_err("attention scratch missing"))?;
+        let kv = ops::KvView {
+            k: &layer.k,
+            v: &layer.v,
+            bt: &self.bt,
+        };
         let mut o = take(bufs, spec.out)?;
         let r = if n <= lim {
             ops::attention(
                 gpu,
                 get(bufs, spec.q)?,
-                &layer.k,
-                &layer.v,
-                &self.bt,
+                &kv,
                 pos,
                 shape,
                 spec.scale,
@@ -546,9 +549,7 @@ impl CudaDecoder {
                     ops::attention(
                         gpu,
                         &q.slice(a * w..b * w),
-                        &layer.k,
-                        &layer.v,
-                        &self.bt,
+                        &kv,
                         &self.pos.slice(a..b),
                         AttnShape {
                             ntok: b - a,

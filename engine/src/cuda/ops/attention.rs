@@ -160,9 +160,22 @@ impl AttnScratch {
     }
 }
 
+/// One sequence's paged KV cache of a layer as [`attention`] and [`attention_two_pass`] read
+/// it: the K and V pools (`[n_blocks][n_kv_heads][KV_BLOCK][head_dim]` f16) and the
+/// sequence's block table (the one-row counterpart of [`KvRowsDev`]).
+#[derive(Clone, Copy)]
+pub struct KvView<'a> {
+    /// The K pool.
+    pub k: &'a dyn DevicePtr<f16>,
+    /// The V pool.
+    pub v: &'a dyn DevicePtr<f16>,
+    /// The block table (`i32` per block of positions).
+    pub bt: &'a dyn DevicePtr<i32>,
+}
+
 /// Attention of `s.ntok` query tokens (q: `[ntok][n_heads][head_dim]`, positions `pos`)
-/// over a layer's paged f16 caches (pools read through block table `bt`) into `out` (shaped
-/// like q). `scale` multiplies q.k; `softcap` > 0 caps the scores as
+/// over a layer's paged f16 caches (`kv`: pools read through its block table) into `out`
+/// (shaped like q). `scale` multiplies q.k; `softcap` > 0 caps the scores as
 /// `softcap * tanh(s / softcap)` (0: no cap). Returns the kernel used.
 ///
 /// One launch: the split blocks merge their partial results themselves (the last block of
@@ -172,9 +185,7 @@ impl AttnScratch {
 pub fn attention(
     gpu: &Gpu,
     q: &dyn DevicePtr<f32>,
-    k_cache: &dyn DevicePtr<f16>,
-    v_cache: &dyn DevicePtr<f16>,
-    bt: &dyn DevicePtr<i32>,
+    kv: &KvView<'_>,
     pos: &dyn DevicePtr<i32>,
     s: AttnShape,
     scale: f32,
@@ -182,9 +193,7 @@ pub fn attention(
     scratch: &mut AttnScratch,
     out: &mut dyn DevicePtrMut<f32>,
 ) -> Result<AttentionKernel, CudaError> {
-    attention_launch(
-        gpu, q, k_cache, v_cache, bt, pos, s, scale, softcap, scratch, out, true,
-    )
+    attention_launch(gpu, q, kv, pos, s, scale, softcap, scratch, out, true)
 }
 
 /// [`attention`] as two launches: the split blocks, then a separate combine kernel (the
@@ -193,9 +202,7 @@ pub fn attention(
 pub fn attention_two_pass(
     gpu: &Gpu,
     q: &dyn DevicePtr<f32>,
-    k_cache: &dyn DevicePtr<f16>,
-    v_cache: &dyn DevicePtr<f16>,
-    bt: &dyn DevicePtr<i32>,
+    kv: &KvView<'_>,
     pos: &dyn DevicePtr<i32>,
     s: AttnShape,
     scale: f32,
@@ -203,9 +210,7 @@ pub fn attention_two_pass(
     scratch: &mut AttnScratch,
     out: &mut dyn DevicePtrMut<f32>,
 ) -> Result<AttentionKernel, CudaError> {
-    attention_launch(
-        gpu, q, k_cache, v_cache, bt, pos, s, scale, softcap, scratch, out, false,
-    )
+    attention_launch(gpu, q, kv, pos, s, scale, softcap, scratch, out, false)
 }
 
 /// The kernel choice and the checks that [`attention`] and [`attention_rows`] share: q, out
@@ -252,9 +257,7 @@ fn attention_checks(
 fn attention_launch(
     gpu: &Gpu,
     q: &dyn DevicePtr<f32>,
-    k_cache: &dyn DevicePtr<f16>,
-    v_cache: &dyn DevicePtr<f16>,
-    bt: &dyn DevicePtr<i32>,
+    kv: &KvView<'_>,
     pos: &dyn DevicePtr<i32>,
     s: AttnShape,
     scale: f32,
@@ -268,9 +271,9 @@ fn attention_launch(
         attention_checks(OP, gpu, s, scratch, q.len(), out.len(), pos.len())?;
     check_pages(
         OP,
-        k_cache.len(),
-        v_cache.len(),
-        bt.len(),
+        kv.k.len(),
+        kv.v.len(),
+        kv.bt.len(),
         s.n_kv_heads,
         s.head_dim,
         s.capacity,
@@ -278,8 +281,8 @@ fn attention_launch(
     if s.ntok == 0 {
         return Ok(choice);
     }
-    let (qp, kp, vp, pp) = (rd(gpu, q), rd(gpu, k_cache), rd(gpu, v_cache), rd(gpu, pos));
-    let btp = rd(gpu, bt);
+    let (qp, kp, vp, pp) = (rd(gpu, q), rd(gpu, kv.k), rd(gpu, kv.v), rd(gpu, pos));
+    let btp = rd(gpu, kv.bt);
     let (pop, pmp) = (wr(gpu, &mut scratch.part_o), wr(gpu, &mut scratch.part_ml));
     let op = wr(gpu, out);
     let cp = if one_launch {

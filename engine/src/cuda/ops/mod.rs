@@ -17,7 +17,7 @@ mod pointwise;
 mod sample;
 
 pub use attention::{
-    AttnScratch, AttnShape, KvRow, KvRowsDev, RopeKvShape, attention, attention_rows,
+    AttnScratch, AttnShape, KvRow, KvRowsDev, KvView, RopeKvShape, attention, attention_rows,
     attention_two_pass, from_paged, kv_block_len, kv_blocks, kv_pool_offset, kv_row_table,
     kv_store, rope_kv, rope_kv_rows, to_paged,
 };

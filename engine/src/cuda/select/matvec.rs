@@ -61,6 +61,13 @@ pub const fn mv_shared_bytes(tokens_per_pass: usize, k: usize) -> usize {
     }
 }
 
+/// Whether a kernel taking `tokens_per_pass` token vectors per pass runs the batched body
+/// (the `_tb` entry points, `tok=` in the name, [`MV_BATCH_ROWS_PER_WARP`] /
+/// [`MV_BATCH_GLU_ROWS_PER_WARP`] rows per warp) rather than the one-token body.
+const fn batched_body(tokens_per_pass: u32) -> bool {
+    tokens_per_pass > 1
+}
+
 impl MatvecKernel {
     /// The entry point of this choice. (The Q6_K output head, 4 rows per warp, is the
     /// plain `matvec_q6_k_r4`: with the one-token body's load rounds it holds 128
@@ -68,7 +75,7 @@ impl MatvecKernel {
     /// against 288.0 with the former 4-blocks-per-SM compile `_o4`, which spilled 204
     /// bytes per thread under that body; research/notes/decode-roofline.md, session 5.)
     pub fn entry(&self) -> String {
-        let tb = |t: &u32| if *t > 1 { "_tb" } else { "" };
+        let tb = |t: &u32| if batched_body(*t) { "_tb" } else { "" };
         match self {
             MatvecKernel::MultiRow {
                 format,
@@ -134,7 +141,7 @@ impl std::fmt::Display for MatvecKernel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // One token per pass keeps the name receipts have carried since issue 7.
         let tok = |t: &u32| {
-            if *t > 1 {
+            if batched_body(*t) {
                 format!(",tok={t}")
             } else {
                 String::new()
@@ -215,21 +222,42 @@ pub fn choose_matvec(
     ntok: usize,
     dev: &DeviceFacts,
 ) -> Result<MatvecKernel, CudaError> {
-    check_matvec(format, rows, k, ntok)?;
-    let tokens_per_pass = matvec_tokens_per_pass(ntok);
+    let (rows_per_warp, tokens_per_pass) =
+        matvec_grouping(format, rows, k, ntok, MV_BATCH_ROWS_PER_WARP[0], || {
+            matvec_rows_per_warp(rows, dev.sm_count).min(one_token_rows_cap(format))
+        })?;
     Ok(MatvecKernel::MultiRow {
         format,
-        rows_per_warp: if tokens_per_pass > 1 {
-            MV_BATCH_ROWS_PER_WARP[0]
-        } else {
-            matvec_rows_per_warp(rows, dev.sm_count).min(one_token_rows_cap(format))
-        },
+        rows_per_warp,
         tokens_per_pass,
     })
 }
 
+/// What [`choose_matvec`] and [`choose_matvec_glu`] share: the shape checks
+/// ([`check_matvec`]), the tokens per pass for `ntok` vectors, and the rows per warp:
+/// `batched` for the batched body, else `one_token()`. Returns (rows per warp, tokens per
+/// pass).
+fn matvec_grouping(
+    format: QuantFormat,
+    rows: usize,
+    k: usize,
+    ntok: usize,
+    batched: u32,
+    one_token: impl FnOnce() -> u32,
+) -> Result<(u32, u32), CudaError> {
+    check_matvec(format, rows, k, ntok)?;
+    let tokens_per_pass = matvec_tokens_per_pass(ntok);
+    let rows_per_warp = if batched_body(tokens_per_pass) {
+        batched
+    } else {
+        one_token()
+    };
+    Ok((rows_per_warp, tokens_per_pass))
+}
+
 /// The shape checks of a matvec launch.
 fn check_matvec(format: QuantFormat, rows: usize, k: usize, ntok: usize) -> Result<(), CudaError> {
+    let shape = |detail: String| Err(crate::cuda::shape_err("matvec", detail));
     if format_suffix_of(format).is_none() {
         return Err(CudaError::UnsupportedFormat {
             op: "matvec",
@@ -238,23 +266,16 @@ fn check_matvec(format: QuantFormat, rows: usize, k: usize, ntok: usize) -> Resu
     }
     let (block, _) = format.block_geometry();
     if k == 0 || k % 32 != 0 || k % block != 0 {
-        return Err(crate::cuda::shape_err(
-            "matvec",
-            format!(
-                "k = {k} must be a positive multiple of 32 and of the {format} block ({block})"
-            ),
+        return shape(format!(
+            "k = {k} must be a positive multiple of 32 and of the {format} block ({block})"
         ));
     }
     if rows == 0 || rows > i32::MAX as usize {
-        return Err(crate::cuda::shape_err(
-            "matvec",
-            format!("rows = {rows} out of range"),
-        ));
+        return shape(format!("rows = {rows} out of range"));
     }
     if ntok == 0 || ntok > MV_LAUNCH_MAX_TOK {
-        return Err(crate::cuda::shape_err(
-            "matvec",
-            format!("{ntok} token vectors; one launch takes 1..={MV_LAUNCH_MAX_TOK}"),
+        return shape(format!(
+            "{ntok} token vectors; one launch takes 1..={MV_LAUNCH_MAX_TOK}"
         ));
     }
     Ok(())
@@ -269,15 +290,13 @@ pub fn choose_matvec_glu(
     ntok: usize,
     dev: &DeviceFacts,
 ) -> Result<MatvecKernel, CudaError> {
-    check_matvec(format, rows, k, ntok)?;
-    let tokens_per_pass = matvec_tokens_per_pass(ntok);
+    let (rows_per_warp, tokens_per_pass) =
+        matvec_grouping(format, rows, k, ntok, MV_BATCH_GLU_ROWS_PER_WARP[0], || {
+            matvec_rows_per_warp(2 * rows, dev.sm_count).min(one_token_rows_cap(format) / 2)
+        })?;
     Ok(MatvecKernel::GluMultiRow {
         format,
-        rows_per_warp: if tokens_per_pass > 1 {
-            MV_BATCH_GLU_ROWS_PER_WARP[0]
-        } else {
-            matvec_rows_per_warp(2 * rows, dev.sm_count).min(one_token_rows_cap(format) / 2)
-        },
+        rows_per_warp,
         tokens_per_pass,
     })
 }

@@ -45,12 +45,19 @@
 
 use super::{CudaDecoder, Feed, MAX_ROWS, fuse, get, model_err, put, take};
 use crate::arch::{self, AttentionSpec, Op};
-use crate::cuda::cudarc::driver::{CudaSlice, DevicePtr};
-use crate::cuda::ops::{self, AttnScratch, AttnShape, KvRow, KvRowsDev, RopeStyle};
-use crate::cuda::sources::consts::{ATT_SPLIT, MV_LAUNCH_MAX_TOK};
+use crate::cuda::cudarc::driver::DevicePtr;
+use crate::cuda::ops::{self, AttnShape, KvRowsDev, RopeStyle};
+use crate::cuda::sources::consts::MV_LAUNCH_MAX_TOK;
 use crate::cuda::{CudaError, shape_err};
-use std::collections::HashMap;
 use std::sync::Arc;
+
+mod graph;
+mod ws;
+
+pub use graph::batch_graphs_from_env;
+use graph::{BatchGraphs, graph_step};
+pub(super) use ws::BatchWs;
+use ws::{take_ws, upload_step};
 
 /// Most sequences one batched step runs in one launch per unit (larger batches run in
 /// groups of this many).
@@ -63,152 +70,11 @@ pub const BATCH_ROWS: usize = MV_LAUNCH_MAX_TOK;
 /// rows per launch beyond (at least [`MAX_ROWS`]).
 pub const BATCH_ATT_SCRATCH_BYTES: usize = 256 << 20;
 
-/// The batched step's device workspace.
-pub(super) struct BatchWs {
-    /// The program's buffers for [`BATCH_ROWS`] rows; swapped with the leading decoder's
-    /// (with `tokens` and `pos`) while a step runs.
-    bufs: Vec<Option<CudaSlice<f32>>>,
-    tokens: CudaSlice<i32>,
-    pos: CudaSlice<i32>,
-    argmax: CudaSlice<i32>,
-    /// Row `t`'s KV capacity.
-    caps: CudaSlice<i32>,
-    /// Per layer `l`, the group's `[k0, v0, bt0, k1, v1, bt1, ...]` at `l * 3 * BATCH_ROWS`.
-    kvp: CudaSlice<u64>,
-    /// Attention scratch per (heads, head size), for `att_rows` rows over `capacity`.
-    scratch: HashMap<(usize, usize), AttnScratch>,
-    /// The capacity the scratch's split layout is for (at least every row's).
-    capacity: usize,
-    /// Rows per attention launch.
-    att_rows: usize,
-    n_layers: usize,
-    /// The largest position of the step's rows (set by [`upload_step`]).
-    max_pos: usize,
-    /// Captured steps of the groups this workspace ran ([`BatchGraphs`]).
-    graphs: BatchGraphs,
-    /// While a step is captured: the attention grids take every split of the capacity
-    /// (a graph serves every position), not the splits the step's positions reach.
-    capturing: bool,
-}
-
-/// Whether the batched step runs as a CUDA graph per group (`ASSAY_BATCH_GRAPH=1`; default
-/// off: `0` or unset). Read once per process; any other value is an error.
-pub fn batch_graphs_from_env() -> Result<bool, CudaError> {
-    static ON: std::sync::OnceLock<Result<bool, String>> = std::sync::OnceLock::new();
-    ON.get_or_init(|| parse_batch_graph(std::env::var("ASSAY_BATCH_GRAPH").ok().as_deref()))
-        .clone()
-        .map_err(model_err)
-}
-
-fn parse_batch_graph(v: Option<&str>) -> Result<bool, String> {
-    match v.map(str::trim) {
-        None | Some("") | Some("0") => Ok(false),
-        Some("1") => Ok(true),
-        Some(other) => Err(format!("ASSAY_BATCH_GRAPH must be 0 or 1, not {other:?}")),
-    }
-}
-
-/// What a captured group step depends on beyond the data uploaded before each replay
-/// (tokens, positions, KV tables, capacities): the decoders of the group in order (their
-/// identities: the graph holds their head buffers and the leader's weights and scratch),
-/// the row count and whether the row-wise argmax is in it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct GraphKey {
-    ids: Vec<u64>,
-    argmax: bool,
-}
-
-/// The captured group steps of a workspace, most recent last (at most
-/// [`BatchGraphs::MAX`]; a group of other decoders or another row count captures anew).
-#[derive(Default)]
-struct BatchGraphs {
-    held: Vec<(GraphKey, super::graph::StepGraph)>,
-    /// Captures that failed (the step then runs eagerly; for reports).
-    failed: usize,
-}
-
-impl BatchGraphs {
-    const MAX: usize = 8;
-
-    fn get(&self, key: &GraphKey) -> Option<&super::graph::StepGraph> {
-        self.held.iter().find(|(k, _)| k == key).map(|(_, g)| g)
-    }
-
-    fn insert(&mut self, key: GraphKey, g: super::graph::StepGraph) {
-        self.held.retain(|(k, _)| *k != key);
-        if self.held.len() >= Self::MAX {
-            self.held.remove(0);
-        }
-        self.held.push((key, g));
-    }
-}
-
-/// Scratch bytes of one attention row of `heads` heads of `dim` over `capacity` positions.
-fn att_row_bytes(heads: usize, dim: usize, capacity: usize) -> usize {
-    let splits = capacity.div_ceil(ATT_SPLIT).max(1);
-    heads * splits * (dim + 2) * 4 + heads * 4
-}
-
-/// Rows per attention launch for attention shapes `shapes` within `budget` bytes of
-/// scratch per shape: as many as fit, at least [`MAX_ROWS`], at most [`BATCH_ROWS`].
-fn attention_rows_for(shapes: &[(usize, usize)], capacity: usize, budget: usize) -> usize {
-    shapes
-        .iter()
-        .map(|&(h, d)| (budget / att_row_bytes(h, d, capacity).max(1)).clamp(MAX_ROWS, BATCH_ROWS))
-        .min()
-        .unwrap_or(BATCH_ROWS)
-}
-
 /// The row ranges of a batch of `b` sequences: groups of at most [`BATCH_ROWS`].
 fn groups(b: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
     (0..b)
         .step_by(BATCH_ROWS)
         .map(move |a| a..(a + BATCH_ROWS).min(b))
-}
-
-impl BatchWs {
-    fn new(dec: &CudaDecoder, capacity: usize) -> Result<BatchWs, CudaError> {
-        let gpu = &*dec.gpu;
-        let bufs = dec
-            .program
-            .buffers
-            .iter()
-            .map(|b| gpu.zeros::<f32>(b.width * BATCH_ROWS).map(Some))
-            .collect::<Result<Vec<_>, CudaError>>()?;
-        let shapes: Vec<(usize, usize)> = dec.scratch.keys().copied().collect();
-        let att_rows = attention_rows_for(&shapes, capacity, BATCH_ATT_SCRATCH_BYTES);
-        let mut scratch = HashMap::new();
-        for (h, d) in shapes {
-            scratch.insert((h, d), AttnScratch::new(gpu, att_rows, h, d, capacity)?);
-        }
-        let n_layers = dec.kv.len();
-        Ok(BatchWs {
-            bufs,
-            tokens: gpu.zeros(BATCH_ROWS)?,
-            pos: gpu.zeros(BATCH_ROWS)?,
-            argmax: gpu.zeros(BATCH_ROWS)?,
-            caps: gpu.zeros(BATCH_ROWS)?,
-            kvp: gpu.zeros((n_layers * 3 * BATCH_ROWS).max(1))?,
-            scratch,
-            capacity,
-            att_rows,
-            n_layers,
-            max_pos: 0,
-            graphs: BatchGraphs::default(),
-            capturing: false,
-        })
-    }
-
-    /// Device bytes the workspace holds.
-    fn bytes(&self) -> usize {
-        let bufs: usize = self.bufs.iter().flatten().map(|b| b.len() * 4).sum();
-        let att: usize = self
-            .scratch
-            .keys()
-            .map(|&(h, d)| att_row_bytes(h, d, self.capacity) * self.att_rows)
-            .sum();
-        bufs + att + self.kvp.len() * 8 + 16 * BATCH_ROWS
-    }
 }
 
 impl CudaDecoder {
@@ -259,18 +125,6 @@ impl CudaDecoder {
         }
         Ok(out)
     }
-
-    /// Device bytes of the batched step's workspace this decoder holds (0 when none).
-    pub fn batch_buffer_bytes(&self) -> usize {
-        self.batch.as_ref().map_or(0, |w| w.bytes())
-    }
-
-    /// Exchange this decoder's row buffers with the batch workspace's.
-    fn swap_batch(&mut self, ws: &mut BatchWs) {
-        std::mem::swap(&mut self.bufs, &mut ws.bufs);
-        std::mem::swap(&mut self.tokens, &mut ws.tokens);
-        std::mem::swap(&mut self.pos, &mut ws.pos);
-    }
 }
 
 /// Refuse a batch that does not fit: lengths, shared weights, capacity, vocabulary.
@@ -307,76 +161,6 @@ fn check_batch(decs: &[&mut CudaDecoder], tokens: &[u32]) -> Result<(), CudaErro
                 "batch row {i}: token {t} outside the vocabulary ({n_vocab})"
             )));
         }
-    }
-    Ok(())
-}
-
-/// The workspace for a group: the first one a decoder of the group holds if it fits
-/// (capacity, layers), else a new one (an unfit one is dropped).
-fn take_ws(group: &mut [&mut CudaDecoder]) -> Result<Box<BatchWs>, CudaError> {
-    let need = group.iter().map(|d| d.capacity).max().unwrap_or(1);
-    let found = group.iter_mut().find_map(|d| d.batch.take());
-    let lead = group
-        .first()
-        .ok_or_else(|| model_err("empty batch group"))?;
-    match found {
-        Some(ws)
-            if ws.capacity >= need
-                && ws.n_layers == lead.kv.len()
-                && ws.bufs.len() == lead.program.buffers.len() =>
-        {
-            Ok(ws)
-        }
-        other => {
-            drop(other);
-            Ok(Box::new(BatchWs::new(lead, need)?))
-        }
-    }
-}
-
-/// Write the group's token ids, positions, capacities and per-layer KV pointer tables to
-/// the workspace (one copy each).
-fn upload_step(
-    lead: &CudaDecoder,
-    rest: &[&mut CudaDecoder],
-    ws: &mut BatchWs,
-    toks: &[u32],
-) -> Result<(), CudaError> {
-    let n = toks.len();
-    let gpu = &*lead.gpu;
-    let rows = || std::iter::once(lead).chain(rest.iter().map(|d| &**d));
-    let ids: Vec<i32> = toks.iter().map(|&t| t as i32).collect();
-    let pos = rows()
-        .map(|d| i32::try_from(d.len).map_err(|_| model_err("position overflows i32")))
-        .collect::<Result<Vec<i32>, CudaError>>()?;
-    let mut ptrs = vec![0u64; ws.n_layers * 3 * BATCH_ROWS];
-    let mut caps = Vec::new();
-    for (l, lk) in lead.kv.iter().enumerate() {
-        let table = rows()
-            .map(|d| {
-                let k =
-                    d.kv.get(l)
-                        .ok_or_else(|| model_err("batch rows have different layers"))?;
-                if k.n_kv_heads != lk.n_kv_heads || k.head_dim != lk.head_dim {
-                    return Err(model_err("batch rows have different KV shapes"));
-                }
-                Ok(KvRow::of(gpu, &k.k, &k.v, &d.bt, d.capacity))
-            })
-            .collect::<Result<Vec<KvRow>, CudaError>>()?;
-        let (p, c) = ops::kv_row_table(&table, lk.n_kv_heads, lk.head_dim)?;
-        let at = l * 3 * BATCH_ROWS;
-        ptrs.get_mut(at..at + p.len())
-            .ok_or_else(|| model_err("kv pointer table too small"))?
-            .copy_from_slice(&p);
-        caps = c;
-    }
-    ws.max_pos = rows().map(|d| d.len).max().unwrap_or(0);
-    let stream = gpu.stream();
-    stream.memcpy_htod(&ids, &mut ws.tokens.slice_mut(0..n))?;
-    stream.memcpy_htod(&pos, &mut ws.pos.slice_mut(0..n))?;
-    if !caps.is_empty() {
-        stream.memcpy_htod(&caps, &mut ws.caps.slice_mut(0..n))?;
-        stream.memcpy_htod(&ptrs, &mut ws.kvp)?;
     }
     Ok(())
 }
@@ -436,53 +220,6 @@ fn run_group(
         out.push(d.argmax()?);
     }
     Ok(out)
-}
-
-/// Run the group's step as a CUDA graph: replay the one captured for these decoders and
-/// this row count, or capture it now (nothing runs during capture) and launch it. The
-/// graph holds exactly the launches of [`group_body`] (without a planted fault), with the
-/// attention grids over every split of the capacity (the same bits: kernel-check
-/// `attention_rows` compares both grids), reading the tokens, positions and KV tables
-/// [`upload_step`] wrote. `Ok(false)`: the capture failed (logged once per workspace; the
-/// caller runs the step eagerly).
-fn graph_step(
-    lead: &mut CudaDecoder,
-    rest: &mut [&mut CudaDecoder],
-    ws: &mut BatchWs,
-    argmax: bool,
-    n: usize,
-) -> Result<bool, CudaError> {
-    let key = GraphKey {
-        ids: std::iter::once(lead.id)
-            .chain(rest.iter().map(|d| d.id))
-            .collect(),
-        argmax,
-    };
-    if let Some(g) = ws.graphs.get(&key) {
-        g.launch()?;
-        return Ok(true);
-    }
-    let stream = Arc::clone(lead.gpu.stream());
-    lead.swap_batch(ws);
-    ws.capturing = true;
-    let captured =
-        super::graph::capture_stream(&stream, || group_body(lead, rest, ws, argmax, None, n));
-    ws.capturing = false;
-    lead.swap_batch(ws);
-    match captured {
-        Ok(g) => {
-            g.launch()?;
-            ws.graphs.insert(key, g);
-            Ok(true)
-        }
-        Err(e) => {
-            if ws.graphs.failed == 0 {
-                tracing::warn!("batched step: graph capture failed ({e}); running eagerly");
-            }
-            ws.graphs.failed += 1;
-            Ok(false)
-        }
-    }
 }
 
 /// The group's launches with the workspace's buffers swapped in: the body's units, the
@@ -805,9 +542,11 @@ fn attend_row(
     ops::attention(
         gpu,
         q,
-        &layer.k,
-        &layer.v,
-        bt,
+        &ops::KvView {
+            k: &layer.k,
+            v: &layer.v,
+            bt,
+        },
         pos,
         shape,
         spec.scale,
@@ -823,29 +562,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn batch_graph_switch_is_strict() {
-        assert_eq!(parse_batch_graph(None), Ok(false));
-        assert_eq!(parse_batch_graph(Some("0")), Ok(false));
-        assert_eq!(parse_batch_graph(Some("1")), Ok(true));
-        assert_eq!(parse_batch_graph(Some(" 1 ")), Ok(true));
-        for bad in ["yes", "2", "on"] {
-            assert!(parse_batch_graph(Some(bad)).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn graph_keys_differ_by_group_order_and_argmax() {
-        let k = |ids: &[u64], argmax| GraphKey {
-            ids: ids.to_vec(),
-            argmax,
-        };
-        assert_eq!(k(&[1, 2], true), k(&[1, 2], true));
-        assert_ne!(k(&[1, 2], true), k(&[2, 1], true));
-        assert_ne!(k(&[1, 2], true), k(&[1, 2, 3], true));
-        assert_ne!(k(&[1, 2], true), k(&[1, 2], false));
-    }
-
-    #[test]
     fn groups_cover_the_batch_in_launches_of_batch_rows() {
         assert_eq!(groups(1).collect::<Vec<_>>(), vec![0..1]);
         assert_eq!(groups(BATCH_ROWS).collect::<Vec<_>>(), vec![0..BATCH_ROWS]);
@@ -859,34 +575,5 @@ mod tests {
         );
         assert_eq!(groups(0).count(), 0);
         assert_eq!(BATCH_ROWS, 64);
-    }
-
-    #[test]
-    fn attention_rows_follow_the_scratch_budget() {
-        // Llama-3.1-8B: 32 heads of 128.
-        let llama = [(32, 128)];
-        // 200 positions (the bench cells): 4 splits, all 64 rows.
-        assert_eq!(
-            attention_rows_for(&llama, 200, BATCH_ATT_SCRATCH_BYTES),
-            BATCH_ROWS
-        );
-        // 16384 positions: 256 splits x 32 heads x 130 floats = 4.26 MB a row: 63 rows.
-        assert_eq!(
-            attention_rows_for(&llama, 16384, BATCH_ATT_SCRATCH_BYTES),
-            63
-        );
-        // 131072 positions: the floor of MAX_ROWS rows.
-        assert_eq!(
-            attention_rows_for(&llama, 131072, BATCH_ATT_SCRATCH_BYTES),
-            MAX_ROWS
-        );
-        // The tightest shape decides; no attention: all rows.
-        assert_eq!(
-            attention_rows_for(&[(32, 128), (8, 64)], 16384, BATCH_ATT_SCRATCH_BYTES),
-            63
-        );
-        assert_eq!(attention_rows_for(&[], 16384, 0), BATCH_ROWS);
-        assert!(att_row_bytes(32, 128, 16384) * 63 <= BATCH_ATT_SCRATCH_BYTES);
-        assert!(att_row_bytes(32, 128, 16384) * 64 > BATCH_ATT_SCRATCH_BYTES);
     }
 }
