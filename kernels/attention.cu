@@ -32,6 +32,8 @@
 // launch. count must start at 0 (the scratch is zeroed once at allocation). One launch
 // instead of two.
 #include "common/common.cuh"
+#include "common/mma.cuh"
+#include "common/tc.cuh"
 #if ATT_SPLIT != KV_BLOCK
 #error "a split must be one KV block"
 #endif
@@ -538,3 +540,242 @@ extern "C" __global__ void kv_store(const float* __restrict__ k, const float* __
         vc[dst] = f32_to_f16(v[(u64)t * n + idx]);
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// attn_prefill_d64 / _d128: the prompt pass's attention on tensor cores (flash attention).
+// Grid (ceil(ntok / AP_BQ), nh), AP_BQ / 16 warps; block (tile, h) takes the tile's AP_BQ
+// tokens for query head h (KV head h / G), warp w its 16 tokens. q (times `scale`, as f16
+// hi + lo) is staged in shared memory; the tile's KV blocks (KV_BLOCK = 64 positions, one
+// pool block each, through bt) stream through two cp.async stages from the first block a
+// token of the tile can see (its window) to the block of the tile's last position. Per KV
+// block a warp computes S = q k^T (m16n8k16 MMAs, dims in order, hi then lo per k16 step),
+// masks positions past the token's own and outside its window (-inf), applies the softcap,
+// and updates its rows' online softmax: m' = max(m, max S), c = exp(m - m') (1 while m'
+// is -inf), p = exp(S - m'), l = l c + sum p (lane sums in a fixed order, then the quad's
+// butterfly), O = O c + P V (P rounded to f16, V by ldmatrix.trans). out = O / l.
+// Invariance: a token's bits depend only on its q, its position and the cache — never on
+// the tile it lands in, the other tokens or the pass size: S of a (token, position) is one
+// MMA row, and a KV block wholly masked for a token (past its position, before its window,
+// or skipped by the whole warp) leaves its m, l and O bit for bit as they were (c = 1,
+// p = 0, O + 0 * V). The `chunking` gate checks it end to end; kernel-check's
+// `attention_prefill` cases check rows alone vs among a pass, and the CPU reference.
+// The decode path keeps attn_partial (f32 q, no f16 rounding): prompt and decode rows
+// differ in bits, within the `prefill` gate's tolerance.
+#define AP_BQ 64
+#define AP_WARPS (AP_BQ / 16)
+
+template <int HD>
+__device__ __forceinline__ void attn_prefill_body(
+    const float* __restrict__ q, const u16* __restrict__ kc, const u16* __restrict__ vc,
+    const int* __restrict__ bt, const int* __restrict__ pos, float* __restrict__ out, int n,
+    int nh, int nkv, int cap, int window, float scale, float softcap) {
+    constexpr int LD = HD + 8;  // row stride in halves: conflict-free ldmatrix phases
+    constexpr int KT = HD / 16; // k16 steps of q k^T
+    constexpr int DT = HD / 8;  // n8 tiles of O
+    extern __shared__ uint4 ap_raw[];
+    u16* sqh = (u16*)ap_raw;
+    u16* sql = sqh + AP_BQ * LD;
+    u16* skv = sql + AP_BQ * LD;  // [stage][K, V][64][LD]
+    __shared__ int s_lo, s_hi;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int t0 = blockIdx.x * AP_BQ, h = blockIdx.y;
+    const int G = nh / nkv, kvh = h / G;
+
+    // The tile's positions: the first a token can see, the last.
+    if (tid == 0) {
+        s_lo = 0x7fffffff;
+        s_hi = -1;
+    }
+    __syncthreads();
+    if (tid < AP_BQ && t0 + tid < n) {
+        const int p = pos[t0 + tid];
+        if (p < cap) {
+            atomicMin(&s_lo, window > 0 ? max(0, p - window + 1) : 0);
+            atomicMax(&s_hi, p);
+        }
+    }
+    // q of the tile, times scale, as f16 hi + lo (rows past n: zeros).
+    for (int i = tid; i < AP_BQ * HD / 2; i += blockDim.x) {
+        const int r = i / (HD / 2), d = 2 * (i % (HD / 2));
+        float2 v = make_float2(0.f, 0.f);
+        if (t0 + r < n) v = *(const float2*)(q + ((u64)(t0 + r) * nh + h) * HD + d);
+        v.x *= scale;
+        v.y *= scale;
+        const u16 hx = f32_to_f16(v.x), hy = f32_to_f16(v.y);
+        const u16 lx = f32_to_f16(v.x - f16_to_f32(hx)), ly = f32_to_f16(v.y - f16_to_f32(hy));
+        *(u32*)(sqh + r * LD + d) = (u32)hx | ((u32)hy << 16);
+        *(u32*)(sql + r * LD + d) = (u32)lx | ((u32)ly << 16);
+    }
+    __syncthreads();
+    const int lo_pos = s_lo, hi_pos = s_hi;
+    if (hi_pos < 0) return;  // no token of the tile has a position in the cache
+    const int b_lo = lo_pos / KV_BLOCK, b_hi = hi_pos / KV_BLOCK;
+
+    // This lane's rows (g, g + 8 of the warp's 16) and their positions (-1: no row).
+    int prow[2];
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+        const int tok = t0 + warp * 16 + g + 8 * e;
+        const int p = tok < n ? pos[tok] : -1;
+        prow[e] = p < cap ? p : -1;
+    }
+    // The warp's position range (for skipping blocks masked for all its rows).
+    int wmax = max(prow[0], prow[1]), wmin = min(prow[0] < 0 ? 0x7fffffff : prow[0],
+                                                 prow[1] < 0 ? 0x7fffffff : prow[1]);
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        wmax = max(wmax, __shfl_xor_sync(0xffffffffu, wmax, o));
+        wmin = min(wmin, __shfl_xor_sync(0xffffffffu, wmin, o));
+    }
+
+    auto load = [&](int stage, int b) {
+        const int blk = bt[b];
+        const u64 boff = ((u64)blk * nkv + kvh) * KV_BLOCK * HD;
+        u16* sk = skv + stage * 2 * KV_BLOCK * LD;
+        u16* sv = sk + KV_BLOCK * LD;
+        for (int i = tid; i < KV_BLOCK * HD / 8; i += blockDim.x) {
+            const int r = i / (HD / 8), c = 8 * (i % (HD / 8));
+            gt_cp16(gt_smem(sk + r * LD + c), kc + boff + (u64)r * HD + c, true);
+            gt_cp16(gt_smem(sv + r * LD + c), vc + boff + (u64)r * HD + c, true);
+        }
+    };
+
+    float m[2] = {ASSAY_NEG_INF, ASSAY_NEG_INF}, l[2] = {0.f, 0.f};
+    float o[DT][4];
+#pragma unroll
+    for (int i = 0; i < DT; i++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) o[i][e] = 0.f;
+
+    // ldmatrix lane offsets (halves): A (q rows, k16), B (K rows = positions, k16 of dims),
+    // B^T (V rows = positions k16, dims n8 pairs).
+    const int a_off = (warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + (lane >> 4) * 8;
+    const int k_off = ((lane & 7) + (lane >> 4) * 8) * LD + ((lane >> 3) & 1) * 8;
+    const int v_off = ((lane & 7) + ((lane >> 3) & 1) * 8) * LD + (lane >> 4) * 8;
+
+    load(0, b_lo);
+    gt_commit();
+    for (int b = b_lo; b <= b_hi; b++) {
+        const int st = (b - b_lo) & 1;
+        if (b < b_hi) load(st ^ 1, b + 1);
+        gt_commit();
+        gt_wait<1>();
+        __syncthreads();
+        const int j0 = b * KV_BLOCK;
+        const bool skip = wmax < j0 || (window > 0 && j0 + KV_BLOCK - 1 < wmin - window + 1);
+        if (!skip) {  // warp-uniform
+            const u16* sk = skv + st * 2 * KV_BLOCK * LD;
+            const u16* sv = sk + KV_BLOCK * LD;
+            float sc[8][4];
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) sc[i][e] = 0.f;
+#pragma unroll
+            for (int kk = 0; kk < KT; kk++) {
+                u32 ah[4], al[4];
+                gt_ldm4(gt_smem(sqh + a_off + kk * 16), ah[0], ah[1], ah[2], ah[3]);
+                gt_ldm4(gt_smem(sql + a_off + kk * 16), al[0], al[1], al[2], al[3]);
+#pragma unroll
+                for (int np = 0; np < 4; np++) {
+                    u32 b0, b1, b2, b3;
+                    gt_ldm4(gt_smem(sk + k_off + np * 16 * LD + kk * 16), b0, b1, b2, b3);
+                    gm_mma(sc[2 * np], ah[0], ah[1], ah[2], ah[3], b0, b1);
+                    gm_mma(sc[2 * np], al[0], al[1], al[2], al[3], b0, b1);
+                    gm_mma(sc[2 * np + 1], ah[0], ah[1], ah[2], ah[3], b2, b3);
+                    gm_mma(sc[2 * np + 1], al[0], al[1], al[2], al[3], b2, b3);
+                }
+            }
+            // Mask, cap, row max over the block.
+            float mb[2] = {ASSAY_NEG_INF, ASSAY_NEG_INF};
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int r = e >> 1, j = j0 + nt * 8 + 2 * t + (e & 1);
+                    const int p = prow[r];
+                    float v = sc[nt][e];
+                    const bool ok = p >= 0 && j <= p && (window <= 0 || j > p - window);
+                    if (ok && softcap > 0.f) v = softcap * tanhf(v / softcap);
+                    v = ok ? v : ASSAY_NEG_INF;
+                    sc[nt][e] = v;
+                    mb[r] = fmaxf(mb[r], v);
+                }
+            float corr[2], mn[2];
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                mb[r] = fmaxf(mb[r], __shfl_xor_sync(0xffffffffu, mb[r], 1));
+                mb[r] = fmaxf(mb[r], __shfl_xor_sync(0xffffffffu, mb[r], 2));
+                mn[r] = fmaxf(m[r], mb[r]);
+                corr[r] = mn[r] == ASSAY_NEG_INF ? 1.f : expf(m[r] - mn[r]);
+            }
+            // p, the rows' sums, P as f16 A fragments (k16 step kk2: S tiles 2 kk2, 2 kk2 + 1).
+            float ps[2] = {0.f, 0.f};
+            u32 pa[4][4];
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++) {
+                float pv[4];
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int r = e >> 1;
+                    pv[e] = sc[nt][e] == ASSAY_NEG_INF ? 0.f : expf(sc[nt][e] - mn[r]);
+                    ps[r] += pv[e];
+                }
+                const u32 lo01 = (u32)f32_to_f16(pv[0]) | ((u32)f32_to_f16(pv[1]) << 16);
+                const u32 lo23 = (u32)f32_to_f16(pv[2]) | ((u32)f32_to_f16(pv[3]) << 16);
+                pa[nt >> 1][(nt & 1) * 2 + 0] = lo01;
+                pa[nt >> 1][(nt & 1) * 2 + 1] = lo23;
+            }
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                ps[r] += __shfl_xor_sync(0xffffffffu, ps[r], 1);
+                ps[r] += __shfl_xor_sync(0xffffffffu, ps[r], 2);
+                l[r] = fmaf(l[r], corr[r], ps[r]);
+                m[r] = mn[r];
+            }
+#pragma unroll
+            for (int dt = 0; dt < DT; dt++) {
+                o[dt][0] *= corr[0];
+                o[dt][1] *= corr[0];
+                o[dt][2] *= corr[1];
+                o[dt][3] *= corr[1];
+            }
+#pragma unroll
+            for (int kk2 = 0; kk2 < 4; kk2++) {
+#pragma unroll
+                for (int dp = 0; dp < DT / 2; dp++) {
+                    u32 b0, b1, b2, b3;
+                    gt_ldm4t(gt_smem(sv + v_off + kk2 * 16 * LD + dp * 16), b0, b1, b2, b3);
+                    gm_mma(o[2 * dp], pa[kk2][0], pa[kk2][1], pa[kk2][2], pa[kk2][3], b0, b1);
+                    gm_mma(o[2 * dp + 1], pa[kk2][0], pa[kk2][1], pa[kk2][2], pa[kk2][3], b2,
+                           b3);
+                }
+            }
+        }
+        __syncthreads();  // the stage is refilled next
+    }
+    gt_wait<0>();
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int tok = t0 + warp * 16 + g + 8 * r;
+        if (prow[r] < 0) continue;
+        float* dst = out + ((u64)tok * nh + h) * HD;
+#pragma unroll
+        for (int dt = 0; dt < DT; dt++) {
+            float2 v = make_float2(o[dt][2 * r] / l[r], o[dt][2 * r + 1] / l[r]);
+            *(float2*)(dst + dt * 8 + 2 * t) = v;
+        }
+    }
+}
+
+#define ATTN_PREFILL(HD)                                                                      \
+    extern "C" __global__ void __launch_bounds__(AP_WARPS * 32) attn_prefill_d##HD(          \
+        const float* __restrict__ q, const u16* __restrict__ kc, const u16* __restrict__ vc,  \
+        const int* __restrict__ bt, const int* __restrict__ pos, float* __restrict__ out,     \
+        int n, int nh, int nkv, int cap, int window, float scale, float softcap) {            \
+        attn_prefill_body<HD>(q, kc, vc, bt, pos, out, n, nh, nkv, cap, window, scale,        \
+                              softcap);                                                       \
+    }
+ATTN_PREFILL(64)
+ATTN_PREFILL(128)

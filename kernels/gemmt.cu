@@ -29,6 +29,7 @@
 #include "common/common.cuh"
 #include "common/formats.cuh"
 #include "common/mma.cuh"
+#include "common/tc.cuh"
 
 #define GT_BN 128
 #define GT_BK 32
@@ -80,45 +81,6 @@ ASSAY_FOR_EACH_FORMAT(GEMMT_DQ)
 
 // ---------------------------------------------------------------------------------------
 // 2. The GEMM.
-__device__ __forceinline__ u32 gt_smem(const void* p) {
-    return (u32)__cvta_generic_to_shared(p);
-}
-
-// 16 bytes global -> shared, zero-filled when !ok (src must still be a valid address).
-__device__ __forceinline__ void gt_cp16(u32 dst, const void* src, bool ok) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const int n = ok ? 16 : 0;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(n)
-                 : "memory");
-#else
-    __trap();
-#endif
-}
-
-__device__ __forceinline__ void gt_commit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;" ::: "memory");
-#endif
-}
-template <int N>
-__device__ __forceinline__ void gt_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-#endif
-}
-
-__device__ __forceinline__ void gt_ldm4(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-                 : "r"(addr)
-                 : "memory");
-#else
-    r0 = r1 = r2 = r3 = 0u;
-    __trap();
-#endif
-}
-
 template <int KIND>
 __device__ __forceinline__ void gt_mma(float* c, const u32* a, u32 b0, u32 b1) {
     if (KIND == 2) {

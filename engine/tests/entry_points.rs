@@ -1,7 +1,7 @@
 //! Every entry point a kernel family lists is defined in its source, and every kernel a
-//! source defines outside a macro is listed: `engine/src/cuda/sources.rs`'s unit test of the
-//! same name, extended to `kernels/gemmt.cu` (its per-format `gemmt_dq_<fmt>` and its
-//! `gemmt_<kind>[_glu]_p<P>` entry points are made by macros the unit test does not know).
+//! source defines outside a macro is listed, including the entry points the kernels' macros
+//! make (per-format matvec / mmv, `gemmt_dq_<fmt>`, `gemmt_<kind>[_glu]_m<BM>_p<P>`,
+//! `attn_prefill_d<HD>`).
 //!
 //! It lives here, as an integration test, since session 11 (the unit-test copy in
 //! `engine/src` was deleted).
@@ -93,8 +93,13 @@ fn every_entry_point_is_defined_in_its_family() {
                             && l.ends_with(&format!(", {m}, {p})"))
                     })
             });
+            // attention.cu: `attn_prefill_d##HD(` by ATTN_PREFILL(HD).
+            let by_prefill = name.strip_prefix("attn_prefill_d").is_some_and(|hd| {
+                src.contains("attn_prefill_d##HD(")
+                    && src.lines().any(|l| l == format!("ATTN_PREFILL({hd})"))
+            });
             assert!(
-                direct || by_macro || by_mmv || by_x1 || by_gemmt,
+                direct || by_macro || by_mmv || by_x1 || by_gemmt || by_prefill,
                 "{name} is not defined in {}",
                 f.file()
             );

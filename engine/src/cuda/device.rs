@@ -133,12 +133,14 @@ impl Gpu {
                     .map_err(|_| CudaError::MissingKernel(name.clone()))?;
                 // x tiles live in dynamic shared memory beyond the default 48 KiB (mmv:
                 // the one-token entry points' staged x, `select::MMV_X1_MAX_K`; gemmt: its
-                // pipeline stages).
+                // pipeline stages; the prompt pass's attention).
                 let dynamic = match family {
                     Family::Matvec | Family::MatvecBatch | Family::Mmv => {
                         Some(select::MV_MAX_SHARED_BYTES)
                     }
                     Family::Gemmt => Some(select::GEMMT_MAX_SHARED_BYTES),
+                    // attn_prefill_d*: q and two stages of K and V rows.
+                    Family::Attention => Some(select::ATT_PREFILL_MAX_SHARED_BYTES),
                     _ => None,
                 };
                 if let Some(bytes) = dynamic {

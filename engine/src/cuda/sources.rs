@@ -32,6 +32,7 @@ pub const SOURCES: &[KernelSource] = &[
     src!("common/common.cuh"),
     src!("common/formats.cuh"),
     src!("common/mma.cuh"),
+    src!("common/tc.cuh"),
     src!("elementwise.cu"),
     src!("embed.cu"),
     src!("gemm.cu"),
@@ -368,6 +369,8 @@ impl Family {
                     "attn_rows_d64".into(),
                     "attn_rows_d128".into(),
                     "attn_rows_d256".into(),
+                    "attn_prefill_d64".into(),
+                    "attn_prefill_d128".into(),
                 ]
             }
             Family::Elementwise => {

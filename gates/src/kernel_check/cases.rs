@@ -13,7 +13,7 @@ use engine::quant::QuantFormat;
 use half::f16;
 
 /// Every op name the cases report under (each must have one tolerance).
-pub const OPS: [&str; 21] = [
+pub const OPS: [&str; 22] = [
     "matvec",
     "gemm",
     "gemm_f16x",
@@ -24,6 +24,7 @@ pub const OPS: [&str; 21] = [
     "qk_norm",
     "rope",
     "attention",
+    "attention_prefill",
     "gated_act",
     "add",
     "scale",
@@ -251,6 +252,11 @@ pub fn run_all(gpu: &Gpu, seed: u64, only: &[String]) -> Vec<CheckLine> {
             super::attention::fused_attention_cases,
         ),
         ("attention", "attention_rows", super::attention::rows_cases),
+        (
+            "attention",
+            "attention_prefill",
+            super::attention::prefill_cases,
+        ),
         ("pointwise", "pointwise", pointwise_cases),
         ("gemm", "gemm", super::gemm::gemm_cases),
         ("gemmt", "gemmt", super::gemmt::gemmt_cases),

@@ -312,6 +312,12 @@ impl GpuArm {
             if let Some(m) = self.dec.prefill_tile_m() {
                 flags.push(format!("tile={m}"));
             }
+            // The prompt pass's attention on the decode kernel (ASSAY_PREFILL_ATTN=split;
+            // the default since session 11 is the tensor-core attention where the head
+            // size has it).
+            if !self.dec.prefill_flash() {
+                flags.push("attn=split".into());
+            }
         }
         if self.dec.mmv_on() {
             // ASSAY_MMV=1 / staged: the Q4_0 / Q8_0 decode products on tensor cores (mmv.cu).

@@ -494,6 +494,12 @@ impl CudaDecoder {
         feed: Feed,
     ) -> Result<(), CudaError> {
         let lim = self.attention_rows();
+        // The prompt pass's tensor-core attention, if it runs and has this head size.
+        let flash = if feed == Feed::Rows {
+            self.prefill_attention(spec.head_dim)
+        } else {
+            None
+        };
         let gpu = &*self.gpu;
         let layer = self
             .kv
@@ -523,7 +529,19 @@ impl CudaDecoder {
             bt: &self.bt,
         };
         let mut o = take(bufs, spec.out)?;
-        let r = if n <= lim {
+        let r = if flash.is_some() {
+            // The prompt pass: every row in one tensor-core launch.
+            ops::attention_prefill(
+                gpu,
+                get(bufs, spec.q)?,
+                &kv,
+                pos,
+                shape,
+                spec.scale,
+                spec.softcap.unwrap_or(0.0),
+                &mut o.slice,
+            )
+        } else if n <= lim {
             ops::attention(
                 gpu,
                 get(bufs, spec.q)?,

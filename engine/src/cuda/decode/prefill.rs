@@ -121,6 +121,9 @@ pub(super) struct PrefillState {
     opts: GemmOpts,
     /// The tiled kernel's tile height (`ASSAY_GEMMT_TILE`), `None`: chosen per launch.
     tile_m: Option<usize>,
+    /// The pass's attention on tensor cores where the head size has it
+    /// (`ASSAY_PREFILL_ATTN=flash`, the default) or the decode kernel (`split`).
+    flash: bool,
     kernel: GemmKernel,
     /// Rows per pass of the tiled kernel.
     tiled_rows: usize,
@@ -142,6 +145,19 @@ fn kernel_from_env() -> Result<GemmKernel, CudaError> {
         Err(_) => Ok(DEFAULT_GEMM_KERNEL),
         Ok(v) => GemmKernel::parse(&v)
             .ok_or_else(|| shape_err("decoder", format!("ASSAY_GEMM={v:?}: expected v1 or tiled"))),
+    }
+}
+
+/// `ASSAY_PREFILL_ATTN`: `flash` (default: the tensor-core attention of the prompt pass,
+/// where the head size has it) or `split` (the decode kernel, row by row).
+fn flash_from_env() -> Result<bool, CudaError> {
+    match std::env::var("ASSAY_PREFILL_ATTN").as_deref() {
+        Err(_) | Ok("flash") => Ok(true),
+        Ok("split") => Ok(false),
+        Ok(v) => Err(shape_err(
+            "decoder",
+            format!("ASSAY_PREFILL_ATTN={v:?}: expected flash or split"),
+        )),
     }
 }
 
@@ -206,6 +222,7 @@ impl PrefillState {
             mode: PrefillMode::from_env()?,
             opts,
             tile_m,
+            flash: flash_from_env()?,
             kernel: kernel_from_env()?,
             tiled_rows: pass_rows_from_env()?,
             decoded: Arc::new(Mutex::new(GemmtScratch::new())),
@@ -243,6 +260,8 @@ impl CudaDecoder {
     pub(super) fn share_prefill(&mut self, from: &CudaDecoder) {
         self.set_gemm_kernel(from.prefill.kernel);
         self.prefill.tiled_rows = from.prefill.tiled_rows;
+        self.prefill.flash = from.prefill.flash;
+        self.prefill.tile_m = from.prefill.tile_m;
         self.prefill.decoded = Arc::clone(&from.prefill.decoded);
     }
 
@@ -423,6 +442,27 @@ impl CudaDecoder {
     /// Whether the body now runs the GEMM path.
     pub(super) fn gemm_active(&self) -> bool {
         self.prefill.active
+    }
+
+    /// The prompt pass's tensor-core attention entry for heads of `head_dim`, while the
+    /// body runs the GEMM path and it is on (`ASSAY_PREFILL_ATTN`); `None`: the decode
+    /// kernel.
+    pub(super) fn prefill_attention(&self, head_dim: usize) -> Option<&'static str> {
+        if !(self.prefill.active && self.prefill.flash) {
+            return None;
+        }
+        select::attention_prefill_entry(head_dim, self.gpu.info().compute_capability)
+    }
+
+    /// Whether prompt passes take the tensor-core attention (`ASSAY_PREFILL_ATTN`).
+    pub fn prefill_flash(&self) -> bool {
+        self.prefill.flash
+    }
+
+    /// Choose the prompt pass's attention: tensor cores (where the head size has it) or
+    /// the decode kernel.
+    pub fn set_prefill_flash(&mut self, on: bool) {
+        self.prefill.flash = on;
     }
 
     /// The staging buffers, made on first use for the widest matrix.

@@ -205,7 +205,7 @@ fn grid(
         .ok_or_else(|| shape_err(op, "too many rows"))?;
     let bm = opts
         .tile_m
-        .unwrap_or_else(|| select::gemmt_tile_m(n, col_tiles, gpu.info().sm_count as usize));
+        .unwrap_or_else(|| select::gemmt_tile_m(n, col_tiles, gpu.info().sm_count as usize, parts));
     let cfg = LaunchConfig {
         grid_dim: (n.div_ceil(bm) as u32, y, 1),
         block_dim: (256, 1, 1),

@@ -90,6 +90,36 @@ pub fn attention_rows_entry(head_dim: usize) -> &'static str {
     }
 }
 
+/// Tokens per block of the prompt pass's attention (`AP_BQ`: 16 per warp).
+pub const ATT_PREFILL_BQ: usize = 64;
+
+/// The head sizes the prompt pass's tensor-core attention has entry points for.
+pub const ATT_PREFILL_HEAD_DIMS: [usize; 2] = [64, 128];
+
+/// Dynamic shared memory of `attn_prefill_d<hd>`: q as f16 hi + lo, then two stages of a
+/// KV block's K and V rows (rows padded by 8 halves).
+pub const fn attention_prefill_shared_bytes(head_dim: usize) -> usize {
+    let ld = head_dim + 8;
+    (2 * ATT_PREFILL_BQ + 2 * 2 * crate::cuda::sources::consts::ATT_SPLIT) * ld * 2
+}
+
+/// The most any attn_prefill entry uses (set as the attention family's limit).
+pub const ATT_PREFILL_MAX_SHARED_BYTES: usize = attention_prefill_shared_bytes(128);
+
+/// The prompt pass's attention entry for heads of `head_dim` on a device of compute
+/// capability `cc`: `attn_prefill_d64` / `_d128` (flash attention on tensor cores, sm_80+),
+/// or `None` (other head sizes keep the split-KV decode kernel in the prompt pass).
+pub fn attention_prefill_entry(head_dim: usize, cc: (i32, i32)) -> Option<&'static str> {
+    if cc.0 < 8 {
+        return None;
+    }
+    match head_dim {
+        64 => Some("attn_prefill_d64"),
+        128 => Some("attn_prefill_d128"),
+        _ => None,
+    }
+}
+
 pub fn choose_attention(
     head_dim: usize,
     n_heads: usize,
@@ -220,5 +250,27 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn prefill_attention_entries_and_shared_memory() {
+        assert_eq!(
+            attention_prefill_entry(128, (9, 0)),
+            Some("attn_prefill_d128")
+        );
+        assert_eq!(
+            attention_prefill_entry(64, (8, 0)),
+            Some("attn_prefill_d64")
+        );
+        assert_eq!(attention_prefill_entry(256, (9, 0)), None);
+        assert_eq!(attention_prefill_entry(80, (9, 0)), None);
+        assert_eq!(attention_prefill_entry(128, (7, 5)), None);
+        for hd in ATT_PREFILL_HEAD_DIMS {
+            assert!(attention_prefill_entry(hd, (9, 0)).is_some());
+        }
+        // 128 dims: q hi + lo (2 x 64 rows) and two stages of K and V (4 x 64 rows) of 136.
+        assert_eq!(attention_prefill_shared_bytes(128), 6 * 64 * 136 * 2);
+        // Two blocks per SM on the H200 (227 KiB).
+        const { assert!(2 * ATT_PREFILL_MAX_SHARED_BYTES <= 227 * 1024) };
     }
 }

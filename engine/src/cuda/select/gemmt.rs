@@ -35,17 +35,28 @@ pub const GEMMT_MAX_SHARED_BYTES: usize = {
     if a > b { a } else { b }
 };
 
-/// Token rows per tile for a launch over `n` tokens and `col_tiles` tiles of weight rows on
-/// a device of `sms` multiprocessors (2 blocks each): 128 when that grid fills the device
-/// at least twice over (gate + up at 8B: 4 x 224 blocks on 132 SMs), else 64 (twice the
-/// blocks, each half as tall: q + k + v, o and down of a 512-row pass at 8B). Tile height
-/// changes no bits (gemmt.cu: one accumulator per output, k16 steps in k order).
-pub fn gemmt_tile_m(n: usize, col_tiles: usize, sms: usize) -> usize {
-    let blocks = n.div_ceil(GEMMT_TILES_M[0]) * col_tiles;
+/// Token rows per tile for a launch over `n` tokens, `col_tiles` tiles of weight rows and x
+/// in `parts` parts on a device of `sms` multiprocessors (2 blocks each). Passes of at most
+/// 64 tokens: 64. Else, x in one part: 128; x in two parts: 128 when that grid fills the
+/// device at least twice over (gate + up at 8B: 4 x 224 blocks on 132 SMs), else 64 (twice
+/// the blocks, each half as tall). Session 11 window 1, 8B (research/notes/s11/w1): with x
+/// in one part (Q4_0) 128-token tiles everywhere were faster than this rule's 64 for
+/// q + k + v, o and down (p512 9990 vs 9774 tok/s, p2048 6985 vs 6862); with two parts
+/// (BF16) slower (8367 vs 8567). Tile height changes no bits (gemmt.cu: one accumulator per
+/// output, k16 steps in k order).
+pub fn gemmt_tile_m(n: usize, col_tiles: usize, sms: usize, parts: u32) -> usize {
+    let (tall, short) = (GEMMT_TILES_M[0], GEMMT_TILES_M[1]);
+    if n <= short {
+        return short;
+    }
+    if parts == 1 {
+        return tall;
+    }
+    let blocks = n.div_ceil(tall) * col_tiles;
     if blocks >= 4 * sms.max(1) {
-        GEMMT_TILES_M[0]
+        tall
     } else {
-        GEMMT_TILES_M[1]
+        short
     }
 }
 
@@ -171,15 +182,20 @@ mod tests {
 
     #[test]
     fn tile_height_follows_the_grid() {
-        // 8B, a 512-row pass on 132 SMs: gate + up (224 column tiles) keep 128-token tiles;
-        // q + k + v (48), o (32) and down (32) take 64.
-        assert_eq!(gemmt_tile_m(512, 224, 132), 128);
-        assert_eq!(gemmt_tile_m(512, 48, 132), 64);
-        assert_eq!(gemmt_tile_m(512, 32, 132), 64);
+        // 8B, a 512-row pass on 132 SMs, x in two parts: gate + up (224 column tiles) keep
+        // 128-token tiles; q + k + v (48), o and down (32) take 64.
+        assert_eq!(gemmt_tile_m(512, 224, 132, 2), 128);
+        assert_eq!(gemmt_tile_m(512, 48, 132, 2), 64);
+        assert_eq!(gemmt_tile_m(512, 32, 132, 2), 64);
         // Longer passes fill the device with tall tiles.
-        assert_eq!(gemmt_tile_m(2048, 48, 132), 128);
-        assert_eq!(gemmt_tile_m(1, 1, 0), 64);
-        assert!(GEMMT_TILES_M.contains(&gemmt_tile_m(100, 7, 16)));
+        assert_eq!(gemmt_tile_m(2048, 48, 132, 2), 128);
+        // x in one part: tall tiles.
+        assert_eq!(gemmt_tile_m(512, 32, 132, 1), 128);
+        assert_eq!(gemmt_tile_m(65, 1, 132, 1), 128);
+        // Short passes: 64 whatever the parts.
+        assert_eq!(gemmt_tile_m(64, 224, 132, 1), 64);
+        assert_eq!(gemmt_tile_m(1, 1, 0, 2), 64);
+        assert!(GEMMT_TILES_M.contains(&gemmt_tile_m(100, 7, 16, 2)));
     }
 
     #[test]
