@@ -91,10 +91,11 @@ __device__ __forceinline__ void gt_mma(float* c, const u32* a, u32 b0, u32 b1) {
 }
 
 // The plain kernel's segments: weight rows [0, r0) are w0's (output y0, bias b0), the next
-// r1 are w1's, the next r2 are w2's; each w a row-major [rows][k] matrix of 16-bit floats,
-// each y a token-major [n][r] matrix.
+// r1 are w1's, the next r2 are w2's; each w a row-major [rows][k] matrix of 16-bit floats
+// (WF = 0) or a planar Q4_0 (WF = 1) / Q8_0 (WF = 2) matrix of r rows, each y a
+// token-major [n][r] matrix.
 struct GtSegs {
-    const u16* w[3];
+    const void* w[3];
     float* y[3];
     const float* b[3];
     int r[3];
@@ -102,7 +103,7 @@ struct GtSegs {
 
 // Shared memory: GT_ST stages of [P][BM][GT_LD] x parts then [GT_BN][GT_LD] weights; the
 // gate + up epilogue reuses it as [BM][GT_BN + 4] floats.
-template <int KIND, int P, int BM, bool GLU>
+template <int KIND, int WF, int P, int BM, bool GLU>
 __device__ __forceinline__ void gemmt_body(const u16* __restrict__ xh, const u16* __restrict__ xl,
                                            const float* __restrict__ xsc, const GtSegs& sg,
                                            const float* res, int k, int n, int act) {
@@ -133,36 +134,114 @@ __device__ __forceinline__ void gemmt_body(const u16* __restrict__ xh, const u16
         xsrc[i] = (p == 0 ? xh : xl) + (xok[i] ? (u64)tok * k + 8 * seg : 0);
         xdst[i] = p * XS + r * GT_LD + 8 * seg;
     }
-    const u16* wsrc[WL];
-    bool wok[WL];
-    int wdst[WL];
-#pragma unroll
-    for (int i = 0; i < WL; i++) {
-        const int q = tid + 256 * i;
-        const int r = q >> 2, seg = q & 3;
-        const u16* base;
-        int row;
+    // Weight row of tile row r: its matrix, its row there, the matrix's rows; ok = inside.
+    auto wrow = [&](int r, const u8*& base, int& row, int& mrows) -> bool {
         if (GLU) {
             // Tile columns 0..63: gate rows blockIdx.y * 64 + c; 64..127: the same rows of up.
             row = blockIdx.y * GT_GLU_G + (r % GT_GLU_G);
-            base = r < GT_GLU_G ? sg.w[0] : sg.w[1];
-            wok[i] = row < sg.r[0];
+            base = (const u8*)(r < GT_GLU_G ? sg.w[0] : sg.w[1]);
+            mrows = sg.r[0];
+            return row < sg.r[0];
+        }
+        row = col0 + r;
+        const bool ok = row < rtot;
+        if (row < sg.r[0]) {
+            base = (const u8*)sg.w[0];
+            mrows = sg.r[0];
+        } else if (row < sg.r[0] + sg.r[1]) {
+            base = (const u8*)sg.w[1];
+            row -= sg.r[0];
+            mrows = sg.r[1];
         } else {
-            row = col0 + r;
-            wok[i] = row < rtot;
-            if (row < sg.r[0]) {
-                base = sg.w[0];
-            } else if (row < sg.r[0] + sg.r[1]) {
-                base = sg.w[1];
-                row -= sg.r[0];
+            base = (const u8*)sg.w[2];
+            row -= sg.r[0] + sg.r[1];
+            mrows = sg.r[2];
+        }
+        return ok;
+    };
+    const u16* wsrc[WL];
+    bool wok[WL];
+    int wdst[WL];
+    if (WF == 0) {
+#pragma unroll
+        for (int i = 0; i < WL; i++) {
+            const int q = tid + 256 * i;
+            const int r = q >> 2, seg = q & 3;
+            const u8* base;
+            int row, mrows;
+            wok[i] = wrow(r, base, row, mrows);
+            wsrc[i] = wok[i] ? (const u16*)base + (u64)row * k + 8 * seg : (const u16*)sg.w[0];
+            wdst[i] = P * XS + r * GT_LD + 8 * seg;
+        }
+    }
+    // Quant weights (WF = 1, 2), decoded in the loop: thread (r = tid / 2, hf = tid % 2)
+    // takes half of row r's block of 32 per k step (BK = 32: one block), loaded into
+    // registers one stage ahead of its use and stored to shared memory as f16.
+    constexpr int QB = WF == 2 ? 32 : 16;  // quant bytes per block
+    const u8* fq = 0;
+    const u8* fs = 0;
+    bool fok = false;
+    int fdst = 0;
+    if (WF != 0) {
+        const int r = tid >> 1, hf = tid & 1;
+        const u8* base;
+        int row, mrows;
+        fok = wrow(r, base, row, mrows);
+        const u64 nb = (u64)(k >> 5);
+        if (fok) {
+            fq = base + (u64)row * nb * QB + hf * (QB / 2);
+            fs = base + (u64)mrows * nb * QB + (u64)row * nb * 2;
+        }
+        fdst = P * XS + r * GT_LD + (WF == 2 ? 16 : 8) * hf;
+    }
+    uint4 fqv = make_uint4(0u, 0u, 0u, 0u);
+    u32 fsv = 0u;
+    auto fetch = [&](int kt) {
+        if (!fok) return;
+        if (WF == 2) {
+            fqv = *(const uint4*)(fq + (u64)kt * QB);
+        } else {
+            const uint2 v = *(const uint2*)(fq + (u64)kt * QB);
+            fqv.x = v.x;
+            fqv.y = v.y;
+        }
+        fsv = *(const u16*)(fs + (u64)kt * 2);
+    };
+    // d * (q - o) per value: q - o exact in f16 (gm_pair), times d rounded once (f16
+    // multiply, round to nearest: the bits of gemmt_dq's f32 product rounded to f16).
+    auto put = [&](int s) {
+        u16* dst = sm + s * STAGE + fdst;
+        uint4 a = make_uint4(0u, 0u, 0u, 0u), b = a;
+        if (fok) {
+            const u32 dd = fsv | (fsv << 16);
+            if (WF == 2) {
+                const u32 x0 = fqv.x ^ 0x80808080u, x1 = fqv.y ^ 0x80808080u;
+                const u32 x2 = fqv.z ^ 0x80808080u, x3 = fqv.w ^ 0x80808080u;
+                a = make_uint4(gt_hmul2(gm_pair(x0, 0x4140u, 0x64806480u), dd),
+                               gt_hmul2(gm_pair(x0, 0x4342u, 0x64806480u), dd),
+                               gt_hmul2(gm_pair(x1, 0x4140u, 0x64806480u), dd),
+                               gt_hmul2(gm_pair(x1, 0x4342u, 0x64806480u), dd));
+                b = make_uint4(gt_hmul2(gm_pair(x2, 0x4140u, 0x64806480u), dd),
+                               gt_hmul2(gm_pair(x2, 0x4342u, 0x64806480u), dd),
+                               gt_hmul2(gm_pair(x3, 0x4140u, 0x64806480u), dd),
+                               gt_hmul2(gm_pair(x3, 0x4342u, 0x64806480u), dd));
             } else {
-                base = sg.w[2];
-                row -= sg.r[0] + sg.r[1];
+                // Bytes 8 hf .. 8 hf + 7: low nibbles values 8 hf + j, high ones 16 + 8 hf + j.
+                const u32 l0 = fqv.x & 0x0F0F0F0Fu, l1 = fqv.y & 0x0F0F0F0Fu;
+                const u32 h0 = (fqv.x >> 4) & 0x0F0F0F0Fu, h1 = (fqv.y >> 4) & 0x0F0F0F0Fu;
+                a = make_uint4(gt_hmul2(gm_pair(l0, 0x4140u, 0x64086408u), dd),
+                               gt_hmul2(gm_pair(l0, 0x4342u, 0x64086408u), dd),
+                               gt_hmul2(gm_pair(l1, 0x4140u, 0x64086408u), dd),
+                               gt_hmul2(gm_pair(l1, 0x4342u, 0x64086408u), dd));
+                b = make_uint4(gt_hmul2(gm_pair(h0, 0x4140u, 0x64086408u), dd),
+                               gt_hmul2(gm_pair(h0, 0x4342u, 0x64086408u), dd),
+                               gt_hmul2(gm_pair(h1, 0x4140u, 0x64086408u), dd),
+                               gt_hmul2(gm_pair(h1, 0x4342u, 0x64086408u), dd));
             }
         }
-        wsrc[i] = wok[i] ? base + (u64)row * k + 8 * seg : sg.w[0];
-        wdst[i] = P * XS + r * GT_LD + 8 * seg;
-    }
+        *(uint4*)dst = a;
+        *(uint4*)(dst + (WF == 2 ? 8 : 16)) = b;
+    };
 
     // Loads of k step kt into stage s.
     auto load = [&](int s, int kt) {
@@ -171,9 +250,11 @@ __device__ __forceinline__ void gemmt_body(const u16* __restrict__ xh, const u16
 #pragma unroll
         for (int i = 0; i < XL; i++)
             gt_cp16(st + 2 * xdst[i], xsrc[i] + (xok[i] ? kk : 0), xok[i]);
+        if (WF == 0) {
 #pragma unroll
-        for (int i = 0; i < WL; i++)
-            gt_cp16(st + 2 * wdst[i], wsrc[i] + (wok[i] ? kk : 0), wok[i]);
+            for (int i = 0; i < WL; i++)
+                gt_cp16(st + 2 * wdst[i], wsrc[i] + (wok[i] ? kk : 0), wok[i]);
+        }
     };
 
     float acc[MT][4][4];
@@ -186,7 +267,13 @@ __device__ __forceinline__ void gemmt_body(const u16* __restrict__ xh, const u16
 
 #pragma unroll
     for (int s = 0; s < GT_ST - 1; s++) {
-        if (s < kt_n) load(s, s);
+        if (s < kt_n) {
+            load(s, s);
+            if (WF != 0) {
+                fetch(s);
+                put(s);
+            }
+        }
         gt_commit();
     }
     // ldmatrix lane addresses (in 16-bit values, relative to a stage's x part / weights):
@@ -199,7 +286,11 @@ __device__ __forceinline__ void gemmt_body(const u16* __restrict__ xh, const u16
     for (int kt = 0; kt < kt_n; kt++) {
         gt_wait<GT_ST - 2>();
         __syncthreads();
-        if (kt + GT_ST - 1 < kt_n) load((kt + GT_ST - 1) % GT_ST, kt + GT_ST - 1);
+        const bool ahead = kt + GT_ST - 1 < kt_n;
+        if (ahead) {
+            load((kt + GT_ST - 1) % GT_ST, kt + GT_ST - 1);
+            if (WF != 0) fetch(kt + GT_ST - 1);
+        }
         gt_commit();
         const u16* st = sm + (kt % GT_ST) * STAGE;
         const u32 xa = gt_smem(st) + 2 * a_off;
@@ -224,6 +315,8 @@ __device__ __forceinline__ void gemmt_body(const u16* __restrict__ xh, const u16
                     for (int p = 0; p < P; p++) gt_mma<KIND>(acc[mt][nt], a[p], b[nt][0], b[nt][1]);
             }
         }
+        // The stage read in the previous step (every warp is past the barrier above).
+        if (WF != 0 && ahead) put((kt + GT_ST - 1) % GT_ST);
     }
     gt_wait<0>();
     // C fragment of (mt, nt): [0..1] token wm * BM / 2 + 16 mt + g, rows wn * 32 + 8 nt + 2t,
@@ -294,26 +387,31 @@ __device__ __forceinline__ void gemmt_body(const u16* __restrict__ xh, const u16
     }
 }
 
-#define GEMMT_ENTRY(name, KIND, BM, P)                                                        \
+#define GEMMT_ENTRY(name, KIND, WF, BM, P)                                                    \
     extern "C" __global__ void __launch_bounds__(256, 2) gemmt_##name##_m##BM##_p##P(        \
         const u16* __restrict__ xh, const u16* __restrict__ xl, const float* __restrict__ xsc, \
-        const u16* w0, const u16* w1, const u16* w2, float* y0, float* y1, float* y2,         \
+        const void* w0, const void* w1, const void* w2, float* y0, float* y1, float* y2,      \
         const float* b0, const float* b1, const float* b2, int r0, int r1, int r2,            \
         const float* res, int k, int n) {                                                     \
         const GtSegs sg = {{w0, w1, w2}, {y0, y1, y2}, {b0, b1, b2}, {r0, r1, r2}};           \
-        gemmt_body<KIND, P, BM, false>(xh, xl, xsc, sg, res, k, n, 0);                        \
+        gemmt_body<KIND, WF, P, BM, false>(xh, xl, xsc, sg, res, k, n, 0);                    \
     }                                                                                         \
     extern "C" __global__ void __launch_bounds__(256, 2) gemmt_##name##_glu_m##BM##_p##P(    \
         const u16* __restrict__ xh, const u16* __restrict__ xl, const float* __restrict__ xsc, \
-        const u16* wg, const u16* wu, float* y, int rows, int k, int n, int act) {            \
+        const void* wg, const void* wu, float* y, int rows, int k, int n, int act) {          \
         const GtSegs sg = {{wg, wu, wg}, {y, y, y}, {0, 0, 0}, {rows, 0, 0}};                 \
-        gemmt_body<KIND, P, BM, true>(xh, xl, xsc, sg, 0, k, n, act);                         \
+        gemmt_body<KIND, WF, P, BM, true>(xh, xl, xsc, sg, 0, k, n, act);                     \
     }
-GEMMT_ENTRY(f16, 1, 128, 1)
-GEMMT_ENTRY(f16, 1, 128, 2)
-GEMMT_ENTRY(f16, 1, 64, 1)
-GEMMT_ENTRY(f16, 1, 64, 2)
-GEMMT_ENTRY(bf16, 2, 128, 1)
-GEMMT_ENTRY(bf16, 2, 128, 2)
-GEMMT_ENTRY(bf16, 2, 64, 1)
-GEMMT_ENTRY(bf16, 2, 64, 2)
+GEMMT_ENTRY(f16, 1, 0, 128, 1)
+GEMMT_ENTRY(f16, 1, 0, 128, 2)
+GEMMT_ENTRY(f16, 1, 0, 64, 1)
+GEMMT_ENTRY(f16, 1, 0, 64, 2)
+GEMMT_ENTRY(bf16, 2, 0, 128, 1)
+GEMMT_ENTRY(bf16, 2, 0, 128, 2)
+GEMMT_ENTRY(bf16, 2, 0, 64, 1)
+GEMMT_ENTRY(bf16, 2, 0, 64, 2)
+// Q4_0 and Q8_0 decoded in the tile loop (x in one part).
+GEMMT_ENTRY(q4_0, 1, 1, 128, 1)
+GEMMT_ENTRY(q4_0, 1, 1, 64, 1)
+GEMMT_ENTRY(q8_0, 1, 2, 128, 1)
+GEMMT_ENTRY(q8_0, 1, 2, 64, 1)

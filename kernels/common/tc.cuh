@@ -54,3 +54,10 @@ __device__ __forceinline__ void gt_ldm4t(u32 addr, u32& r0, u32& r1, u32& r2, u3
     __trap();
 #endif
 }
+
+// Two f16 products, each rounded once (round to nearest even, subnormals kept).
+__device__ __forceinline__ u32 gt_hmul2(u32 a, u32 b) {
+    u32 r;
+    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}

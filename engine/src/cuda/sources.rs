@@ -401,6 +401,15 @@ impl Family {
                         })
                     })
                 }))
+                // Quants decoded in the tile loop (x in one part).
+                .chain(["q4_0", "q8_0"].iter().flat_map(|s| {
+                    super::select::GEMMT_TILES_M.iter().flat_map(move |m| {
+                        [
+                            format!("gemmt_{s}_m{m}_p1"),
+                            format!("gemmt_{s}_glu_m{m}_p1"),
+                        ]
+                    })
+                }))
                 .collect(),
             Family::Mask => vec!["mask_logits".into()],
             Family::Mmv => super::select::MMV_FORMATS

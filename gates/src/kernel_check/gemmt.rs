@@ -10,7 +10,8 @@
 //!   for these shapes), and the full pass with 64-token tiles must match it too;
 //! - `fusion` (exact): the residual epilogue is the plain result + res (one f32 add), and
 //!   a group of three products of one x in one launch (`gemmt_group`: w + bias, wu, w +
-//!   bias; segment boundaries inside a tile) gives the bits of their own launches;
+//!   bias; segment boundaries inside a tile) gives the bits of their own launches; Q4_0 and
+//!   Q8_0 decoded in the tile loop give the bits of the scratch decode;
 //! - against the CPU reference (`cpu::matvec`, f64): plain + bias, and gate + up (GELU, no
 //!   norm) through `act(g) * u`; and the plain product with a planted huge activation (odd
 //!   rows times 2^17, past f16's range), whose ordinary rows must keep their bits.
@@ -287,6 +288,7 @@ fn cases_of(
             parts: Some(parts),
             tile_m: None,
             fault: false,
+            scratch_decode: false,
         };
         let tall = GemmtOpts {
             tile_m: Some(128),
@@ -311,6 +313,24 @@ fn cases_of(
             &short.rows(rows, 0, FULL),
             &full.rows(rows, 0, FULL),
         ));
+        if select::gemmt_fused(format, parts) {
+            // Decoded in the tile loop (the default) == decoded into the scratch first.
+            let scratch = cx.run(
+                &x,
+                &res,
+                FULL,
+                GemmtOpts {
+                    scratch_decode: true,
+                    ..tall
+                },
+            )?;
+            lines.push(compare_f32(
+                "fusion",
+                format!("gemmt {name} {tag}: decoded in the tile loop == through the scratch, 5 epilogues"),
+                &full.rows(rows, 0, FULL),
+                &scratch.rows(rows, 0, FULL),
+            ));
+        }
         let (grouped, alone3) = cx.run_group(&x, FULL, opts)?;
         lines.push(compare_f32(
             "fusion",
@@ -468,9 +488,27 @@ fn big_case(
             parts: Some(parts),
             tile_m: None,
             fault: false,
+            scratch_decode: false,
         };
         let tag = format!("x in {parts} part(s)");
         let a = cx.run(&x, &res, BIG_N, opts)?;
+        if select::gemmt_fused(format, parts) {
+            let scratch = cx.run(
+                &x,
+                &res,
+                BIG_N,
+                GemmtOpts {
+                    scratch_decode: true,
+                    ..opts
+                },
+            )?;
+            lines.push(compare_f32(
+                "fusion",
+                format!("gemmt {name} {tag}: decoded in the tile loop == through the scratch, 5 epilogues"),
+                &a.rows(rows, 0, BIG_N),
+                &scratch.rows(rows, 0, BIG_N),
+            ));
+        }
         let b = cx.run(&x, &res, BIG_N, opts)?;
         let tall = cx.run(
             &x,

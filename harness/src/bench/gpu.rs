@@ -318,6 +318,10 @@ impl GpuArm {
             if !self.dec.prefill_flash() {
                 flags.push("attn=split".into());
             }
+            // Q4_0 / Q8_0 decoded into the scratch first (ASSAY_GEMMT_FUSED=0).
+            if !self.dec.prefill_fused_decode() {
+                flags.push("decode=scratch".into());
+            }
         }
         if self.dec.mmv_on() {
             // ASSAY_MMV=1 / staged: the Q4_0 / Q8_0 decode products on tensor cores (mmv.cu).

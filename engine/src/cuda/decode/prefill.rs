@@ -124,6 +124,9 @@ pub(super) struct PrefillState {
     /// The pass's attention on tensor cores where the head size has it
     /// (`ASSAY_PREFILL_ATTN=flash`, the default) or the decode kernel (`split`).
     flash: bool,
+    /// Q4_0 / Q8_0 decoded inside the tiled GEMM's loop (`ASSAY_GEMMT_FUSED`, default 1)
+    /// rather than into the scratch first (0; the same bits).
+    fused: bool,
     kernel: GemmKernel,
     /// Rows per pass of the tiled kernel.
     tiled_rows: usize,
@@ -223,6 +226,7 @@ impl PrefillState {
             opts,
             tile_m,
             flash: flash_from_env()?,
+            fused: std::env::var("ASSAY_GEMMT_FUSED").map_or(true, |v| v != "0"),
             kernel: kernel_from_env()?,
             tiled_rows: pass_rows_from_env()?,
             decoded: Arc::new(Mutex::new(GemmtScratch::new())),
@@ -261,6 +265,7 @@ impl CudaDecoder {
         self.set_gemm_kernel(from.prefill.kernel);
         self.prefill.tiled_rows = from.prefill.tiled_rows;
         self.prefill.flash = from.prefill.flash;
+        self.prefill.fused = from.prefill.fused;
         self.prefill.tile_m = from.prefill.tile_m;
         self.prefill.decoded = Arc::clone(&from.prefill.decoded);
     }
@@ -454,6 +459,11 @@ impl CudaDecoder {
         select::attention_prefill_entry(head_dim, self.gpu.info().compute_capability)
     }
 
+    /// Whether Q4_0 / Q8_0 products decode inside the tiled GEMM (`ASSAY_GEMMT_FUSED`).
+    pub fn prefill_fused_decode(&self) -> bool {
+        self.prefill.fused
+    }
+
     /// Whether prompt passes take the tensor-core attention (`ASSAY_PREFILL_ATTN`).
     pub fn prefill_flash(&self) -> bool {
         self.prefill.flash
@@ -506,6 +516,7 @@ impl CudaDecoder {
             parts: self.prefill.opts.x.count(),
             tile_m: self.prefill.tile_m,
             fault: self.prefill.opts.fault,
+            scratch_decode: !self.prefill.fused,
         }
     }
 

@@ -30,14 +30,23 @@ pub struct GemmtOpts {
     /// ([`select::gemmt_tile_m`]). Changes no bits.
     pub tile_m: Option<usize>,
     /// The planted fault of the `prefill` gate: every row's first chunk decodes to zeros
-    /// (F16 / BF16 weights then go through the decode too).
+    /// (F16 / BF16 weights, and the formats decoded in the tile loop, then go through the
+    /// scratch decode).
     pub fault: bool,
+    /// Decode Q4_0 / Q8_0 into the scratch first instead of inside the tile loop
+    /// ([`select::gemmt_fused`]; the same bits).
+    pub scratch_decode: bool,
 }
 
 impl GemmtOpts {
     /// The parts of x for weights of `format`.
     pub fn parts_for(&self, format: crate::quant::QuantFormat) -> u32 {
         self.parts.unwrap_or_else(|| select::gemmt_x_parts(format))
+    }
+
+    /// Whether weights of `format` are decoded inside the tile loop.
+    pub fn fused_for(&self, format: crate::quant::QuantFormat) -> bool {
+        !self.fault && !self.scratch_decode && select::gemmt_fused(format, self.parts_for(format))
     }
 }
 
@@ -77,17 +86,22 @@ impl GemmtScratch {
     }
 }
 
-/// The 16-bit weights of `ws` (for one launch): each matrix's address, in place (F16 /
-/// BF16, unless the fault is planted) or decoded into consecutive rows of `scratch`.
+/// The weights of `ws` (for one launch) as the kernel reads them: each matrix's address, in
+/// place (F16 / BF16, unless the fault is planted; Q4_0 / Q8_0 decoded in the tile loop) or
+/// decoded into consecutive rows of `scratch` (16-bit floats).
 fn weights16(
     gpu: &Gpu,
     ws: &[&DeviceWeight],
     scratch: &mut GemmtScratch,
-    fault: bool,
+    opts: GemmtOpts,
 ) -> Result<Vec<u64>, CudaError> {
     const OP: &str = "gemmt_dq";
-    let in_place =
-        |w: &DeviceWeight| !fault && select::gemmt_in_place(w.format) && w.row_bytes == 2 * w.cols;
+    let fault = opts.fault;
+    // Read where they lie: 16-bit floats, or quants the tile loop decodes.
+    let in_place = |w: &DeviceWeight| {
+        (!fault && select::gemmt_in_place(w.format) && w.row_bytes == 2 * w.cols)
+            || opts.fused_for(w.format)
+    };
     let decoded: usize = ws
         .iter()
         .filter(|w| !in_place(w))
@@ -214,7 +228,11 @@ fn grid(
     Ok((cfg, bm))
 }
 
-fn kind_name(w: &DeviceWeight) -> &'static str {
+/// The entry's weight kind: the format decoded in the tile loop, or the 16-bit float.
+fn kind_name(w: &DeviceWeight, opts: GemmtOpts) -> &'static str {
+    if opts.fused_for(w.format) {
+        return select::format_suffix(w.format);
+    }
     match gemmt_decoded(w.format) {
         Some(Decoded::Bf16) => "bf16",
         _ => "f16",
@@ -302,7 +320,7 @@ fn launch_plain(
     int(OP, "rows", total)?;
     let (cfg, bm) = grid(OP, gpu, n, total.div_ceil(GEMMT_BN), parts, false, opts)?;
     let ws: Vec<&DeviceWeight> = segs.iter().map(|s| s.w).collect();
-    let wp = weights16(gpu, &ws, scratch, opts.fault)?;
+    let wp = weights16(gpu, &ws, scratch, opts)?;
     let (hp, lp, sp) = (rd(gpu, &xs.hi), rd(gpu, &xs.lo), rd(gpu, &xs.scale));
     // Unused segments: no rows, the first segment's addresses.
     let seg = |i: usize| {
@@ -315,7 +333,7 @@ fn launch_plain(
     let (s0, s1, s2) = (seg(0), seg(1), seg(2));
     launch(
         gpu,
-        &format!("gemmt_{}_m{bm}_p{parts}", kind_name(w0)),
+        &format!("gemmt_{}_m{bm}_p{parts}", kind_name(w0, opts)),
         cfg,
         &[
             Arg::Ptr(hp),
@@ -360,7 +378,7 @@ pub fn gemmt_glu(
     let parts = check(OP, gpu, wg, xs, n, opts)?;
     need(OP, "y", y.len(), n * wg.rows)?;
     let (cfg, bm) = grid(OP, gpu, n, wg.rows.div_ceil(GEMMT_GLU_G), parts, true, opts)?;
-    let wp = weights16(gpu, &[wg, wu], scratch, opts.fault)?;
+    let wp = weights16(gpu, &[wg, wu], scratch, opts)?;
     let (hp, lp, sp, yp) = (
         rd(gpu, &xs.hi),
         rd(gpu, &xs.lo),
@@ -369,7 +387,7 @@ pub fn gemmt_glu(
     );
     launch(
         gpu,
-        &format!("gemmt_{}_glu_m{bm}_p{parts}", kind_name(wg)),
+        &format!("gemmt_{}_glu_m{bm}_p{parts}", kind_name(wg, opts)),
         cfg,
         &[
             Arg::Ptr(hp),

@@ -73,6 +73,15 @@ pub fn gemmt_x_parts(format: QuantFormat) -> u32 {
     }
 }
 
+/// Whether the tiled kernel decodes `format`'s weights inside its tile loop (quant blocks
+/// loaded into registers one stage ahead, stored to shared memory as f16: no scratch pass)
+/// when x is in `parts` parts: Q4_0 and Q8_0 (planar: a block's quants and scale are
+/// aligned loads) with x in one part (`gemmt_q4_0[_glu]_m<BM>_p1`, `gemmt_q8_0...`).
+/// The values are the scratch decode's bits (d * (q - o) rounded once to f16).
+pub fn gemmt_fused(format: QuantFormat, parts: u32) -> bool {
+    parts == 1 && matches!(format, QuantFormat::Q4_0 | QuantFormat::Q8_0)
+}
+
 /// Whether the tiled kernel reads `format`'s weights in place (16-bit floats already: F16
 /// and BF16), with no decode into the scratch.
 pub fn gemmt_in_place(format: QuantFormat) -> bool {
@@ -196,6 +205,15 @@ mod tests {
         assert_eq!(gemmt_tile_m(64, 224, 132, 1), 64);
         assert_eq!(gemmt_tile_m(1, 1, 0, 2), 64);
         assert!(GEMMT_TILES_M.contains(&gemmt_tile_m(100, 7, 16, 2)));
+    }
+
+    #[test]
+    fn fused_decode_formats() {
+        assert!(gemmt_fused(QuantFormat::Q4_0, 1));
+        assert!(gemmt_fused(QuantFormat::Q8_0, 1));
+        assert!(!gemmt_fused(QuantFormat::Q4_0, 2));
+        assert!(!gemmt_fused(QuantFormat::Q4_K, 1));
+        assert!(!gemmt_fused(QuantFormat::BF16, 1));
     }
 
     #[test]
