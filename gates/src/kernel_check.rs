@@ -12,6 +12,7 @@
 //! the kernel fails to write cannot pass.
 
 mod attention;
+mod attention_prefill;
 mod batch;
 mod cases;
 mod gemm;

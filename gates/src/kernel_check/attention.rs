@@ -13,7 +13,7 @@ use half::f16;
 /// A paged cache of `cap` positions for the kernels: a random block table over a pool with
 /// one block more than the table names (the blocks permuted, so a kernel that ignored the
 /// table would read other rows; the spare block holds NaN).
-struct Paged {
+pub(super) struct Paged {
     bt: Vec<i32>,
     blocks: usize,
     nkv: usize,
@@ -22,7 +22,7 @@ struct Paged {
 }
 
 impl Paged {
-    fn new(rng: &mut Rng, nkv: usize, cap: usize, hd: usize) -> Paged {
+    pub(super) fn new(rng: &mut Rng, nkv: usize, cap: usize, hd: usize) -> Paged {
         let blocks = ops::kv_blocks(cap) + 1;
         let mut ids: Vec<i32> = (0..blocks as i32).collect();
         for i in (1..blocks).rev() {
@@ -39,7 +39,7 @@ impl Paged {
     }
 
     /// The pool holding `logical` (`[nkv][cap][hd]`) through the table.
-    fn pool(&self, gpu: &Gpu, logical: &[f16]) -> Result<CudaSlice<f16>, String> {
+    pub(super) fn pool(&self, gpu: &Gpu, logical: &[f16]) -> Result<CudaSlice<f16>, String> {
         let pool = ops::to_paged(
             logical,
             &self.bt,
@@ -60,7 +60,7 @@ impl Paged {
             .ok_or_else(|| "logical view of a test pool".to_string())
     }
 
-    fn table(&self, gpu: &Gpu) -> Result<CudaSlice<i32>, String> {
+    pub(super) fn table(&self, gpu: &Gpu) -> Result<CudaSlice<i32>, String> {
         gpu.upload(&self.bt).map_err(e2s)
     }
 }
@@ -218,113 +218,6 @@ pub(super) fn attention_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLin
 /// `rope_kv` against rope(q), rope(k), kv_store; the attention that merges its own splits
 /// against the split launch followed by the combine launch (twice in a row on one scratch,
 /// so a split counter left non-zero by the first launch would show in the second).
-/// The prompt pass's tensor-core attention (`attn_prefill_d64` / `_d128`): a pass of `n`
-/// tokens at positions `p0 ..` against the CPU reference (`attention_prefill`), and its
-/// rows' bits alone (passes of one token at the tile edges) and in two passes (split in
-/// the middle of a tile) against the whole pass (`batch_invariance`). Shapes: GQA 4 and
-/// 1, 128 and 64 dims, passes from 0 and from inside a KV block, a sliding window, a
-/// softcap.
-pub(super) fn prefill_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
-    // (heads, kv heads, head_dim, capacity, window, softcap, first position, tokens)
-    type Shape = (usize, usize, usize, usize, usize, f32, usize, usize);
-    let shapes: [Shape; 6] = [
-        (8, 2, 128, 700, 0, 0.0, 0, 300),
-        (8, 2, 128, 700, 0, 0.0, 250, 130),
-        (4, 4, 64, 300, 0, 0.0, 0, 200),
-        (8, 2, 64, 900, 100, 0.0, 600, 150),
-        (8, 4, 128, 600, 0, 30.0, 10, 70),
-        (32, 8, 128, 4200, 0, 0.0, 3900, 130),
-    ];
-    let cc = gpu.info().compute_capability;
-    for (nh, nkv, hd, cap, window, softcap, p0, n) in shapes {
-        if engine::cuda::select::attention_prefill_entry(hd, cc).is_none() {
-            continue;
-        }
-        let name = format!(
-            "heads={nh}/{nkv} head_dim={hd} cap={cap} window={window} softcap={softcap} positions {p0}..{}",
-            p0 + n
-        );
-        case(lines, "attention_prefill", name, |name| {
-            let s = AttnShape {
-                ntok: n,
-                n_heads: nh,
-                n_kv_heads: nkv,
-                head_dim: hd,
-                capacity: cap,
-                window,
-            };
-            let q = rand_vec(rng, n * nh * hd, 2.0);
-            let cache = |rng: &mut Rng| -> Vec<f16> {
-                (0..nkv * cap * hd)
-                    .map(|_| f16::from_f32(rng.symmetric()))
-                    .collect()
-            };
-            let (kc, vc) = (cache(rng), cache(rng));
-            let pos: Vec<i32> = (p0..p0 + n).map(|p| p as i32).collect();
-            let scale = 1.0 / (hd as f32).sqrt();
-            let want = cpu::attention(&q, &kc, &vc, &pos, s, scale, softcap);
-            let pg = Paged::new(rng, nkv, cap, hd);
-            let (dk, dv, dbt) = (pg.pool(gpu, &kc)?, pg.pool(gpu, &vc)?, pg.table(gpu)?);
-            let kv = ops::KvView {
-                k: &dk,
-                v: &dv,
-                bt: &dbt,
-            };
-            // Rows a .. b as one pass.
-            let pass = |a: usize, b: usize| -> Result<Vec<f32>, String> {
-                let dq = gpu.upload(&q[a * nh * hd..b * nh * hd]).map_err(e2s)?;
-                let dp = gpu.upload(&pos[a..b]).map_err(e2s)?;
-                let mut out = poison(gpu, (b - a) * nh * hd).map_err(e2s)?;
-                ops::attention_prefill(
-                    gpu,
-                    &dq,
-                    &kv,
-                    &dp,
-                    AttnShape { ntok: b - a, ..s },
-                    scale,
-                    softcap,
-                    &mut out,
-                )
-                .map_err(e2s)?;
-                gpu.download(&out).map_err(e2s)
-            };
-            let got = pass(0, n)?;
-            let mut res = vec![compare_f32(
-                "attention_prefill",
-                name.to_string(),
-                &got,
-                &want,
-            )];
-            let w = nh * hd;
-            let mut alone = Vec::new();
-            let mut among = Vec::new();
-            for t in [0, 1, 15, 16, 63, 64, n / 2, n - 1] {
-                alone.extend(pass(t, t + 1)?);
-                among.extend_from_slice(&got[t * w..(t + 1) * w]);
-            }
-            res.push(compare_f32(
-                "batch_invariance",
-                format!("attention_prefill {name}: rows alone == in the pass of {n}"),
-                &alone,
-                &among,
-            ));
-            let mid = n / 2 + 7;
-            let mut two = pass(0, mid)?;
-            two.extend(pass(mid, n)?);
-            res.push(compare_f32(
-                "batch_invariance",
-                format!(
-                    "attention_prefill {name}: passes of {mid} + {} == one pass",
-                    n - mid
-                ),
-                &two,
-                &got,
-            ));
-            Ok(res)
-        });
-    }
-}
-
 pub(super) fn fused_attention_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
     // (tokens, heads, kv heads, head_dim, n_rot, style, base, frequency factors, capacity)
     type Shape = (

@@ -255,7 +255,7 @@ pub fn run_all(gpu: &Gpu, seed: u64, only: &[String]) -> Vec<CheckLine> {
         (
             "attention",
             "attention_prefill",
-            super::attention::prefill_cases,
+            super::attention_prefill::prefill_cases,
         ),
         ("pointwise", "pointwise", pointwise_cases),
         ("gemm", "gemm", super::gemm::gemm_cases),
