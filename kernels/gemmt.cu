@@ -79,6 +79,16 @@ __device__ __forceinline__ void gemmt_dq_body(const u8* __restrict__ w, u64 row_
     }
 ASSAY_FOR_EACH_FORMAT(GEMMT_DQ)
 
+// Eight f16 values d * (q - o), in order, from two words of four byte-sized quants each
+// (bytes under 0x64; `off` the f16x2 of 1024 + o, as gm_pair takes it): q - o exact in
+// f16, then one f16 multiply by the scale pair dd (round to nearest).
+__device__ __forceinline__ uint4 gt_dq8(u32 w0, u32 w1, u32 off, u32 dd) {
+    return make_uint4(gt_hmul2(gm_pair(w0, 0x4140u, off), dd),
+                      gt_hmul2(gm_pair(w0, 0x4342u, off), dd),
+                      gt_hmul2(gm_pair(w1, 0x4140u, off), dd),
+                      gt_hmul2(gm_pair(w1, 0x4342u, off), dd));
+}
+
 // ---------------------------------------------------------------------------------------
 // 2. The GEMM.
 template <int KIND>
@@ -215,28 +225,12 @@ __device__ __forceinline__ void gemmt_body(const u16* __restrict__ xh, const u16
         if (fok) {
             const u32 dd = fsv | (fsv << 16);
             if (WF == 2) {
-                const u32 x0 = fqv.x ^ 0x80808080u, x1 = fqv.y ^ 0x80808080u;
-                const u32 x2 = fqv.z ^ 0x80808080u, x3 = fqv.w ^ 0x80808080u;
-                a = make_uint4(gt_hmul2(gm_pair(x0, 0x4140u, 0x64806480u), dd),
-                               gt_hmul2(gm_pair(x0, 0x4342u, 0x64806480u), dd),
-                               gt_hmul2(gm_pair(x1, 0x4140u, 0x64806480u), dd),
-                               gt_hmul2(gm_pair(x1, 0x4342u, 0x64806480u), dd));
-                b = make_uint4(gt_hmul2(gm_pair(x2, 0x4140u, 0x64806480u), dd),
-                               gt_hmul2(gm_pair(x2, 0x4342u, 0x64806480u), dd),
-                               gt_hmul2(gm_pair(x3, 0x4140u, 0x64806480u), dd),
-                               gt_hmul2(gm_pair(x3, 0x4342u, 0x64806480u), dd));
+                a = gt_dq8(fqv.x ^ 0x80808080u, fqv.y ^ 0x80808080u, 0x64806480u, dd);
+                b = gt_dq8(fqv.z ^ 0x80808080u, fqv.w ^ 0x80808080u, 0x64806480u, dd);
             } else {
                 // Bytes 8 hf .. 8 hf + 7: low nibbles values 8 hf + j, high ones 16 + 8 hf + j.
-                const u32 l0 = fqv.x & 0x0F0F0F0Fu, l1 = fqv.y & 0x0F0F0F0Fu;
-                const u32 h0 = (fqv.x >> 4) & 0x0F0F0F0Fu, h1 = (fqv.y >> 4) & 0x0F0F0F0Fu;
-                a = make_uint4(gt_hmul2(gm_pair(l0, 0x4140u, 0x64086408u), dd),
-                               gt_hmul2(gm_pair(l0, 0x4342u, 0x64086408u), dd),
-                               gt_hmul2(gm_pair(l1, 0x4140u, 0x64086408u), dd),
-                               gt_hmul2(gm_pair(l1, 0x4342u, 0x64086408u), dd));
-                b = make_uint4(gt_hmul2(gm_pair(h0, 0x4140u, 0x64086408u), dd),
-                               gt_hmul2(gm_pair(h0, 0x4342u, 0x64086408u), dd),
-                               gt_hmul2(gm_pair(h1, 0x4140u, 0x64086408u), dd),
-                               gt_hmul2(gm_pair(h1, 0x4342u, 0x64086408u), dd));
+                a = gt_dq8(fqv.x & 0x0F0F0F0Fu, fqv.y & 0x0F0F0F0Fu, 0x64086408u, dd);
+                b = gt_dq8((fqv.x >> 4) & 0x0F0F0F0Fu, (fqv.y >> 4) & 0x0F0F0F0Fu, 0x64086408u, dd);
             }
         }
         *(uint4*)dst = a;

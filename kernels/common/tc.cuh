@@ -31,28 +31,30 @@ __device__ __forceinline__ void gt_wait() {
 #endif
 }
 
-__device__ __forceinline__ void gt_ldm4(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {
+// ldmatrix x4: four 8 x 8 matrices of 16-bit values (TRANS: each transposed).
+template <bool TRANS>
+__device__ __forceinline__ void gt_ldm4x(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-                 : "r"(addr)
-                 : "memory");
+    if (TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                     : "r"(addr)
+                     : "memory");
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                     : "r"(addr)
+                     : "memory");
 #else
     r0 = r1 = r2 = r3 = 0u;
     __trap();
 #endif
 }
-
+__device__ __forceinline__ void gt_ldm4(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {
+    gt_ldm4x<false>(addr, r0, r1, r2, r3);
+}
 __device__ __forceinline__ void gt_ldm4t(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-                 : "r"(addr)
-                 : "memory");
-#else
-    r0 = r1 = r2 = r3 = 0u;
-    __trap();
-#endif
+    gt_ldm4x<true>(addr, r0, r1, r2, r3);
 }
 
 // Two f16 products, each rounded once (round to nearest even, subnormals kept).

@@ -2,7 +2,7 @@
 //! `fuse::plan`) to its kernel launches, and the attention units (RoPE + KV store +
 //! split-KV attention); plus the buffer/weight lookups the other submodules share.
 
-use super::super::cudarc::driver::{CudaSlice, DevicePtr};
+use super::super::cudarc::driver::{CudaSlice, CudaView, DevicePtr};
 use super::super::ops::{self, Activation, AttnShape, RopeStyle};
 use super::super::sources::consts::MV_LAUNCH_MAX_TOK;
 use super::super::{CudaError, DeviceWeight};
@@ -414,11 +414,7 @@ impl CudaDecoder {
         }
         let gpu = &*self.gpu;
         let bufs = &mut self.bufs;
-        let step_pos = self.step.slice(1..2);
-        let pos: &dyn DevicePtr<i32> = match feed {
-            Feed::Step => &step_pos,
-            Feed::Rows => &self.pos,
-        };
+        let pos = feed_pos(&self.step, &self.pos, feed);
         let mut q = take(bufs, spec.q)?;
         let r = (|| {
             let mut k = take(bufs, spec.k)?;
@@ -430,7 +426,7 @@ impl CudaDecoder {
                 &mut layer.k,
                 &mut layer.v,
                 &self.bt,
-                pos,
+                &pos,
                 table,
                 style,
                 ops::RopeKvShape {
@@ -465,11 +461,7 @@ impl CudaDecoder {
             return Err(model_err("attention spec does not match its KV layer"));
         }
         let bufs = &mut self.bufs;
-        let step_pos = self.step.slice(1..2);
-        let pos: &dyn DevicePtr<i32> = match feed {
-            Feed::Step => &step_pos,
-            Feed::Rows => &self.pos,
-        };
+        let pos = feed_pos(&self.step, &self.pos, feed);
         ops::kv_store(
             gpu,
             get(bufs, spec.k)?,
@@ -477,7 +469,7 @@ impl CudaDecoder {
             &mut layer.k,
             &mut layer.v,
             &self.bt,
-            pos,
+            &pos,
             n,
             spec.n_kv_heads,
             spec.head_dim,
@@ -506,11 +498,6 @@ impl CudaDecoder {
             .get(spec.kv_layer)
             .ok_or_else(|| model_err("kv layer out of range"))?;
         let bufs = &mut self.bufs;
-        let step_pos = self.step.slice(1..2);
-        let pos: &dyn DevicePtr<i32> = match feed {
-            Feed::Step => &step_pos,
-            Feed::Rows => &self.pos,
-        };
         let shape = AttnShape {
             ntok: n,
             n_heads: spec.n_heads,
@@ -535,40 +522,28 @@ impl CudaDecoder {
                 gpu,
                 get(bufs, spec.q)?,
                 &kv,
-                pos,
+                &self.pos,
                 shape,
                 spec.scale,
                 spec.softcap.unwrap_or(0.0),
                 &mut o.slice,
             )
-        } else if n <= lim {
-            ops::attention(
-                gpu,
-                get(bufs, spec.q)?,
-                &kv,
-                pos,
-                shape,
-                spec.scale,
-                spec.softcap.unwrap_or(0.0),
-                scratch,
-                &mut o.slice,
-            )
-            .map(|_| ())
-        } else if feed == Feed::Step {
+        } else if n > lim && feed == Feed::Step {
             Err(model_err("a graphed step has one row"))
         } else {
-            // A prompt pass wider than the scratch: launches of `lim` rows (each row's
-            // attention depends only on its own q and position).
+            // Launches of at most `lim` rows (one unless a prompt pass is wider than the
+            // scratch): each row's attention depends only on its own q and position.
             let w = spec.n_heads * spec.head_dim;
+            let pos = feed_pos(&self.step, &self.pos, feed);
             (|| {
                 let q = get(bufs, spec.q)?;
-                for a in (0..n).step_by(lim) {
+                for a in (0..n).step_by(lim.max(1)) {
                     let b = (a + lim).min(n);
                     ops::attention(
                         gpu,
                         &q.slice(a * w..b * w),
                         &kv,
-                        &self.pos.slice(a..b),
+                        &pos.slice(a..b),
                         AttnShape {
                             ntok: b - a,
                             ..shape
@@ -667,6 +642,19 @@ pub(super) fn get(
                 id.0
             ))
         })
+}
+
+/// The positions of a launch's rows: the graphed step's one (`step`'s `[token, position]`
+/// slot 1) or the rows' `pos`.
+fn feed_pos<'a>(
+    step: &'a CudaSlice<i32>,
+    pos: &'a CudaSlice<i32>,
+    feed: Feed,
+) -> CudaView<'a, i32> {
+    match feed {
+        Feed::Step => step.slice(1..2),
+        Feed::Rows => pos.slice(..),
+    }
 }
 
 #[cfg(test)]

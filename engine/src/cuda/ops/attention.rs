@@ -173,6 +173,21 @@ pub struct KvView<'a> {
     pub bt: &'a dyn DevicePtr<i32>,
 }
 
+impl KvView<'_> {
+    /// The pools hold whole blocks of `s`'s heads and the table covers `s.capacity`.
+    pub(super) fn check(&self, op: &'static str, s: AttnShape) -> Result<(), CudaError> {
+        check_pages(
+            op,
+            self.k.len(),
+            self.v.len(),
+            self.bt.len(),
+            s.n_kv_heads,
+            s.head_dim,
+            s.capacity,
+        )
+    }
+}
+
 /// Attention of `s.ntok` query tokens (q: `[ntok][n_heads][head_dim]`, positions `pos`)
 /// over a layer's paged f16 caches (`kv`: pools read through its block table) into `out`
 /// (shaped like q). `scale` multiplies q.k; `softcap` > 0 caps the scores as
@@ -213,88 +228,19 @@ pub fn attention_two_pass(
     attention_launch(gpu, q, kv, pos, s, scale, softcap, scratch, out, false)
 }
 
-/// The prompt pass's attention on tensor cores (`attn_prefill_d64` / `_d128`, flash
-/// attention): `s.ntok` query tokens (q: `[ntok][n_heads][head_dim]`, positions `pos`) over
-/// a layer's paged f16 caches, as [`attention`] computes it but with q (times `scale`) in
-/// f16 hi + lo parts and the softmax weights rounded to f16 for the MMA with V; no scratch.
-/// A token's bits depend only on its q, position and the cache (not on the pass). Only
-/// for the head sizes of [`select::attention_prefill_entry`].
-#[allow(clippy::too_many_arguments)]
-pub fn attention_prefill(
-    gpu: &Gpu,
-    q: &dyn DevicePtr<f32>,
-    kv: &KvView<'_>,
-    pos: &dyn DevicePtr<i32>,
+/// The lengths every attention launch checks: q and out (`[ntok][n_heads][head_dim]`), pos
+/// (one per token).
+pub(super) fn check_io(
+    op: &'static str,
     s: AttnShape,
-    scale: f32,
-    softcap: f32,
-    out: &mut dyn DevicePtrMut<f32>,
+    q_len: usize,
+    out_len: usize,
+    pos_len: usize,
 ) -> Result<(), CudaError> {
-    const OP: &str = "attention_prefill";
-    let entry = select::attention_prefill_entry(s.head_dim, gpu.info().compute_capability)
-        .ok_or_else(|| {
-            crate::cuda::shape_err(
-                OP,
-                format!(
-                    "no tensor-core prompt attention for heads of {} dims on this device",
-                    s.head_dim
-                ),
-            )
-        })?;
-    if s.n_kv_heads == 0 || s.n_heads == 0 || s.n_heads % s.n_kv_heads != 0 {
-        return Err(crate::cuda::shape_err(
-            OP,
-            format!(
-                "{} query heads do not share {} KV heads evenly",
-                s.n_heads, s.n_kv_heads
-            ),
-        ));
-    }
     let qlen = s.ntok * s.n_heads * s.head_dim;
-    need(OP, "q", q.len(), qlen)?;
-    need(OP, "out", out.len(), qlen)?;
-    need(OP, "pos", pos.len(), s.ntok)?;
-    check_pages(
-        OP,
-        kv.k.len(),
-        kv.v.len(),
-        kv.bt.len(),
-        s.n_kv_heads,
-        s.head_dim,
-        s.capacity,
-    )?;
-    if s.ntok == 0 {
-        return Ok(());
-    }
-    let tiles = u32::try_from(s.ntok.div_ceil(select::ATT_PREFILL_BQ))
-        .map_err(|_| crate::cuda::shape_err(OP, "too many tokens"))?;
-    let (qp, kp, vp, pp) = (rd(gpu, q), rd(gpu, kv.k), rd(gpu, kv.v), rd(gpu, pos));
-    let btp = rd(gpu, kv.bt);
-    let op = wr(gpu, out);
-    launch(
-        gpu,
-        entry,
-        LaunchConfig {
-            grid_dim: (tiles, int(OP, "n_heads", s.n_heads)? as u32, 1),
-            block_dim: ((select::ATT_PREFILL_BQ / 16 * 32) as u32, 1, 1),
-            shared_mem_bytes: select::attention_prefill_shared_bytes(s.head_dim) as u32,
-        },
-        &[
-            Arg::Ptr(qp),
-            Arg::Ptr(kp),
-            Arg::Ptr(vp),
-            Arg::Ptr(btp),
-            Arg::Ptr(pp),
-            Arg::Ptr(op),
-            Arg::I32(int(OP, "ntok", s.ntok)?),
-            Arg::I32(int(OP, "n_heads", s.n_heads)?),
-            Arg::I32(int(OP, "n_kv_heads", s.n_kv_heads)?),
-            Arg::I32(int(OP, "capacity", s.capacity)?),
-            Arg::I32(int(OP, "window", s.window)?),
-            Arg::F32(scale),
-            Arg::F32(softcap),
-        ],
-    )
+    need(op, "q", q_len, qlen)?;
+    need(op, "out", out_len, qlen)?;
+    need(op, "pos", pos_len, s.ntok)
 }
 
 /// The kernel choice and the checks that [`attention`] and [`attention_rows`] share: q, out
@@ -317,10 +263,7 @@ fn attention_checks(
         &gpu.facts(),
     )?;
     let AttentionKernel::SplitKv { max_splits, .. } = choice;
-    let qlen = s.ntok * s.n_heads * s.head_dim;
-    need(op, "q", q_len, qlen)?;
-    need(op, "out", out_len, qlen)?;
-    need(op, "pos", pos_len, s.ntok)?;
+    check_io(op, s, q_len, out_len, pos_len)?;
     if s.ntok > scratch.max_tok
         || s.n_heads != scratch.n_heads
         || s.head_dim != scratch.head_dim
@@ -353,15 +296,7 @@ fn attention_launch(
     const OP: &str = "attention";
     let (choice, max_splits) =
         attention_checks(OP, gpu, s, scratch, q.len(), out.len(), pos.len())?;
-    check_pages(
-        OP,
-        kv.k.len(),
-        kv.v.len(),
-        kv.bt.len(),
-        s.n_kv_heads,
-        s.head_dim,
-        s.capacity,
-    )?;
+    kv.check(OP, s)?;
     if s.ntok == 0 {
         return Ok(choice);
     }

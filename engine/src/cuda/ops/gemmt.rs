@@ -321,7 +321,6 @@ fn launch_plain(
     let (cfg, bm) = grid(OP, gpu, n, total.div_ceil(GEMMT_BN), parts, false, opts)?;
     let ws: Vec<&DeviceWeight> = segs.iter().map(|s| s.w).collect();
     let wp = weights16(gpu, &ws, scratch, opts)?;
-    let (hp, lp, sp) = (rd(gpu, &xs.hi), rd(gpu, &xs.lo), rd(gpu, &xs.scale));
     // Unused segments: no rows, the first segment's addresses.
     let seg = |i: usize| {
         if i < segs.len() {
@@ -336,25 +335,18 @@ fn launch_plain(
         &format!("gemmt_{}_m{bm}_p{parts}", kind_name(w0, opts)),
         cfg,
         &[
-            Arg::Ptr(hp),
-            Arg::Ptr(lp),
-            Arg::Ptr(sp),
-            Arg::Ptr(s0.0),
-            Arg::Ptr(s1.0),
-            Arg::Ptr(s2.0),
-            Arg::Ptr(s0.1.1),
-            Arg::Ptr(s1.1.1),
-            Arg::Ptr(s2.1.1),
-            Arg::Ptr(s0.1.0),
-            Arg::Ptr(s1.1.0),
-            Arg::Ptr(s2.1.0),
-            Arg::I32(s0.1.2),
-            Arg::I32(s1.1.2),
-            Arg::I32(s2.1.2),
-            Arg::Ptr(if residual { s0.1.1 } else { 0 }),
-            Arg::I32(int(OP, "k", w0.cols)?),
-            Arg::I32(int(OP, "n", n)?),
-        ],
+            x_args(gpu, xs),
+            [Arg::Ptr(s0.0), Arg::Ptr(s1.0), Arg::Ptr(s2.0)],
+            [Arg::Ptr(s0.1.1), Arg::Ptr(s1.1.1), Arg::Ptr(s2.1.1)],
+            [Arg::Ptr(s0.1.0), Arg::Ptr(s1.1.0), Arg::Ptr(s2.1.0)],
+            [Arg::I32(s0.1.2), Arg::I32(s1.1.2), Arg::I32(s2.1.2)],
+            [
+                Arg::Ptr(if residual { s0.1.1 } else { 0 }),
+                Arg::I32(int(OP, "k", w0.cols)?),
+                Arg::I32(int(OP, "n", n)?),
+            ],
+        ]
+        .concat(),
     )
 }
 
@@ -379,27 +371,29 @@ pub fn gemmt_glu(
     need(OP, "y", y.len(), n * wg.rows)?;
     let (cfg, bm) = grid(OP, gpu, n, wg.rows.div_ceil(GEMMT_GLU_G), parts, true, opts)?;
     let wp = weights16(gpu, &[wg, wu], scratch, opts)?;
-    let (hp, lp, sp, yp) = (
-        rd(gpu, &xs.hi),
-        rd(gpu, &xs.lo),
-        rd(gpu, &xs.scale),
-        wr(gpu, y),
-    );
+    let yp = wr(gpu, y);
+    let tail = [
+        Arg::Ptr(wp[0]),
+        Arg::Ptr(wp[1]),
+        Arg::Ptr(yp),
+        Arg::I32(int(OP, "rows", wg.rows)?),
+        Arg::I32(int(OP, "k", wg.cols)?),
+        Arg::I32(int(OP, "n", n)?),
+        Arg::I32(super::pointwise::act_code(act)),
+    ];
     launch(
         gpu,
         &format!("gemmt_{}_glu_m{bm}_p{parts}", kind_name(wg, opts)),
         cfg,
-        &[
-            Arg::Ptr(hp),
-            Arg::Ptr(lp),
-            Arg::Ptr(sp),
-            Arg::Ptr(wp[0]),
-            Arg::Ptr(wp[1]),
-            Arg::Ptr(yp),
-            Arg::I32(int(OP, "rows", wg.rows)?),
-            Arg::I32(int(OP, "k", wg.cols)?),
-            Arg::I32(int(OP, "n", n)?),
-            Arg::I32(super::pointwise::act_code(act)),
-        ],
+        &[&x_args(gpu, xs)[..], &tail[..]].concat(),
     )
+}
+
+/// The kernels' first three arguments: x's staged parts (hi, lo) and its per-row scales.
+fn x_args(gpu: &Gpu, xs: &GemmX) -> [Arg; 3] {
+    [
+        Arg::Ptr(rd(gpu, &xs.hi)),
+        Arg::Ptr(rd(gpu, &xs.lo)),
+        Arg::Ptr(rd(gpu, &xs.scale)),
+    ]
 }

@@ -8,6 +8,7 @@
 //! kernels' raw indexing in bounds.
 
 mod attention;
+mod attention_prefill;
 mod gemm;
 mod gemmt;
 mod linear;
@@ -17,10 +18,11 @@ mod pointwise;
 mod sample;
 
 pub use attention::{
-    AttnScratch, AttnShape, KvRow, KvRowsDev, KvView, RopeKvShape, attention, attention_prefill,
-    attention_rows, attention_two_pass, from_paged, kv_block_len, kv_blocks, kv_pool_offset,
-    kv_row_table, kv_store, rope_kv, rope_kv_rows, to_paged,
+    AttnScratch, AttnShape, KvRow, KvRowsDev, KvView, RopeKvShape, attention, attention_rows,
+    attention_two_pass, from_paged, kv_block_len, kv_blocks, kv_pool_offset, kv_row_table,
+    kv_store, rope_kv, rope_kv_rows, to_paged,
 };
+pub use attention_prefill::attention_prefill;
 pub use gemm::{GemmOpts, GemmX, XParts, XStaging, gemm, gemm_glu, gemm_stage_x, gemm_stage_x_for};
 pub use gemmt::{GemmtOpts, GemmtScratch, GemmtSeg, gemmt, gemmt_glu, gemmt_group};
 pub use linear::{NormIn, embed, matvec, matvec_fused, matvec_glu, matvec_pair, matvec_residual};
