@@ -5,10 +5,11 @@
 // 1. `gemmt_dq_<fmt>`: a quant weight matrix decoded into a scratch matrix of f16, row-major
 //    `[rows][k]`, one thread per 32-value chunk (formats.cuh's `chunkm`, so every format the
 //    engine reads has it). Each value d * (q - o) is exact in f32 and rounded once to f16's
-//    11 bits. F16 and BF16 weights are not decoded: the GEMM reads them where they lie
-//    (BF16 as bf16, exact), unless the `prefill` gate's planted fault asks for the decode
-//    (`bf` = 1 writes bf16).
-// 2. `gemmt_<f16|bf16>[_glu]_m<BM>_p<P>`: a block of 8 warps computes a tile of BM (128 or
+//    11 bits (BF16: exact in f16's normal range). F16 weights, BF16 weights with x in two
+//    parts (as bf16) and Q4_0 / Q8_0 / BF16 with x in one part (decoded to f16 in the tile
+//    loop: the scratch decode's bits) skip it, unless the `prefill` gate's planted fault
+//    asks for the decode (`bf` = 1 writes bf16).
+// 2. `gemmt_<kind>[_glu]_m<BM>_p<P>`: a block of 8 warps computes a tile of BM (128 or
 //    64) tokens x GT_BN = 128 weight rows over the whole k, in steps of GT_BK = 32 values
 //    staged into shared memory by cp.async (GT_ST stages in flight), A = x (token rows,
 //    ldmatrix), B = the 16-bit weights (ldmatrix), `mma.sync.m16n8k16` f32 accumulate.
@@ -87,6 +88,15 @@ __device__ __forceinline__ uint4 gt_dq8(u32 w0, u32 w1, u32 off, u32 dd) {
                       gt_hmul2(gm_pair(w0, 0x4342u, off), dd),
                       gt_hmul2(gm_pair(w1, 0x4140u, off), dd),
                       gt_hmul2(gm_pair(w1, 0x4342u, off), dd));
+}
+
+// Two bf16 values (a word, low value first) as two f16 values, each rounded to nearest even.
+__device__ __forceinline__ u32 gt_bf2h(u32 w) {
+    u32 r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;"
+        : "=r"(r)
+        : "f"(__uint_as_float(w & 0xFFFF0000u)), "f"(__uint_as_float(w << 16)));
+    return r;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -184,10 +194,10 @@ __device__ __forceinline__ void gemmt_body(const u16* __restrict__ xh, const u16
             wdst[i] = P * XS + r * GT_LD + 8 * seg;
         }
     }
-    // Quant weights (WF = 1, 2), decoded in the loop: thread (r = tid / 2, hf = tid % 2)
-    // takes half of row r's block of 32 per k step (BK = 32: one block), loaded into
-    // registers one stage ahead of its use and stored to shared memory as f16.
-    constexpr int QB = WF == 2 ? 32 : 16;  // quant bytes per block
+    // Weights decoded in the loop (WF = 1 Q4_0, 2 Q8_0, 3 BF16): thread (r = tid / 2,
+    // hf = tid % 2) takes half of row r's 32 values per k step (BK = 32: one quant block),
+    // loaded into registers one stage ahead of its use and stored to shared memory as f16.
+    constexpr int QB = WF == 3 ? 64 : WF == 2 ? 32 : 16;  // bytes of a row per k step
     const u8* fq = 0;
     const u8* fs = 0;
     bool fok = false;
@@ -202,12 +212,17 @@ __device__ __forceinline__ void gemmt_body(const u16* __restrict__ xh, const u16
             fq = base + (u64)row * nb * QB + hf * (QB / 2);
             fs = base + (u64)mrows * nb * QB + (u64)row * nb * 2;
         }
-        fdst = P * XS + r * GT_LD + (WF == 2 ? 16 : 8) * hf;
+        fdst = P * XS + r * GT_LD + (WF == 1 ? 8 : 16) * hf;
     }
-    uint4 fqv = make_uint4(0u, 0u, 0u, 0u);
+    uint4 fqv = make_uint4(0u, 0u, 0u, 0u), fqw = fqv;
     u32 fsv = 0u;
     auto fetch = [&](int kt) {
         if (!fok) return;
+        if (WF == 3) {
+            fqv = *(const uint4*)(fq + (u64)kt * QB);
+            fqw = *(const uint4*)(fq + (u64)kt * QB + 16);
+            return;
+        }
         if (WF == 2) {
             fqv = *(const uint4*)(fq + (u64)kt * QB);
         } else {
@@ -217,14 +232,19 @@ __device__ __forceinline__ void gemmt_body(const u16* __restrict__ xh, const u16
         }
         fsv = *(const u16*)(fs + (u64)kt * 2);
     };
-    // d * (q - o) per value: q - o exact in f16 (gm_pair), times d rounded once (f16
-    // multiply, round to nearest: the bits of gemmt_dq's f32 product rounded to f16).
+    // Quants: d * (q - o) per value, q - o exact in f16 (gm_pair), times d rounded once
+    // (f16 multiply, round to nearest: the bits of gemmt_dq's f32 product rounded to f16).
+    // BF16: each value rounded to f16 (round to nearest even: gemmt_dq's bits; exact in
+    // f16's normal range).
     auto put = [&](int s) {
         u16* dst = sm + s * STAGE + fdst;
         uint4 a = make_uint4(0u, 0u, 0u, 0u), b = a;
         if (fok) {
             const u32 dd = fsv | (fsv << 16);
-            if (WF == 2) {
+            if (WF == 3) {
+                a = make_uint4(gt_bf2h(fqv.x), gt_bf2h(fqv.y), gt_bf2h(fqv.z), gt_bf2h(fqv.w));
+                b = make_uint4(gt_bf2h(fqw.x), gt_bf2h(fqw.y), gt_bf2h(fqw.z), gt_bf2h(fqw.w));
+            } else if (WF == 2) {
                 a = gt_dq8(fqv.x ^ 0x80808080u, fqv.y ^ 0x80808080u, 0x64806480u, dd);
                 b = gt_dq8(fqv.z ^ 0x80808080u, fqv.w ^ 0x80808080u, 0x64806480u, dd);
             } else {
@@ -234,7 +254,7 @@ __device__ __forceinline__ void gemmt_body(const u16* __restrict__ xh, const u16
             }
         }
         *(uint4*)dst = a;
-        *(uint4*)(dst + (WF == 2 ? 8 : 16)) = b;
+        *(uint4*)(dst + (WF == 1 ? 16 : 8)) = b;
     };
 
     // Loads of k step kt into stage s.
@@ -400,12 +420,13 @@ GEMMT_ENTRY(f16, 1, 0, 128, 1)
 GEMMT_ENTRY(f16, 1, 0, 128, 2)
 GEMMT_ENTRY(f16, 1, 0, 64, 1)
 GEMMT_ENTRY(f16, 1, 0, 64, 2)
-GEMMT_ENTRY(bf16, 2, 0, 128, 1)
+// BF16 in place, x in two bf16 parts (the bf16 MMA).
 GEMMT_ENTRY(bf16, 2, 0, 128, 2)
-GEMMT_ENTRY(bf16, 2, 0, 64, 1)
 GEMMT_ENTRY(bf16, 2, 0, 64, 2)
-// Q4_0 and Q8_0 decoded in the tile loop (x in one part).
+// Decoded to f16 in the tile loop, x in one f16 part: Q4_0, Q8_0, BF16.
 GEMMT_ENTRY(q4_0, 1, 1, 128, 1)
 GEMMT_ENTRY(q4_0, 1, 1, 64, 1)
 GEMMT_ENTRY(q8_0, 1, 2, 128, 1)
 GEMMT_ENTRY(q8_0, 1, 2, 64, 1)
+GEMMT_ENTRY(bf16, 1, 3, 128, 1)
+GEMMT_ENTRY(bf16, 1, 3, 64, 1)

@@ -233,7 +233,7 @@ fn run(gpu: &Arc<Gpu>, case: &DecodeCase, cfg: &PrefillCheckConfig) -> Result<Pr
     for &n in &cfg.lengths {
         let p = prompt_of(case, n);
         // The judged arm: the kernel's default parts of x (the tiled kernel's per format:
-        // one for f16-decoded weights, two for BF16); the one-part arm is reported.
+        // one, or two for BF16 matrices past f16's range); the one-part arm is reported.
         let auto = GemmOpts {
             x: XParts::Auto,
             fault: cfg.fault,

@@ -86,7 +86,7 @@ impl Ctx<'_> {
             w_offset: 0.0,
         });
         let (xs, dq) = (&mut self.xs, &mut self.dq);
-        ops::gemm_stage_x_for(gpu, inp.w.format, &dx, n, k, None, xs).map_err(e2s)?;
+        ops::gemmt_stage_x(gpu, inp.w.format, opts, &dx, n, k, None, xs).map_err(e2s)?;
         let mut y = poison(gpu, n * rows).map_err(e2s)?;
         ops::gemmt(gpu, &inp.w, xs, dq, n, bias, false, &mut y, opts).map_err(e2s)?;
         let plain = gpu.download(&y).map_err(e2s)?;
@@ -107,7 +107,7 @@ impl Ctx<'_> {
         )
         .map_err(e2s)?;
         let glu_gelu = gpu.download(&y).map_err(e2s)?;
-        ops::gemm_stage_x_for(gpu, inp.w.format, &dx, n, k, norm, xs).map_err(e2s)?;
+        ops::gemmt_stage_x(gpu, inp.w.format, opts, &dx, n, k, norm, xs).map_err(e2s)?;
         let mut y = poison(gpu, n * rows).map_err(e2s)?;
         ops::gemmt(gpu, &inp.w, xs, dq, n, bias, false, &mut y, opts).map_err(e2s)?;
         let norm_out = gpu.download(&y).map_err(e2s)?;
@@ -148,7 +148,7 @@ impl Ctx<'_> {
         let rows = inp.rows;
         let dx = gpu.upload(x).map_err(e2s)?;
         let (xs, dq) = (&mut self.xs, &mut self.dq);
-        ops::gemm_stage_x_for(gpu, inp.w.format, &dx, n, inp.k, None, xs).map_err(e2s)?;
+        ops::gemmt_stage_x(gpu, inp.w.format, opts, &dx, n, inp.k, None, xs).map_err(e2s)?;
         let bias = Some(&inp.bias as &dyn DevicePtr<f32>);
         let prods = [(&inp.w, bias), (&inp.wu, None), (&inp.w, bias)];
         let mut ys = Vec::new();
@@ -190,6 +190,11 @@ pub fn gemmt_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
             }
         }
     }
+    if select::gemmt_supported(QuantFormat::BF16, cc)
+        && let Err(e) = bf16_wide(gpu, rng, lines)
+    {
+        lines.push(CheckLine::error("gemmt", "BF16 past f16's range", e));
+    }
     for format in select::KERNEL_FORMATS {
         if !select::gemmt_supported(format, cc) {
             continue;
@@ -201,6 +206,56 @@ pub fn gemmt_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
             }
         }
     }
+}
+
+/// BF16 weights holding one value past f16's range (2^17): the upload marks the matrix
+/// (`fits_f16` false), x in one part (the f16 conversion, the default) is refused with an
+/// error rather than run with an infinity, and x in two parts (bf16 in place) is within the
+/// CPU reference's tolerance.
+fn bf16_wide(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) -> Result<(), String> {
+    const N: usize = 9;
+    let (rows, k, format) = (37, 24 * 32, QuantFormat::BF16);
+    let mut w = super::cases::random_weight(rng, format, rows, k);
+    let at = 2 * (5 * k + 17);
+    w[at..at + 2].copy_from_slice(&half::bf16::from_f32(131072.0).to_le_bytes());
+    let dw = engine::cuda::DeviceWeight::upload(gpu, format, rows, k, &w).map_err(e2s)?;
+    let x: Vec<f32> = (0..N * k).map(|_| rng.symmetric()).collect();
+    let dx = gpu.upload(&x).map_err(e2s)?;
+    let mut xs = GemmX::with_rows(gpu, N, k).map_err(e2s)?;
+    let mut dq = GemmtScratch::new();
+    let one = GemmtOpts::default();
+    let mut y = poison(gpu, N * rows).map_err(e2s)?;
+    ops::gemmt_stage_x(gpu, format, one, &dx, N, k, None, &mut xs).map_err(e2s)?;
+    let refused = ops::gemmt(gpu, &dw, &xs, &mut dq, N, None, false, &mut y, one).is_err();
+    let ok = !dw.fits_f16 && refused;
+    lines.push(CheckLine {
+        op: "gemmt",
+        name: "BF16 with 2^17 (past f16): marked, x in one part refused".into(),
+        tol: super::tolerance("gemmt"),
+        err: if ok { 0.0 } else { f64::INFINITY },
+        pass: ok,
+        note: if ok {
+            String::new()
+        } else {
+            format!("fits_f16 {}, one part refused {refused}", dw.fits_f16)
+        },
+    });
+    let two = GemmtOpts {
+        parts: Some(2),
+        ..one
+    };
+    ops::gemmt_stage_x(gpu, format, two, &dx, N, k, None, &mut xs).map_err(e2s)?;
+    ops::gemmt(gpu, &dw, &xs, &mut dq, N, None, false, &mut y, two).map_err(e2s)?;
+    let want = cpu::matvec(format, &w, rows, k, &x, N, None).map_err(e2s)?;
+    let scale = dot_scales(format, &w, rows, k, &x, N, None)?;
+    lines.push(compare_f32_scaled(
+        "gemmt",
+        "BF16 with 2^17 (past f16), x in two parts (bf16 in place)".to_string(),
+        &gpu.download(&y).map_err(e2s)?,
+        &want,
+        &scale,
+    ));
+    Ok(())
 }
 
 /// GELU (tanh form) and a bound of its slope, in f64.

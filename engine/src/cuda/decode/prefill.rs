@@ -510,10 +510,16 @@ impl CudaDecoder {
         r.map(|()| true)
     }
 
-    /// The resolved options of the tiled kernel.
+    /// The tiled kernel's options: x in the parts asked for, else the format's default
+    /// (one part) unless a BF16 matrix holds a value past f16's range (then two: BF16 is
+    /// read as bf16, not converted to f16).
     fn gemmt_opts(&self) -> GemmtOpts {
+        let wide = self
+            .mats
+            .iter()
+            .any(|m| m.format == crate::quant::QuantFormat::BF16 && !m.fits_f16);
         GemmtOpts {
-            parts: self.prefill.opts.x.count(),
+            parts: self.prefill.opts.x.count().or(wide.then_some(2)),
             tile_m: self.prefill.tile_m,
             fault: self.prefill.opts.fault,
             scratch_decode: !self.prefill.fused,
@@ -570,7 +576,11 @@ impl CudaDecoder {
             }),
             None => None,
         };
-        ops::gemm_stage_x_for(gpu, format, get(bufs, x)?, n, k, norm_in, xs)?;
+        if tiled {
+            ops::gemmt_stage_x(gpu, format, topts, get(bufs, x)?, n, k, norm_in, xs)?;
+        } else {
+            ops::gemm_stage_x_for(gpu, format, get(bufs, x)?, n, k, norm_in, xs)?;
+        }
         // The outputs, taken out of their slots while the launch writes them.
         let mut outs = Vec::with_capacity(units.len());
         for u in units {

@@ -161,7 +161,7 @@ pub fn gemm_stage_x_for(
     stage(gpu, XStaging::of(format), x, n, k, norm, xs)
 }
 
-fn stage(
+pub(super) fn stage(
     gpu: &Gpu,
     kind: XStaging,
     x: &dyn DevicePtr<f32>,

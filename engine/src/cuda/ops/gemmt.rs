@@ -1,9 +1,11 @@
 //! Wrappers of `gemmt.cu`: the tiled prompt pass. A launch multiplies x as staged by
-//! [`super::gemm_stage_x_for`] (shared with `gemm.cu`) by 16-bit weights: F16 and BF16
-//! weights where they lie, the quants decoded first into [`GemmtScratch`]
-//! (`gemmt_dq_<fmt>`, f16), in one tiled GEMM over all the pass's rows
-//! (`gemmt_<f16|bf16>[_glu]_m<BM>_p<P>`: BM tokens per tile, P parts of x). The plain
-//! launch takes up to [`GEMMT_MAX_SEGS`] products of one x ([`gemmt_group`]: q, k and v).
+//! [`gemmt_stage_x`] (the staging `gemm.cu` shares) by 16-bit weights: F16 where it lies,
+//! BF16 where it lies (x in two bf16 parts) or converted to f16 in the tile loop (x in one
+//! f16 part, the default), Q4_0 / Q8_0 decoded to f16 in the tile loop, the other quants
+//! decoded first into [`GemmtScratch`] (`gemmt_dq_<fmt>`, f16), in one tiled GEMM over all
+//! the pass's rows (`gemmt_<kind>[_glu]_m<BM>_p<P>`: BM tokens per tile, P parts of x).
+//! The plain launch takes up to [`GEMMT_MAX_SEGS`] products of one x ([`gemmt_group`]: q,
+//! k and v).
 //!
 //! A token's outputs depend only on its own x, the weights and k (one accumulator per output
 //! fed in k order): kernel-check's `gemmt` cases compare each row alone with the same row
@@ -33,7 +35,7 @@ pub struct GemmtOpts {
     /// (F16 / BF16 weights, and the formats decoded in the tile loop, then go through the
     /// scratch decode).
     pub fault: bool,
-    /// Decode Q4_0 / Q8_0 into the scratch first instead of inside the tile loop
+    /// Decode Q4_0 / Q8_0 / BF16 into the scratch first instead of inside the tile loop
     /// ([`select::gemmt_fused`]; the same bits).
     pub scratch_decode: bool,
 }
@@ -48,6 +50,31 @@ impl GemmtOpts {
     pub fn fused_for(&self, format: crate::quant::QuantFormat) -> bool {
         !self.fault && !self.scratch_decode && select::gemmt_fused(format, self.parts_for(format))
     }
+
+    /// How x must be staged for weights of `format` ([`gemmt_stage_x`]): bf16 parts for
+    /// BF16 weights read in place (two parts), f16 otherwise.
+    pub fn staging_for(&self, format: crate::quant::QuantFormat) -> XStaging {
+        match gemmt_decoded(format, self.parts_for(format)) {
+            Some(Decoded::Bf16) => XStaging::Bf16,
+            _ => XStaging::F16,
+        }
+    }
+}
+
+/// Stage `n` rows of x (`[n][k]` f32, optionally RMS-normed first) for the tiled kernel's
+/// products of `format` run with `opts` ([`GemmtOpts::staging_for`]).
+#[allow(clippy::too_many_arguments)]
+pub fn gemmt_stage_x(
+    gpu: &Gpu,
+    format: crate::quant::QuantFormat,
+    opts: GemmtOpts,
+    x: &dyn DevicePtr<f32>,
+    n: usize,
+    k: usize,
+    norm: Option<super::NormIn<'_>>,
+    xs: &mut GemmX,
+) -> Result<(), CudaError> {
+    super::gemm::stage(gpu, opts.staging_for(format), x, n, k, norm, xs)
 }
 
 /// One product of a [`gemmt_group`] launch: its weights, bias and output (`n` rows of
@@ -97,9 +124,11 @@ fn weights16(
 ) -> Result<Vec<u64>, CudaError> {
     const OP: &str = "gemmt_dq";
     let fault = opts.fault;
-    // Read where they lie: 16-bit floats, or quants the tile loop decodes.
+    // Read where they lie: 16-bit floats, or weights the tile loop decodes.
     let in_place = |w: &DeviceWeight| {
-        (!fault && select::gemmt_in_place(w.format) && w.row_bytes == 2 * w.cols)
+        (!fault
+            && select::gemmt_in_place(w.format, opts.parts_for(w.format))
+            && w.row_bytes == 2 * w.cols)
             || opts.fused_for(w.format)
     };
     let decoded: usize = ws
@@ -120,10 +149,12 @@ fn weights16(
             out.push(rd(gpu, &w.data));
             continue;
         }
-        let kind = gemmt_decoded(w.format).ok_or(CudaError::UnsupportedFormat {
-            op: OP,
-            format: w.format,
-        })?;
+        let kind = gemmt_decoded(w.format, opts.parts_for(w.format)).ok_or(
+            CudaError::UnsupportedFormat {
+                op: OP,
+                format: w.format,
+            },
+        )?;
         let dst = base + 2 * off as u64;
         let chunks = w.rows * (w.cols / 32);
         let blocks =
@@ -190,14 +221,20 @@ fn check(
             format!("tiles of {m} tokens: one of {GEMMT_TILES_M:?}"),
         ));
     }
-    let want = XStaging::of(w.format);
+    let want = opts.staging_for(w.format);
     if xs.staged != Some(want) {
         return Err(shape_err(
             op,
             format!(
-                "x staged as {:?}; {} weights multiply x staged as {want:?} (gemm_stage_x_for)",
+                "x staged as {:?}; {} weights in {parts} part(s) multiply x staged as {want:?} (gemmt_stage_x)",
                 xs.staged, w.format
             ),
+        ));
+    }
+    if parts == 1 && w.format == crate::quant::QuantFormat::BF16 && !w.fits_f16 {
+        return Err(shape_err(
+            op,
+            "BF16 weights past f16's range: multiply them with x in two parts",
         ));
     }
     Ok(parts)
@@ -233,7 +270,7 @@ fn kind_name(w: &DeviceWeight, opts: GemmtOpts) -> &'static str {
     if opts.fused_for(w.format) {
         return select::format_suffix(w.format);
     }
-    match gemmt_decoded(w.format) {
+    match gemmt_decoded(w.format, opts.parts_for(w.format)) {
         Some(Decoded::Bf16) => "bf16",
         _ => "f16",
     }

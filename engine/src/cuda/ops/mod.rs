@@ -24,7 +24,7 @@ pub use attention::{
 };
 pub use attention_prefill::attention_prefill;
 pub use gemm::{GemmOpts, GemmX, XParts, XStaging, gemm, gemm_glu, gemm_stage_x, gemm_stage_x_for};
-pub use gemmt::{GemmtOpts, GemmtScratch, GemmtSeg, gemmt, gemmt_glu, gemmt_group};
+pub use gemmt::{GemmtOpts, GemmtScratch, GemmtSeg, gemmt, gemmt_glu, gemmt_group, gemmt_stage_x};
 pub use linear::{NormIn, embed, matvec, matvec_fused, matvec_glu, matvec_pair, matvec_residual};
 pub use mask::{MaskBuffer, apply_mask};
 pub use mmv::{MmvScratch, mmv, mmv_glu, mmv_glu_x1, mmv_pair_x1, mmv_x1};
@@ -47,6 +47,10 @@ pub struct DeviceWeight {
     pub cols: usize,
     pub row_bytes: usize,
     pub data: CudaSlice<u8>,
+    /// Every value converts to f16 without overflow (BF16: no |value| past f16's 65504
+    /// after rounding, no infinity or NaN, [`bf16_fits_f16`]; true for every other format).
+    /// The tiled prompt pass converts BF16 to f16 only when it holds.
+    pub fits_f16: bool,
 }
 
 impl DeviceWeight {
@@ -77,8 +81,27 @@ impl DeviceWeight {
             cols,
             row_bytes,
             data: gpu.upload(&repack(format, bytes))?,
+            fits_f16: format != QuantFormat::BF16 || bf16_fits_f16(bytes),
         })
     }
+}
+
+/// Whether every bf16 value of `bytes` (little-endian pairs) converts to a finite f16:
+/// exponent field below 143 (|value| < 2^16; the largest such bf16, 65280, is under f16's
+/// 65504), which also rules out infinities and NaNs. Four values per 64-bit word: each
+/// 16-bit lane's exponent (bits 7..14) plus 0x71 reaches bit 8 exactly when it is >= 143.
+pub fn bf16_fits_f16(bytes: &[u8]) -> bool {
+    const EXP: u64 = 0x00FF_00FF_00FF_00FF;
+    const ADD: u64 = 0x0071_0071_0071_0071;
+    const TOP: u64 = 0x0100_0100_0100_0100;
+    let mut words = bytes.chunks_exact(8);
+    let wide = words.by_ref().all(|c| {
+        ((((u64::from_le_bytes(c.try_into().unwrap_or([0; 8])) >> 7) & EXP) + ADD) & TOP) == 0
+    });
+    wide && words
+        .remainder()
+        .chunks_exact(2)
+        .all(|c| (u16::from_le_bytes([c[0], c[1]]) >> 7) & 0xFF < 143)
 }
 
 /// Planar split of a block format: the byte ranges of one GGUF block that go to plane 0,
@@ -140,6 +163,27 @@ mod tests {
             // Every plane but the last is a multiple of 16 bytes per block or the scales.
             assert_eq!(split[0].len() % 16, 0, "{f}");
         }
+    }
+
+    #[test]
+    fn bf16_fits_f16_is_the_f16_conversion_staying_finite() {
+        // Every bf16 bit pattern, alone and in each lane of a word, against half's own
+        // conversion (f32 -> f16, round to nearest even).
+        for b in 0..=u16::MAX {
+            let v = half::bf16::from_bits(b).to_f32();
+            let want = half::f16::from_f32(v).is_finite();
+            for lane in 0..4 {
+                let mut w = [0u8; 8];
+                w[2 * lane..2 * lane + 2].copy_from_slice(&b.to_le_bytes());
+                assert_eq!(bf16_fits_f16(&w), want, "{b:#06x} lane {lane}");
+            }
+            // Odd tails: after a full word, and alone.
+            let mut t = [0u8; 10];
+            t[8..].copy_from_slice(&b.to_le_bytes());
+            assert_eq!(bf16_fits_f16(&t), want, "{b:#06x} tail");
+            assert_eq!(bf16_fits_f16(&b.to_le_bytes()), want, "{b:#06x} alone");
+        }
+        assert!(bf16_fits_f16(&[]));
     }
 
     /// The body of kernel (or device function) `name` in the embedded sources: the text

@@ -60,32 +60,37 @@ pub fn gemmt_tile_m(n: usize, col_tiles: usize, sms: usize, parts: u32) -> usize
     }
 }
 
-/// Parts of x the tiled kernel multiplies by default for weights of `format`: 1 (x rounded
-/// to f16) where the weights decode to f16 — every quant and F16; the f16 rounding of x is
-/// of the order of the weights' own f16 rounding (measured on the 8 synthetic families:
-/// within the `prefill` gate's tolerance for the tiled kernel) — and 2 for BF16 weights,
-/// whose x would otherwise be rounded to bf16's 8 bits (6.4e-3 of the largest logit,
-/// session 10: over the tolerance).
-pub fn gemmt_x_parts(format: QuantFormat) -> u32 {
-    match gemmt_decoded(format) {
-        Some(Decoded::Bf16) => 2,
-        _ => 1,
-    }
+/// Parts of x the tiled kernel multiplies by default for weights of `format`: 1, x rounded
+/// to f16 (with its power-of-two scale), for every format the kernel reads. The weights are
+/// f16 too: the quants decoded to f16, F16 as it is, BF16 converted to f16 in the tile loop
+/// (exact in f16's normal range; a matrix with a value past f16's range must take 2 parts,
+/// see [`crate::cuda::ops::DeviceWeight::fits_f16`]). The f16 rounding of x is of the order
+/// of the weights' own f16 rounding (the `prefill` gate's tolerance for the tiled kernel,
+/// measured on the 8 synthetic families). With 2 parts, x is near-f32: f16 hi + lo, or for
+/// BF16 weights (read in place as bf16) bf16 hi + mid.
+pub fn gemmt_x_parts(_format: QuantFormat) -> u32 {
+    1
 }
 
-/// Whether the tiled kernel decodes `format`'s weights inside its tile loop (quant blocks
-/// loaded into registers one stage ahead, stored to shared memory as f16: no scratch pass)
-/// when x is in `parts` parts: Q4_0 and Q8_0 (planar: a block's quants and scale are
-/// aligned loads) with x in one part (`gemmt_q4_0[_glu]_m<BM>_p1`, `gemmt_q8_0...`).
-/// The values are the scratch decode's bits (d * (q - o) rounded once to f16).
+/// Whether the tiled kernel decodes `format`'s weights inside its tile loop when x is in
+/// `parts` parts (loaded into registers one stage ahead, stored to shared memory as f16: no
+/// scratch pass): Q4_0 and Q8_0 (planar: a block's quants and scale are aligned loads) and
+/// BF16 (each value converted to f16, round to nearest), with x in one part
+/// (`gemmt_<q4_0|q8_0|bf16>[_glu]_m<BM>_p1`). The values are the scratch decode's bits
+/// (the value rounded once to f16).
 pub fn gemmt_fused(format: QuantFormat, parts: u32) -> bool {
-    parts == 1 && matches!(format, QuantFormat::Q4_0 | QuantFormat::Q8_0)
+    parts == 1
+        && matches!(
+            format,
+            QuantFormat::Q4_0 | QuantFormat::Q8_0 | QuantFormat::BF16
+        )
 }
 
-/// Whether the tiled kernel reads `format`'s weights in place (16-bit floats already: F16
-/// and BF16), with no decode into the scratch.
-pub fn gemmt_in_place(format: QuantFormat) -> bool {
-    matches!(format, QuantFormat::F16 | QuantFormat::BF16)
+/// Whether the tiled kernel reads `format`'s weights in place as 16-bit floats, with no
+/// decode, when x is in `parts` parts: F16 always, BF16 with x in two bf16 parts (the bf16
+/// MMA).
+pub fn gemmt_in_place(format: QuantFormat, parts: u32) -> bool {
+    format == QuantFormat::F16 || (format == QuantFormat::BF16 && parts == 2)
 }
 
 /// Which kernel multiplies a prompt pass.
@@ -122,18 +127,20 @@ impl std::fmt::Display for GemmKernel {
     }
 }
 
-/// The 16-bit float a format's weights decode to for the tiled kernel, or `None` when it
-/// has none: F32 (f16 would round away its precision and range; it keeps the row path) and
-/// formats without a chunk decoder.
+/// The 16-bit float a format's weights are multiplied as by the tiled kernel with x in
+/// `parts` parts, or `None` when it has none: F32 (f16 would round away its precision and
+/// range; it keeps the row path) and formats without a chunk decoder. bf16 only for BF16
+/// weights with x in two parts; f16 for every other case (BF16 with one part: converted).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Decoded {
     F16,
     Bf16,
 }
 
-pub fn gemmt_decoded(format: QuantFormat) -> Option<Decoded> {
+pub fn gemmt_decoded(format: QuantFormat, parts: u32) -> Option<Decoded> {
     match format {
-        QuantFormat::BF16 => Some(Decoded::Bf16),
+        QuantFormat::BF16 if parts == 2 => Some(Decoded::Bf16),
+        QuantFormat::BF16 => Some(Decoded::F16),
         QuantFormat::F32 => None,
         f if super::KERNEL_FORMATS.contains(&f) => Some(Decoded::F16),
         _ => None,
@@ -143,7 +150,7 @@ pub fn gemmt_decoded(format: QuantFormat) -> Option<Decoded> {
 /// Whether the tiled kernel multiplies `format` on a device of compute capability `cc`
 /// (cp.async and `mma.sync` f16 / bf16: sm_80).
 pub fn gemmt_supported(format: QuantFormat, cc: (i32, i32)) -> bool {
-    cc.0 >= 8 && gemmt_decoded(format).is_some()
+    cc.0 >= 8 && gemmt_decoded(format, 1).is_some()
 }
 
 #[cfg(test)]
@@ -161,11 +168,14 @@ mod tests {
 
     #[test]
     fn decoded_kinds_and_support() {
-        assert_eq!(gemmt_decoded(QuantFormat::BF16), Some(Decoded::Bf16));
-        assert_eq!(gemmt_decoded(QuantFormat::Q4_0), Some(Decoded::F16));
-        assert_eq!(gemmt_decoded(QuantFormat::Q4_K), Some(Decoded::F16));
-        assert_eq!(gemmt_decoded(QuantFormat::F16), Some(Decoded::F16));
-        assert_eq!(gemmt_decoded(QuantFormat::F32), None);
+        assert_eq!(gemmt_decoded(QuantFormat::BF16, 2), Some(Decoded::Bf16));
+        assert_eq!(gemmt_decoded(QuantFormat::BF16, 1), Some(Decoded::F16));
+        for parts in [1, 2] {
+            assert_eq!(gemmt_decoded(QuantFormat::Q4_0, parts), Some(Decoded::F16));
+            assert_eq!(gemmt_decoded(QuantFormat::Q4_K, parts), Some(Decoded::F16));
+            assert_eq!(gemmt_decoded(QuantFormat::F16, parts), Some(Decoded::F16));
+            assert_eq!(gemmt_decoded(QuantFormat::F32, parts), None);
+        }
         assert!(gemmt_supported(QuantFormat::Q4_0, (9, 0)));
         assert!(!gemmt_supported(QuantFormat::Q4_0, (7, 5)));
         assert!(!gemmt_supported(QuantFormat::F32, (9, 0)));
@@ -211,20 +221,28 @@ mod tests {
     fn fused_decode_formats() {
         assert!(gemmt_fused(QuantFormat::Q4_0, 1));
         assert!(gemmt_fused(QuantFormat::Q8_0, 1));
+        assert!(gemmt_fused(QuantFormat::BF16, 1));
         assert!(!gemmt_fused(QuantFormat::Q4_0, 2));
+        assert!(!gemmt_fused(QuantFormat::BF16, 2));
         assert!(!gemmt_fused(QuantFormat::Q4_K, 1));
-        assert!(!gemmt_fused(QuantFormat::BF16, 1));
+        assert!(!gemmt_fused(QuantFormat::F16, 1));
     }
 
     #[test]
     fn x_parts_and_in_place_formats() {
-        assert_eq!(gemmt_x_parts(QuantFormat::BF16), 2);
-        assert_eq!(gemmt_x_parts(QuantFormat::Q4_0), 1);
-        assert_eq!(gemmt_x_parts(QuantFormat::Q6_K), 1);
-        assert_eq!(gemmt_x_parts(QuantFormat::F16), 1);
-        assert!(gemmt_in_place(QuantFormat::BF16));
-        assert!(gemmt_in_place(QuantFormat::F16));
-        assert!(!gemmt_in_place(QuantFormat::Q8_0));
-        assert!(!gemmt_in_place(QuantFormat::F32));
+        for f in [
+            QuantFormat::BF16,
+            QuantFormat::Q4_0,
+            QuantFormat::Q6_K,
+            QuantFormat::F16,
+        ] {
+            assert_eq!(gemmt_x_parts(f), 1);
+        }
+        assert!(gemmt_in_place(QuantFormat::BF16, 2));
+        assert!(!gemmt_in_place(QuantFormat::BF16, 1));
+        assert!(gemmt_in_place(QuantFormat::F16, 1));
+        assert!(gemmt_in_place(QuantFormat::F16, 2));
+        assert!(!gemmt_in_place(QuantFormat::Q8_0, 1));
+        assert!(!gemmt_in_place(QuantFormat::F32, 2));
     }
 }
