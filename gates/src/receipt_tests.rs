@@ -62,6 +62,41 @@ fn a_valid_receipt_round_trips_through_a_file() {
     assert_eq!(jsonl_files(&dir.path().join("sub")).unwrap(), vec![path]);
 }
 
+/// Samples whose shortest decimal form serde_json's default (fast, not always correctly
+/// rounded) parser read back one ulp off, so that a receipt written by the harness failed
+/// its own "stats match the samples" rule on reading (session 12's serve receipts). With
+/// `float_roundtrip` every f64 comes back with its bits.
+#[test]
+fn samples_come_back_with_their_bits() {
+    for v in [
+        24.935908935238494_f64,
+        0.11242190997538451,
+        15.923961170491383,
+        33820550054.999954,
+    ] {
+        let text = serde_json::to_string(&v).unwrap();
+        assert_eq!(
+            serde_json::from_str::<f64>(&text).unwrap().to_bits(),
+            v.to_bits(),
+            "{text}"
+        );
+    }
+    let mut r = receipt(Kind::Bench);
+    r.arms[0].samples = vec![
+        24.935908935238494,
+        0.11242190997538451,
+        15.923961170491383,
+        1.5,
+        2.5,
+        3.5,
+    ];
+    r.arms[0].stats = Stats::of(&r.arms[0].samples);
+    r.arms[0].roofline_fraction = r.arms[0].stats.map(|st| st.median / 100.0);
+    let back: Receipt = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+    assert_eq!(validate(&back), Vec::<String>::new());
+    assert_eq!(back, r);
+}
+
 #[test]
 fn stats_are_median_min_max() {
     let s = Stats::of(&[3.0, 1.0, 2.0]).unwrap();
