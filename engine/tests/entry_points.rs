@@ -71,11 +71,25 @@ fn every_entry_point_is_defined_in_its_family() {
                     && src.contains(&format!("{inst}{nt})"))
             });
             // gemmt.cu: `gemmt_dq_##name(` per format (ASSAY_FOR_EACH_FORMAT), and
-            // `gemmt_##name##[_glu]_m##BM##_p##P(` by GEMMT_ENTRY(name, KIND, BM, P).
+            // `gemmt_##name##[_glu]_m##BM##_p##P(` by GEMMT_ENTRY(name, KIND, WF, BM, P).
             let by_gemmt = name.strip_prefix("gemmt_").is_some_and(|rest| {
                 if let Some(fmt) = rest.strip_prefix("dq_") {
                     return src.contains("gemmt_dq_##name(")
                         && src.contains(&format!("MACRO({fmt},"));
+                }
+                // `gemmt_##name##[_glu]_w##BN(` by GEMMW_ENTRY(name, WF, BN).
+                if let Some((body, bn)) = rest.rsplit_once("_w")
+                    && bn.chars().all(|c| c.is_ascii_digit())
+                {
+                    let (kind, tail) = match body.strip_suffix("_glu") {
+                        Some(k) => (k, "gemmt_##name##_glu_w##BN("),
+                        None => (body, "gemmt_##name##_w##BN("),
+                    };
+                    return src.contains(tail)
+                        && src.lines().any(|l| {
+                            l.starts_with(&format!("GEMMW_ENTRY({kind},"))
+                                && l.ends_with(&format!(", {bn})"))
+                        });
                 }
                 let Some((body, p)) = rest.rsplit_once("_p") else {
                     return false;

@@ -138,7 +138,14 @@ impl Gpu {
                     Family::Matvec | Family::MatvecBatch | Family::Mmv => {
                         Some(select::MV_MAX_SHARED_BYTES)
                     }
-                    Family::Gemmt => Some(select::GEMMT_MAX_SHARED_BYTES),
+                    // The warpgroup-MMA entries only where they run (sm_90a: their stages
+                    // exceed other devices' opt-in limit, A100's 163 KiB and 99 KiB on
+                    // consumer cards, and setting it there would fail the load).
+                    Family::Gemmt if select::is_gemmw_entry(&name) => {
+                        select::gemmt_wgmma(cc, 1, select::GEMMW_BM)
+                            .then_some(select::GEMMT_MAX_SHARED_BYTES)
+                    }
+                    Family::Gemmt => Some(select::GEMMT_MMA_MAX_SHARED_BYTES),
                     // attn_prefill_d*: q and two stages of K and V rows.
                     Family::Attention => Some(select::ATT_PREFILL_MAX_SHARED_BYTES),
                     _ => None,

@@ -410,6 +410,12 @@ impl Family {
                         ]
                     })
                 }))
+                // The warpgroup-MMA kernel (x in one part).
+                .chain(["f16", "q4_0", "q8_0", "bf16"].iter().flat_map(|s| {
+                    super::select::GEMMW_BN.iter().flat_map(move |b| {
+                        [format!("gemmt_{s}_w{b}"), format!("gemmt_{s}_glu_w{b}")]
+                    })
+                }))
                 .collect(),
             Family::Mask => vec!["mask_logits".into()],
             Family::Mmv => super::select::MMV_FORMATS

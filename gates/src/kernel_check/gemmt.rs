@@ -337,13 +337,17 @@ fn cases_of(
         glu_want,
         glu_scale,
     } = refs(format, &w, &wu, &bias, rows, k, &x, FULL)?;
+    let cc = gpu.info().compute_capability;
     for (parts, op) in [(2, "gemmt"), (1, "gemmt_x16")] {
-        // Tiles as the grid picks them (64 tokens for these shapes), and of 128 tokens.
+        // Tiles as the grid picks them (64 tokens for these shapes), and of 128 tokens, on
+        // the mma.sync kernel; the warpgroup MMA (sm_90a, one part) is compared with it below.
         let opts = GemmtOpts {
             parts: Some(parts),
             tile_m: None,
             fault: false,
             scratch_decode: false,
+            wgmma: Some(false),
+            wgmma_tile_n: None,
         };
         let tall = GemmtOpts {
             tile_m: Some(128),
@@ -385,6 +389,9 @@ fn cases_of(
                 &full.rows(rows, 0, FULL),
                 &scratch.rows(rows, 0, FULL),
             ));
+        }
+        if select::gemmt_wgmma(cc, parts, FULL) {
+            wgmma_cases(&mut cx, &x, &res, &full, format, name, &tag, lines)?;
         }
         let (grouped, alone3) = cx.run_group(&x, FULL, opts)?;
         lines.push(compare_f32(
@@ -444,6 +451,85 @@ fn cases_of(
         if parts == 2 {
             huge_rows(&mut cx, &w, &bias, &x, &res, &full, tall, name, lines)?;
         }
+    }
+    Ok(())
+}
+
+/// The warpgroup-MMA kernel (sm_90a, x in one part) against the mma.sync pass `mma` of
+/// [`FULL`] rows: the same bits for every epilogue, its tile-loop decode == its scratch
+/// decode, and passes of the sizes of [`PASS_SIZES`] on it (partial token tiles, forced even
+/// where the engine would take the mma.sync kernel) give the full pass's rows.
+#[allow(clippy::too_many_arguments)]
+fn wgmma_cases(
+    cx: &mut Ctx<'_>,
+    x: &[f32],
+    res: &[f32],
+    mma: &Outputs,
+    format: QuantFormat,
+    name: &str,
+    tag: &str,
+    lines: &mut Vec<CheckLine>,
+) -> Result<(), String> {
+    let (rows, k) = (cx.inp.rows, cx.inp.k);
+    let w = GemmtOpts {
+        parts: Some(1),
+        wgmma: Some(true),
+        ..GemmtOpts::default()
+    };
+    let full = cx.run(x, res, FULL, w)?;
+    lines.push(compare_f32(
+        "fusion",
+        format!("gemmt {name} {tag}: warpgroup MMA == mma.sync, 5 epilogues"),
+        &full.rows(rows, 0, FULL),
+        &mma.rows(rows, 0, FULL),
+    ));
+    // Both tile widths, whatever the grid would pick for these rows.
+    for bn in select::GEMMW_BN {
+        let got = cx.run(
+            x,
+            res,
+            FULL,
+            GemmtOpts {
+                wgmma_tile_n: Some(bn),
+                ..w
+            },
+        )?;
+        lines.push(compare_f32(
+            "fusion",
+            format!(
+                "gemmt {name} {tag}: warpgroup MMA in tiles of {bn} rows == mma.sync, 5 epilogues"
+            ),
+            &got.rows(rows, 0, FULL),
+            &mma.rows(rows, 0, FULL),
+        ));
+    }
+    if select::gemmt_fused(format, 1) {
+        let scratch = cx.run(
+            x,
+            res,
+            FULL,
+            GemmtOpts {
+                scratch_decode: true,
+                ..w
+            },
+        )?;
+        lines.push(compare_f32(
+            "fusion",
+            format!(
+                "gemmt {name} {tag}: warpgroup MMA, decoded in the tile loop == through the scratch"
+            ),
+            &full.rows(rows, 0, FULL),
+            &scratch.rows(rows, 0, FULL),
+        ));
+    }
+    for n in PASS_SIZES {
+        let got = cx.run(&x[..n * k], &res[..n * rows], n, w)?;
+        lines.push(compare_f32(
+            "batch_invariance",
+            format!("gemmt {name} {tag}: warpgroup MMA, rows of a pass of {n} == of {FULL}"),
+            &got.rows(rows, 0, n),
+            &full.rows(rows, 0, n),
+        ));
     }
     Ok(())
 }
@@ -539,14 +625,34 @@ fn big_case(
         glu_scale,
     } = refs(format, &w, &wu, &bias, rows, k, &xp, BIG_PICK.len())?;
     for (parts, op) in [(2, "gemmt"), (1, "gemmt_x16")] {
+        // The engine's default choice of kernel (the warpgroup MMA on sm_90a for one part).
         let opts = GemmtOpts {
             parts: Some(parts),
             tile_m: None,
             fault: false,
             scratch_decode: false,
+            wgmma: None,
+            wgmma_tile_n: None,
         };
         let tag = format!("x in {parts} part(s)");
         let a = cx.run(&x, &res, BIG_N, opts)?;
+        if select::gemmt_wgmma(cx.gpu.info().compute_capability, parts, BIG_N) {
+            let mma = cx.run(
+                &x,
+                &res,
+                BIG_N,
+                GemmtOpts {
+                    wgmma: Some(false),
+                    ..opts
+                },
+            )?;
+            lines.push(compare_f32(
+                "fusion",
+                format!("gemmt {name} {tag}: warpgroup MMA == mma.sync, 5 epilogues"),
+                &a.rows(rows, 0, BIG_N),
+                &mma.rows(rows, 0, BIG_N),
+            ));
+        }
         if select::gemmt_fused(format, parts) {
             let scratch = cx.run(
                 &x,

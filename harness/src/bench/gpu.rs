@@ -322,6 +322,11 @@ impl GpuArm {
             if !self.dec.prefill_fused_decode() {
                 flags.push("decode=scratch".into());
             }
+            // The warpgroup-MMA GEMM forced on or off (ASSAY_GEMMT_WGMMA; the default, on
+            // sm_90a for x in one part, records nothing).
+            if let Some(on) = self.dec.prefill_wgmma() {
+                flags.push(format!("wgmma={}", if on { "on" } else { "off" }));
+            }
         }
         if self.dec.mmv_on() {
             // ASSAY_MMV=1 / staged: the Q4_0 / Q8_0 decode products on tensor cores (mmv.cu).

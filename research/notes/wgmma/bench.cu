@@ -1,7 +1,8 @@
-// bench.cu — host test of the wgmma draft (wgmma_gemm.cuh) on the GPU machine, built there by
-// run.sh with nvcc: correctness against a naive f32 reference, and time against gemmt.cu's
-// mma.sync kernel (gemmt_f16_m128_p1, the engine's prompt-pass GEMM for f16 weights) and
-// cuBLAS (f16 in, f32 out) at Llama-3.1-8B product shapes. Not part of the engine or CI.
+// bench.cu — host test of gemmt.cu's warpgroup-MMA entries (gemmt_f16_w128 / _w256; session
+// 12's draft, wgmma_gemm.cuh, became gemmt.cu section 3) on the GPU machine, built there by
+// run.sh with nvcc: correctness against a naive f32 reference, bits and time against gemmt.cu's
+// mma.sync kernel (gemmt_f16_m128_p1) and time against cuBLAS (f16 in, f32 out) at
+// Llama-3.1-8B product shapes. Not part of the engine or CI.
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -12,10 +13,10 @@
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <cublas_v2.h>
-#include "wgmma_gemm.cuh"
-#ifdef WITH_GEMMT
 #include "gemmt.cu"
-#endif
+#define WITH_GEMMT 1
+#define WG_SMEM 197632     // select::gemmw_shared_bytes(128 or 256, glu): the largest
+#define WG_SMEM256 197632
 
 #define CK(x)                                                                              \
     do {                                                                                   \
@@ -71,9 +72,8 @@ int main() {
                              {300, 200, 768}};
     cublasHandle_t h;
     if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) { printf("cublasCreate failed\n"); return 1; }
-    CK(cudaFuncSetAttribute(wgmma_f16_proto, cudaFuncAttributeMaxDynamicSharedMemorySize, WG_SMEM));
-    CK(cudaFuncSetAttribute(wgmma_f16_proto_n256, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                            WG_SMEM256));
+    CK(cudaFuncSetAttribute(gemmt_f16_w128, cudaFuncAttributeMaxDynamicSharedMemorySize, WG_SMEM));
+    CK(cudaFuncSetAttribute(gemmt_f16_w256, cudaFuncAttributeMaxDynamicSharedMemorySize, WG_SMEM256));
 #ifdef WITH_GEMMT
     const int gt_smem = 3 * (128 + 128) * 40 * 2;
     CK(cudaFuncSetAttribute(gemmt_f16_m128_p1, cudaFuncAttributeMaxDynamicSharedMemorySize, gt_smem));
@@ -107,7 +107,9 @@ int main() {
         const int reps = 20;
         const dim3 grid((n + 127) / 128, (rows + 127) / 128);
         auto wg = [&] {
-            wgmma_f16_proto<<<grid, 256, WG_SMEM>>>((const u16*)x, (const u16*)w, y, n, rows, k);
+            gemmt_f16_w128<<<grid, 256, WG_SMEM>>>((const u16*)x, (const u16*)x, ones, w, w, w, y, y, y,
+                                                   nullptr, nullptr, nullptr, rows, 0, 0, nullptr,
+                                                   k, n);
         };
         CK(cudaMemset(y, 0xff, (size_t)n * rows * 4));
         const float t_wg = time_ms(wg, reps);
@@ -116,8 +118,9 @@ int main() {
         const std::vector<float> y128 = got;
         const dim3 grid256((n + 127) / 128, (rows + 255) / 256);
         auto wg2 = [&] {
-            wgmma_f16_proto_n256<<<grid256, 256, WG_SMEM256>>>((const u16*)x, (const u16*)w, y, n,
-                                                              rows, k);
+            gemmt_f16_w256<<<grid256, 256, WG_SMEM256>>>((const u16*)x, (const u16*)x, ones, w, w, w, y,
+                                                         y, y, nullptr, nullptr, nullptr, rows, 0, 0,
+                                                         nullptr, k, n);
         };
         CK(cudaMemset(y, 0xff, (size_t)n * rows * 4));
         const float t_wg2 = time_ms(wg2, reps);

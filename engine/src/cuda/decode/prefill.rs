@@ -127,6 +127,9 @@ pub(super) struct PrefillState {
     /// Q4_0 / Q8_0 decoded inside the tiled GEMM's loop (`ASSAY_GEMMT_FUSED`, default 1)
     /// rather than into the scratch first (0; the same bits).
     fused: bool,
+    /// The warpgroup-MMA GEMM on sm_90a (`ASSAY_GEMMT_WGMMA`: `0` off, `1` wherever the
+    /// device allows, unset or `auto`: select::gemmt_wgmma); the same bits either way.
+    wgmma: Option<bool>,
     kernel: GemmKernel,
     /// Rows per pass of the tiled kernel.
     tiled_rows: usize,
@@ -160,6 +163,20 @@ fn flash_from_env() -> Result<bool, CudaError> {
         Ok(v) => Err(shape_err(
             "decoder",
             format!("ASSAY_PREFILL_ATTN={v:?}: expected flash or split"),
+        )),
+    }
+}
+
+/// `ASSAY_GEMMT_WGMMA`: `0` (the mma.sync kernel), `1` (the warpgroup MMA wherever the
+/// device has it), unset or `auto` ([`select::gemmt_wgmma`]).
+fn wgmma_from_env() -> Result<Option<bool>, CudaError> {
+    match std::env::var("ASSAY_GEMMT_WGMMA").as_deref() {
+        Err(_) | Ok("auto") => Ok(None),
+        Ok("0") => Ok(Some(false)),
+        Ok("1") => Ok(Some(true)),
+        Ok(v) => Err(shape_err(
+            "decoder",
+            format!("ASSAY_GEMMT_WGMMA={v:?}: expected 0, 1 or auto"),
         )),
     }
 }
@@ -227,6 +244,7 @@ impl PrefillState {
             tile_m,
             flash: flash_from_env()?,
             fused: std::env::var("ASSAY_GEMMT_FUSED").map_or(true, |v| v != "0"),
+            wgmma: wgmma_from_env()?,
             kernel: kernel_from_env()?,
             tiled_rows: pass_rows_from_env()?,
             decoded: Arc::new(Mutex::new(GemmtScratch::new())),
@@ -266,6 +284,7 @@ impl CudaDecoder {
         self.prefill.tiled_rows = from.prefill.tiled_rows;
         self.prefill.flash = from.prefill.flash;
         self.prefill.fused = from.prefill.fused;
+        self.prefill.wgmma = from.prefill.wgmma;
         self.prefill.tile_m = from.prefill.tile_m;
         self.prefill.decoded = Arc::clone(&from.prefill.decoded);
     }
@@ -464,6 +483,12 @@ impl CudaDecoder {
         self.prefill.fused
     }
 
+    /// The warpgroup-MMA choice asked for (`ASSAY_GEMMT_WGMMA`): `None` is the default
+    /// (select::gemmt_wgmma).
+    pub fn prefill_wgmma(&self) -> Option<bool> {
+        self.prefill.wgmma
+    }
+
     /// Whether prompt passes take the tensor-core attention (`ASSAY_PREFILL_ATTN`).
     pub fn prefill_flash(&self) -> bool {
         self.prefill.flash
@@ -523,6 +548,8 @@ impl CudaDecoder {
             tile_m: self.prefill.tile_m,
             fault: self.prefill.opts.fault,
             scratch_decode: !self.prefill.fused,
+            wgmma: self.prefill.wgmma,
+            wgmma_tile_n: None,
         }
     }
 

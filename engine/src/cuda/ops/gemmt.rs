@@ -15,8 +15,8 @@
 
 use super::{Arg, DeviceWeight, GemmX, XStaging, int, launch, need, rd, wr};
 use crate::cuda::select::{
-    self, Decoded, GEMMT_BK, GEMMT_BN, GEMMT_GLU_G, GEMMT_MAX_SEGS, GEMMT_TILES_M, gemmt_decoded,
-    gemmt_shared_bytes,
+    self, Decoded, GEMMT_BK, GEMMT_BN, GEMMT_MAX_SEGS, GEMMT_TILES_M, GEMMW_BK, GEMMW_BM,
+    gemmt_decoded, gemmt_shared_bytes,
 };
 use crate::cuda::{CudaError, Gpu, shape_err};
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig};
@@ -38,6 +38,13 @@ pub struct GemmtOpts {
     /// Decode Q4_0 / Q8_0 / BF16 into the scratch first instead of inside the tile loop
     /// ([`select::gemmt_fused`]; the same bits).
     pub scratch_decode: bool,
+    /// The warpgroup-MMA kernel (`gemmt_<kind>[_glu]_w<BN>`, sm_90a): `None` where
+    /// [`select::gemmt_wgmma`] says so, `Some(false)` never (the mma.sync kernel), `Some(true)`
+    /// wherever the device and x's parts allow it, whatever the rows. The same bits.
+    pub wgmma: Option<bool>,
+    /// Weight rows per warpgroup-MMA block (one of [`select::GEMMW_BN`]), or `None`: the
+    /// grid decides ([`select::gemmw_tile_n`]). Changes no bits.
+    pub wgmma_tile_n: Option<usize>,
 }
 
 impl GemmtOpts {
@@ -49,6 +56,19 @@ impl GemmtOpts {
     /// Whether weights of `format` are decoded inside the tile loop.
     pub fn fused_for(&self, format: crate::quant::QuantFormat) -> bool {
         !self.fault && !self.scratch_decode && select::gemmt_fused(format, self.parts_for(format))
+    }
+
+    /// Whether a launch over `n` tokens of `k` values with x in `parts` parts runs on the
+    /// warpgroup MMA (k a multiple of its 64-value stages).
+    pub fn wgmma_for(&self, gpu: &Gpu, parts: u32, n: usize, k: usize) -> bool {
+        let cc = gpu.info().compute_capability;
+        if k % GEMMW_BK != 0 {
+            return false;
+        }
+        match self.wgmma {
+            None => select::gemmt_wgmma(cc, parts, n),
+            Some(on) => on && select::gemmt_wgmma(cc, parts, select::GEMMW_BM),
+        }
     }
 
     /// How x must be staged for weights of `format` ([`gemmt_stage_x`]): bf16 parts for
@@ -241,28 +261,48 @@ fn check(
 }
 
 /// The launch's grid, shared memory and tile height.
+#[allow(clippy::too_many_arguments)]
 fn grid(
     op: &'static str,
     gpu: &Gpu,
     n: usize,
-    col_tiles: usize,
+    k: usize,
+    tile_rows: usize,
     parts: u32,
     glu: bool,
     opts: GemmtOpts,
-) -> Result<(LaunchConfig, usize), CudaError> {
-    let y = u32::try_from(col_tiles)
-        .ok()
-        .filter(|&y| y <= 65535)
-        .ok_or_else(|| shape_err(op, "too many rows"))?;
+) -> Result<(LaunchConfig, String), CudaError> {
+    let grid_y = |per_block: usize| {
+        u32::try_from(tile_rows.div_ceil(per_block))
+            .ok()
+            .filter(|&y| y <= 65535)
+            .ok_or_else(|| shape_err(op, "too many rows"))
+    };
+    if opts.wgmma_for(gpu, parts, n, k) {
+        let bn = opts
+            .wgmma_tile_n
+            .unwrap_or_else(|| select::gemmw_tile_n(n, tile_rows));
+        if !select::GEMMW_BN.contains(&bn) {
+            return Err(shape_err(op, "warpgroup-MMA tiles take 128 or 256 rows"));
+        }
+        let cfg = LaunchConfig {
+            grid_dim: (n.div_ceil(GEMMW_BM) as u32, grid_y(bn)?, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: select::gemmw_shared_bytes(bn, glu) as u32,
+        };
+        return Ok((cfg, format!("w{bn}")));
+    }
+    // The mma.sync kernel's blocks take GEMMT_BN tile rows (gate + up: 64 of each).
+    let col_tiles = tile_rows.div_ceil(GEMMT_BN);
     let bm = opts
         .tile_m
         .unwrap_or_else(|| select::gemmt_tile_m(n, col_tiles, gpu.info().sm_count as usize, parts));
     let cfg = LaunchConfig {
-        grid_dim: (n.div_ceil(bm) as u32, y, 1),
+        grid_dim: (n.div_ceil(bm) as u32, grid_y(GEMMT_BN)?, 1),
         block_dim: (256, 1, 1),
         shared_mem_bytes: gemmt_shared_bytes(parts as usize, bm, glu) as u32,
     };
-    Ok((cfg, bm))
+    Ok((cfg, format!("m{bm}_p{parts}")))
 }
 
 /// The entry's weight kind: the format decoded in the tile loop, or the 16-bit float.
@@ -355,7 +395,7 @@ fn launch_plain(
         total += s.w.rows;
     }
     int(OP, "rows", total)?;
-    let (cfg, bm) = grid(OP, gpu, n, total.div_ceil(GEMMT_BN), parts, false, opts)?;
+    let (cfg, tile) = grid(OP, gpu, n, w0.cols, total, parts, false, opts)?;
     let ws: Vec<&DeviceWeight> = segs.iter().map(|s| s.w).collect();
     let wp = weights16(gpu, &ws, scratch, opts)?;
     // Unused segments: no rows, the first segment's addresses.
@@ -369,7 +409,7 @@ fn launch_plain(
     let (s0, s1, s2) = (seg(0), seg(1), seg(2));
     launch(
         gpu,
-        &format!("gemmt_{}_m{bm}_p{parts}", kind_name(w0, opts)),
+        &format!("gemmt_{}_{tile}", kind_name(w0, opts)),
         cfg,
         &[
             x_args(gpu, xs),
@@ -406,7 +446,8 @@ pub fn gemmt_glu(
     }
     let parts = check(OP, gpu, wg, xs, n, opts)?;
     need(OP, "y", y.len(), n * wg.rows)?;
-    let (cfg, bm) = grid(OP, gpu, n, wg.rows.div_ceil(GEMMT_GLU_G), parts, true, opts)?;
+    // Tile rows: each gate row and its up row (a block takes half of its rows from each).
+    let (cfg, tile) = grid(OP, gpu, n, wg.cols, 2 * wg.rows, parts, true, opts)?;
     let wp = weights16(gpu, &[wg, wu], scratch, opts)?;
     let yp = wr(gpu, y);
     let tail = [
@@ -420,7 +461,7 @@ pub fn gemmt_glu(
     ];
     launch(
         gpu,
-        &format!("gemmt_{}_glu_m{bm}_p{parts}", kind_name(wg, opts)),
+        &format!("gemmt_{}_glu_{tile}", kind_name(wg, opts)),
         cfg,
         &[&x_args(gpu, xs)[..], &tail[..]].concat(),
     )

@@ -11,20 +11,23 @@ mod attention;
 mod attention_prefill;
 mod gemm;
 mod gemmt;
+mod kv;
 mod linear;
 mod mask;
 mod mmv;
 mod pointwise;
+mod rope_kv;
 mod sample;
 
 pub use attention::{
-    AttnScratch, AttnShape, KvRow, KvRowsDev, KvView, RopeKvShape, attention, attention_rows,
-    attention_two_pass, from_paged, kv_block_len, kv_blocks, kv_pool_offset, kv_row_table,
-    kv_store, rope_kv, rope_kv_rows, to_paged,
+    AttnScratch, AttnShape, KvView, attention, attention_rows, attention_two_pass,
 };
 pub use attention_prefill::attention_prefill;
 pub use gemm::{GemmOpts, GemmX, XParts, XStaging, gemm, gemm_glu, gemm_stage_x, gemm_stage_x_for};
 pub use gemmt::{GemmtOpts, GemmtScratch, GemmtSeg, gemmt, gemmt_glu, gemmt_group, gemmt_stage_x};
+pub use kv::{
+    KvRow, KvRowsDev, from_paged, kv_block_len, kv_blocks, kv_pool_offset, kv_row_table, to_paged,
+};
 pub use linear::{NormIn, embed, matvec, matvec_fused, matvec_glu, matvec_pair, matvec_residual};
 pub use mask::{MaskBuffer, apply_mask};
 pub use mmv::{MmvScratch, mmv, mmv_glu, mmv_glu_x1, mmv_pair_x1, mmv_x1};
@@ -32,6 +35,7 @@ pub use pointwise::{
     Activation, RopeStyle, RopeTable, add, add_inplace, argmax, gated_act, gated_act_inplace,
     qk_norm, rmsnorm, rmsnorm_inplace, rope, scale_inplace, softcap_inplace,
 };
+pub use rope_kv::{RopeKvShape, kv_store, rope_kv, rope_kv_rows};
 pub use sample::{SAMPLE_CAP, SampleBuffers, Sampled, sample};
 
 use super::{CudaError, Gpu, shape_err};

@@ -28,12 +28,71 @@ pub const fn gemmt_shared_bytes(parts: usize, bm: usize, glu: bool) -> usize {
     if pipe > epi { pipe } else { epi }
 }
 
-/// The most any tiled launch uses (set as the functions' limit).
-pub const GEMMT_MAX_SHARED_BYTES: usize = {
+/// The most any mma.sync tiled launch uses (two blocks per SM on the H200).
+pub const GEMMT_MMA_MAX_SHARED_BYTES: usize = {
     let a = gemmt_shared_bytes(2, GEMMT_TILES_M[0], true);
     let b = gemmt_shared_bytes(2, GEMMT_TILES_M[0], false);
     if a > b { a } else { b }
 };
+
+/// Tokens per block of the warpgroup-MMA kernel (`GW_BM`: two warpgroups of 64).
+pub const GEMMW_BM: usize = 128;
+/// Weight rows per block of the warpgroup-MMA kernel (`gemmt_<kind>[_glu]_w<BN>`).
+pub const GEMMW_BN: [usize; 2] = [128, 256];
+/// Values of k per stage (`GW_BK`): k must be a multiple of it.
+pub const GEMMW_BK: usize = 64;
+/// Pipeline stages (`GW_ST`).
+pub const GEMMW_STAGES: usize = 4;
+
+/// Dynamic shared memory of one warpgroup-MMA launch of `bn`-row tiles: the stages of 128
+/// x rows and `bn` weight rows of 128 bytes (or the gate + up epilogue's floats, when
+/// larger), plus 1024 bytes to align the first stage for the 128-byte swizzle.
+pub const fn gemmw_shared_bytes(bn: usize, glu: bool) -> usize {
+    let pipe = GEMMW_STAGES * (GEMMW_BM + bn) * GEMMW_BK * 2;
+    let epi = if glu { GEMMW_BM * (bn + 4) * 4 } else { 0 };
+    (if pipe > epi { pipe } else { epi }) + 1024
+}
+
+/// The most any tiled launch uses (set as the functions' limit).
+pub const GEMMT_MAX_SHARED_BYTES: usize = {
+    let w = gemmw_shared_bytes(GEMMW_BN[1], true);
+    if w > GEMMT_MMA_MAX_SHARED_BYTES {
+        w
+    } else {
+        GEMMT_MMA_MAX_SHARED_BYTES
+    }
+};
+
+/// Whether a launch over `n` tokens with x in `parts` parts runs on the warpgroup MMA
+/// (`gemmt.cu` section 3): sm_90a (compute capability 9.0, the arch the engine compiles
+/// Hopper for), x in one part, and more than 64 tokens (a block takes 128; shorter passes
+/// keep the mma.sync kernel's 64-token tiles). The two kernels give the same bits
+/// (kernel-check `gemmt` compares them).
+pub fn gemmt_wgmma(cc: (i32, i32), parts: u32, n: usize) -> bool {
+    cc == (9, 0) && parts == 1 && n > GEMMT_TILES_M[1]
+}
+
+/// Whether `name` is a warpgroup-MMA entry point (`gemmt_<kind>[_glu]_w<BN>`).
+pub fn is_gemmw_entry(name: &str) -> bool {
+    name.starts_with("gemmt_")
+        && name
+            .rsplit_once("_w")
+            .is_some_and(|(_, bn)| !bn.is_empty() && bn.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Weight rows per warpgroup-MMA block for `n` tokens and `rows` tile rows in all
+/// (gate + up: twice the gate's rows): 256 when such a grid still has at least 96 blocks,
+/// else 128. Session 12's draft (research/notes/wgmma/README.md, TFLOP/s n128 / n256): 512
+/// tokens q+k+v (6144 rows) 293 / 344, o (4096) 364 / 244, gate+up (28672) 398 / 408, down
+/// (4096, k 14336) 440 / 280; 2048 tokens gate+up 417 / 481, down 449 / 539.
+pub fn gemmw_tile_n(n: usize, rows: usize) -> usize {
+    let blocks = n.div_ceil(GEMMW_BM) * rows.div_ceil(GEMMW_BN[1]);
+    if blocks >= 96 {
+        GEMMW_BN[1]
+    } else {
+        GEMMW_BN[0]
+    }
+}
 
 /// Token rows per tile for a launch over `n` tokens, `col_tiles` tiles of weight rows and x
 /// in `parts` parts on a device of `sms` multiprocessors (2 blocks each). Passes of at most
@@ -195,8 +254,12 @@ mod tests {
                 }
             }
         }
-        // Two blocks per SM on the H200 (227 KiB).
-        const { assert!(2 * GEMMT_MAX_SHARED_BYTES <= 227 * 1024) };
+        // Two mma.sync blocks per SM on the H200 (227 KiB); one warpgroup-MMA block.
+        const { assert!(2 * GEMMT_MMA_MAX_SHARED_BYTES <= 227 * 1024) };
+        const { assert!(GEMMT_MAX_SHARED_BYTES <= 227 * 1024) };
+        assert_eq!(gemmw_shared_bytes(128, false), 4 * 256 * 128 + 1024);
+        assert_eq!(gemmw_shared_bytes(256, true), 4 * 384 * 128 + 1024);
+        assert_eq!(GEMMT_MAX_SHARED_BYTES, gemmw_shared_bytes(256, true));
     }
 
     #[test]
@@ -215,6 +278,25 @@ mod tests {
         assert_eq!(gemmt_tile_m(64, 224, 132, 1), 64);
         assert_eq!(gemmt_tile_m(1, 1, 0, 2), 64);
         assert!(GEMMT_TILES_M.contains(&gemmt_tile_m(100, 7, 16, 2)));
+    }
+
+    #[test]
+    fn warpgroup_mma_choice_and_tiles() {
+        assert!(gemmt_wgmma((9, 0), 1, 65));
+        assert!(!gemmt_wgmma((9, 0), 1, 64));
+        assert!(!gemmt_wgmma((9, 0), 2, 512));
+        assert!(!gemmt_wgmma((8, 9), 1, 512));
+        assert!(!gemmt_wgmma((12, 0), 1, 512));
+        // 8B at 512 tokens: q + k + v and gate + up take 256 rows, o and down 128.
+        assert_eq!(gemmw_tile_n(512, 6144), 256);
+        assert_eq!(gemmw_tile_n(512, 28672), 256);
+        assert_eq!(gemmw_tile_n(512, 4096), 128);
+        assert_eq!(gemmw_tile_n(2048, 4096), 256);
+        assert_eq!(gemmw_tile_n(65, 200), 128);
+        assert!(is_gemmw_entry("gemmt_q4_0_glu_w256"));
+        assert!(is_gemmw_entry("gemmt_f16_w128"));
+        assert!(!is_gemmw_entry("gemmt_q4_0_glu_m128_p1"));
+        assert!(!is_gemmw_entry("gemmt_dq_q4_0"));
     }
 
     #[test]
