@@ -274,6 +274,53 @@ pub fn synthetic_models() -> Result<Vec<DecodeCase>, String> {
     Ok(out)
 }
 
+/// The tensor [`wide_bf16_model`] plants its wide value in, and the value (2^16 as bf16:
+/// past f16's largest finite value, 65504).
+pub const WIDE_BF16_TENSOR: &str = "blk.0.ffn_up.weight";
+pub const WIDE_BF16_BITS: u16 = 0x4780;
+
+/// A synthetic qwen2 BF16 checkpoint holding one weight past f16's range (element 0 of
+/// [`WIDE_BF16_TENSOR`] set to 2^16). Its prompt pass must keep x in two bf16 parts (the
+/// decoder's fallback: `DeviceWeight::fits_f16` is false for that matrix, and the tiled op
+/// refuses one part for it, kernel-check `BF16 with 2^17`), so a gate that runs the prompt
+/// pass on it checks the fallback end to end.
+pub fn wide_bf16_model() -> Result<DecodeCase, String> {
+    let mut spec = SyntheticSpec::tiny("qwen2");
+    spec.n_vocab = 512;
+    spec.n_embd = 256;
+    spec.n_layers = 4;
+    spec.n_heads = 4;
+    spec.n_kv_heads = 2;
+    spec.head_dim = 64;
+    spec.n_ff = 512;
+    spec.matrix_format = QuantFormat::BF16;
+    spec.seed = 1100;
+    let mut bytes = gguf_bytes(&spec).map_err(|e| e.to_string())?;
+    let header = engine::model_file::gguf::parse(&bytes).map_err(|e| e.to_string())?;
+    let t = header
+        .tensor(WIDE_BF16_TENSOR)
+        .ok_or_else(|| format!("synthetic qwen2 has no {WIDE_BF16_TENSOR}"))?;
+    if t.format != QuantFormat::BF16 {
+        return Err(format!("{WIDE_BF16_TENSOR} is {}, not BF16", t.format));
+    }
+    let at = usize::try_from(header.data_offset + t.offset).map_err(|e| e.to_string())?;
+    let slot = bytes
+        .get_mut(at..at + 2)
+        .ok_or_else(|| format!("{WIDE_BF16_TENSOR} lies past the file"))?;
+    slot.copy_from_slice(&WIDE_BF16_BITS.to_le_bytes());
+    let model = GgufModel::from_bytes(
+        PathBuf::from("synthetic-wide.gguf"),
+        FileBytes::Owned(bytes),
+    )
+    .map_err(|e| e.to_string())?;
+    let prompt: Vec<u32> = (0..21).map(|j| ((j * 41 + 5) % 512) as u32).collect();
+    Ok(DecodeCase {
+        name: "synthetic qwen2 BF16 hd=64, one weight 2^16 (x in two parts)".into(),
+        model: Arc::new(model),
+        prompt,
+    })
+}
+
 /// Eager decode timing: prompt processing time and greedy tokens per second.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct DecodeTiming {
@@ -323,6 +370,22 @@ pub fn time_decode(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_wide_bf16_model_holds_a_weight_past_f16() {
+        let case = wide_bf16_model().unwrap();
+        let h = case.model.header();
+        let t = h.tensor(WIDE_BF16_TENSOR).unwrap();
+        let raw = case.model.tensor_bytes(t);
+        assert_eq!(&raw[..2], &WIDE_BF16_BITS.to_le_bytes());
+        assert!(!engine::cuda::ops::bf16_fits_f16(raw));
+        assert_eq!(case.model.dequantize(WIDE_BF16_TENSOR).unwrap()[0], 65536.0);
+        // Every other BF16 matrix of it fits f16: only the planted value is wide.
+        for t in h.tensors.iter().filter(|t| t.format == QuantFormat::BF16) {
+            let fits = engine::cuda::ops::bf16_fits_f16(case.model.tensor_bytes(t));
+            assert_eq!(fits, t.name != WIDE_BF16_TENSOR, "{}", t.name);
+        }
+    }
 
     #[test]
     fn agreement_near_tie_and_structural() {

@@ -8,6 +8,9 @@
 //! [`crate::batch`] on them (`ASSAY_BATCH_PLANT_FAULT=1` plants its fault: the gate must go
 //! red); `prefill` runs [`crate::prefill_check`] on them (the tensor-core prompt pass vs the
 //! row path; `ASSAY_PREFILL_PLANT_FAULT=1` plants its fault: the gate must go red).
+//! `chunking` and `prefill` also run a synthetic BF16 checkpoint holding one weight past
+//! f16's range ([`crate::decode_check::wide_bf16_model`]): its prompt pass keeps x in two
+//! bf16 parts.
 
 use std::sync::Arc;
 
@@ -206,8 +209,17 @@ fn kernel_check(ctx: &GateContext) -> GateOutcome {
 /// The common frame of the per-model decode gates: skip without a GPU, open it, run
 /// `check` on every decode case, render each line, and judge them with `judge` (load
 /// problems of the cases are red too), then `finish` makes the outcome.
+/// Which extra cases a per-model gate adds to [`decode_cases`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Extra {
+    None,
+    /// [`decode_check::wide_bf16_model`]: the prompt pass's two-part fallback.
+    WideBf16,
+}
+
 fn per_model_gate<L>(
     ctx: &GateContext,
+    extra: Extra,
     check: impl Fn(&Arc<Gpu>, &DecodeCase) -> L,
     render: impl Fn(&L) -> String,
     judge: impl Fn(&[L]) -> Verdict,
@@ -221,7 +233,13 @@ fn per_model_gate<L>(
         Ok(g) => g,
         Err(e) => return GateOutcome::new(Verdict::from_failures(vec![e]), Vec::new()),
     };
-    let (cases, problems) = decode_cases(ctx);
+    let (mut cases, mut problems) = decode_cases(ctx);
+    if extra == Extra::WideBf16 {
+        match decode_check::wide_bf16_model() {
+            Ok(c) => cases.push(c),
+            Err(e) => problems.push(format!("cannot build the wide BF16 model: {e}")),
+        }
+    }
     let lines: Vec<L> = cases.iter().map(|c| check(&gpu, c)).collect();
     let mut detail = vec![header(lines.len())];
     detail.extend(lines.iter().map(render));
@@ -232,6 +250,7 @@ fn argmax(ctx: &GateContext) -> GateOutcome {
     let cfg = DecodeCheckConfig::default();
     per_model_gate(
         ctx,
+        Extra::None,
         |gpu, c| check_model(gpu, c, &cfg),
         |l| l.render(),
         decode_check::verdict,
@@ -249,6 +268,7 @@ fn graph(ctx: &GateContext) -> GateOutcome {
     let cfg = GraphCheckConfig::default();
     per_model_gate(
         ctx,
+        Extra::None,
         |gpu, c| graph_check::check_model(gpu, c, &cfg),
         |l| l.render(),
         graph_check::verdict,
@@ -261,6 +281,7 @@ fn chunking(ctx: &GateContext) -> GateOutcome {
     let cfg = ChunkingConfig::default();
     per_model_gate(
         ctx,
+        Extra::WideBf16,
         |gpu, c| chunk_check::check_model(gpu, c, &cfg),
         |l| l.render(),
         chunk_check::verdict,
@@ -287,6 +308,7 @@ fn batch(ctx: &GateContext) -> GateOutcome {
     let n_tokens = cfg.n_tokens;
     per_model_gate(
         ctx,
+        Extra::None,
         |gpu, c| batch_check::check_model(gpu, c, &cfg, fault),
         |l| l.render(),
         batch_check::verdict,
@@ -314,6 +336,7 @@ fn prefill(ctx: &GateContext) -> GateOutcome {
     let n_tokens = cfg.lengths.iter().copied().max().unwrap_or(0);
     per_model_gate(
         ctx,
+        Extra::WideBf16,
         |gpu, c| prefill_check::check_model(gpu, c, &cfg),
         |l| l.render(),
         prefill_check::verdict,
