@@ -306,10 +306,13 @@ static void launch(const Kern& kn, const Data& d, const G2Maps* maps) {
     const dim3 grid((d.n + kn.tok_tile - 1) / kn.tok_tile, (d.tile_rows + kn.row_tile - 1) / kn.row_tile);
     const int n = d.n, k = d.k;
     if (p.glu) {
-        if (kn.glu_t)
-            kn.glu_t<<<grid, kn.threads, kn.smem>>>(d.x, d.x, d.xsc, d.w[0], d.w[1], d.y, p.r[0], k, n, 0, *maps);
-        else
-            kn.glu<<<grid, kn.threads, kn.smem>>>(d.x, d.x, d.xsc, d.w[0], d.w[1], d.y, p.r[0], k, n, 0);
+        if (kn.glu_t) {
+            const GluTmaFn f = kn.glu_t;
+            f<<<grid, kn.threads, kn.smem>>>(d.x, d.x, d.xsc, d.w[0], d.w[1], d.y, p.r[0], k, n, 0, *maps);
+        } else {
+            const GluFn f = kn.glu;
+            f<<<grid, kn.threads, kn.smem>>>(d.x, d.x, d.xsc, d.w[0], d.w[1], d.y, p.r[0], k, n, 0);
+        }
         return;
     }
     float* ys[3];
@@ -325,12 +328,15 @@ static void launch(const Kern& kn, const Data& d, const G2Maps* maps) {
         r[i] = i < p.segs ? p.r[i] : 0;
     }
     const float* res = p.res ? d.y : nullptr;
-    if (kn.plain_t)
-        kn.plain_t<<<grid, kn.threads, kn.smem>>>(d.x, d.x, d.xsc, w[0], w[1], w[2], ys[0], ys[1], ys[2],
-                                                  d.b[0], d.b[1], d.b[2], r[0], r[1], r[2], res, k, n, *maps);
-    else
-        kn.plain<<<grid, kn.threads, kn.smem>>>(d.x, d.x, d.xsc, w[0], w[1], w[2], ys[0], ys[1], ys[2],
-                                                d.b[0], d.b[1], d.b[2], r[0], r[1], r[2], res, k, n);
+    if (kn.plain_t) {
+        const PlainTmaFn f = kn.plain_t;
+        f<<<grid, kn.threads, kn.smem>>>(d.x, d.x, d.xsc, w[0], w[1], w[2], ys[0], ys[1], ys[2], d.b[0],
+                                         d.b[1], d.b[2], r[0], r[1], r[2], res, k, n, *maps);
+    } else {
+        const PlainFn f = kn.plain;
+        f<<<grid, kn.threads, kn.smem>>>(d.x, d.x, d.xsc, w[0], w[1], w[2], ys[0], ys[1], ys[2], d.b[0],
+                                         d.b[1], d.b[2], r[0], r[1], r[2], res, k, n);
+    }
 }
 
 static unsigned long long* g_cnt = 0;

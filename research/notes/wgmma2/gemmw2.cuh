@@ -7,7 +7,8 @@
 // Contract kept: y[t][r] = sum_k x[t][k] w[r][k], x in one f16 part, every output one f32
 // accumulator (zeroed, then fed by the k16 steps in k order), the epilogues of gt_store /
 // gt_glu_store; Q4_0 weights turned into the f16 values of gt_dq8 (q - 8 exact in f16, times
-// the f16 scale rounded once). So the bits do not depend on the tile or the orientation.
+// the f16 scale rounded once). So the bits do not depend on the tile; nor, expected but to be
+// measured (bench.cu), on the orientation (ORI 1 multiplies W x^T instead of x W^T).
 //
 // A block = 3 warpgroups (384 threads): warpgroup 0 the producer, 1 and 2 consumers. k in
 // stages of G2_BK = 64 values, ST stages in a ring with a `full` and an `empty` mbarrier each;
@@ -23,7 +24,7 @@
 //  1 "sw" (swapped): A = 128 weight rows (64 per consumer), B = TN tokens. f16 weights: both
 //     operands from shared memory. Q4_0: the producer copies the raw planar blocks (quants,
 //     scales) into the stage and each consumer decodes its A fragments in registers
-//     (wgmma's register-A form), one k16 step ahead of the MMA that reads them.
+//     (wgmma's register-A form), each k16 step's while the previous step's MMA runs.
 // Producer LD (template): 0 cp.async by the producer warpgroup's 128 threads, completion
 // signalled by `cp.async.mbarrier.arrive.noinc` (the GEMMW_ENTRY argument list, unchanged);
 // 1 TMA (`cp.async.bulk.tensor`) issued by one thread, tensor maps built on the host and
@@ -143,6 +144,12 @@ __device__ __forceinline__ void g2_tma2d(u32 dst, const G2Map* map, int c0, int 
         "{%2, %3}], [%4];" ::"r"(dst),
         "l"((u64)map), "r"(c0), "r"(c1), "r"(bar)
         : "memory");
+#endif
+}
+// Every cp.async of this thread landed (committed into a group or not).
+__device__ __forceinline__ void g2_cp_wait_all() {
+#ifdef G2_SM90
+    asm volatile("cp.async.wait_all;" ::: "memory");
 #endif
 }
 __device__ __forceinline__ void g2_wait1() {
@@ -419,7 +426,7 @@ __device__ __forceinline__ void g2_body(const u16* __restrict__ xh, const float*
                     step(kt, qa, sa);
                     if (kt + 1 < kt_n) step(kt + 1, qb, sb);
                 }
-                gt_wait<0>();
+                g2_cp_wait_all();
             } else {
                 // f16 weights, or (RAW) the raw Q4_0 blocks of weight row tp.
                 const u8* qrow = RAW ? g2_wtab[tp] : 0;
@@ -448,7 +455,7 @@ __device__ __forceinline__ void g2_body(const u16* __restrict__ xh, const float*
                         ph ^= 1u;
                     }
                 }
-                gt_wait<0>();  // no cp.async left in flight when the thread leaves
+                g2_cp_wait_all();  // no cp.async left in flight when the thread leaves
             }
         }
         if (GLU) {
@@ -474,7 +481,13 @@ __device__ __forceinline__ void g2_body(const u16* __restrict__ xh, const float*
             g2_wait(full(s), ph);
             // cp.async and the producer's stores write through the generic proxy, the MMAs
             // read through the async proxy (TMA writes are async-proxy already).
+            // GW2_NO_CFENCE (an experiment, not for the engine): skip it where the stage was
+            // written by cp.async only (as CUTLASS's cp.async warp-specialised mainloop does).
+#ifdef GW2_NO_CFENCE
+            if (LD == 0 && DEC) gw_proxy_fence();
+#else
             if (LD == 0) gw_proxy_fence();
+#endif
             const u32 st = base0 + (u32)(s * STAGE);
             if (RAW) {
                 const u32 qa = st + C::XBYTES, sa = qa + 4096;
