@@ -11,7 +11,9 @@
 // them word for word (diff = outputs whose bits differ, 0 expected; unw = outputs left
 // unwritten, from a NaN fill); time = median of REPS launches after WARM warm-ups, each
 // launch timed alone with events, L2 flushed before each (GW2_NOFLUSH=1: not flushed).
-// Output: one `ROW|...` line per (case, kernel).
+// Output: one `ROW|...` line per (case, kernel), each kernel's first launch announced by a
+// `-- <kernel> ...` line; a CUDA error names the last launch and (GW2_WATCHDOG builds) prints
+// the draft's failure record (a timed-out mbarrier wait or a misaligned TMA box; see g2_fail).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -27,15 +29,65 @@
 #define GW2_ONLY 0
 #endif
 
+// What the process is doing (the kernel launched last), for error messages.
+static char g_what[160] = "setup";
+static void wd_dump();
 #define CK(x)                                                                               \
     do {                                                                                    \
         cudaError_t e_ = (x);                                                               \
         if (e_ != cudaSuccess) {                                                            \
-            printf("!! CUDA error %s at line %d: %s\n", #x, __LINE__, cudaGetErrorString(e_)); \
+            printf("!! CUDA error %s at line %d: %s (last launch: %s)\n", #x, __LINE__,      \
+                   cudaGetErrorString(e_), g_what);                                         \
+            wd_dump();                                                                      \
             fflush(stdout);                                                                 \
             exit(1);                                                                        \
         }                                                                                   \
     } while (0)
+
+// GW2_WATCHDOG builds: gemmw2.cuh's failure records (g2_fail) land in host-mapped memory,
+// readable after the trap has killed the context; printed by CK on an error.
+static unsigned long long* g_mail = 0;
+static void wd_init() {
+#ifdef GW2_WATCHDOG
+    if (cudaHostAlloc((void**)&g_mail, 64, cudaHostAllocMapped) != cudaSuccess) {
+        printf("!! watchdog mailbox: cudaHostAlloc failed (failures will trap without a report)\n");
+        g_mail = 0;
+        return;
+    }
+    memset(g_mail, 0, 64);
+    unsigned long long* dp = 0;
+    if (cudaHostGetDevicePointer((void**)&dp, g_mail, 0) != cudaSuccess ||
+        cudaMemcpyToSymbol(g2_wd_mail, &dp, sizeof dp) != cudaSuccess) {
+        printf("!! watchdog mailbox: no device pointer (failures will trap without a report)\n");
+        cudaFreeHost(g_mail);
+        g_mail = 0;
+    }
+#endif
+}
+static void wd_dump() {
+    if (!g_mail) return;
+    static const char* what[3] = {"consumer wait on full", "producer wait on empty", "TMA check"};
+    bool any = false;
+    for (int i = 0; i < 3; i++) {
+        const unsigned long long w0 = ((volatile unsigned long long*)g_mail)[2 * i];
+        const unsigned long long w1 = ((volatile unsigned long long*)g_mail)[2 * i + 1];
+        if (!(w0 >> 63)) continue;
+        any = true;
+        const int s = (int)((w0 >> 56) & 15), kt = (int)((w0 >> 40) & 0xFFFF);
+        const int bx = (int)((w0 >> 28) & 0xFFF), by = (int)((w0 >> 12) & 0xFFFF), th = (int)(w0 & 0xFFF);
+        if (i < 2)
+            printf("!! watchdog: %s[%d] parity %d timed out at k step %d, block (%d,%d) thread %d; "
+                   "mbarrier word 0x%016llx\n",
+                   what[i], s, (int)((w0 >> 60) & 1), kt, bx, by, th, w1);
+        else
+            printf("!! watchdog: TMA box coordinate %d (innermost) or smem dst 0x%x misaligned at k step "
+                   "%d, block (%d,%d) thread %d\n",
+                   (int)(unsigned)(w1 & 0xFFFFFFFFu), (unsigned)(w1 >> 32), kt, bx, by, th);
+    }
+    if (!any)
+        printf("!! watchdog: no record (not a barrier timeout nor a failed TMA check: e.g. another "
+               "TMA fault, a bad wgmma operand, a memory fault)\n");
+}
 
 static_assert(sizeof(G2Map) == sizeof(CUtensorMap), "tensor map size");
 static const int WARM = 3, REPS = 25;
@@ -393,9 +445,18 @@ static void row(const Data& d, const char* fmt, const char* kname, double us, lo
     fflush(stdout);
 }
 
+// "-- <kernel> ..." before a kernel's first launch (and in CK's messages).
+static void announce(const Kern& kn, const Data& d, const char* fmt) {
+    const dim3 grid((d.n + kn.tok_tile - 1) / kn.tok_tile, (d.tile_rows + kn.row_tile - 1) / kn.row_tile);
+    snprintf(g_what, sizeof g_what, "%s %s n=%d %s%s, grid %ux%u, %d threads, %d B smem", kn.name, d.p->name, d.n,
+             fmt, d.p->glu ? " (glu entry)" : "", grid.x, grid.y, kn.threads, kn.smem);
+    printf("-- %s\n", g_what);
+    fflush(stdout);
+}
 // Correctness against yref, then the time.
 static void run_kern(const Kern& kn, const Data& d, const char* fmt, const G2Maps* maps) {
     prep_y(d);
+    announce(kn, d, fmt);
     launch(kn, d, maps);
     CK(cudaGetLastError());
     CK(cudaDeviceSynchronize());
@@ -515,6 +576,7 @@ int main(int argc, char** argv) {
            prop.name, prop.multiProcessorCount, GW2_ONLY);
     g_cnt = (unsigned long long*)dmalloc(8);
     g_flush = dmalloc(FLUSH_BYTES);
+    wd_init();
     if (tma && !tma_init()) return 1;
     cublasHandle_t h = 0;
     if (ref && !q4 && cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) {
@@ -528,6 +590,7 @@ int main(int argc, char** argv) {
             // Reference bits: the engine's w128 entry.
             const Kern e128 = engine_w(q4, 128, p.glu);
             prep_y(d);
+            announce(e128, d, fmt);
             launch(e128, d, 0);
             CK(cudaGetLastError());
             CK(cudaDeviceSynchronize());
@@ -548,6 +611,7 @@ int main(int argc, char** argv) {
                                      p.k, d.x, CUDA_R_16F, p.k, &beta, yc, CUDA_R_32F, rows,
                                      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
                     };
+                    snprintf(g_what, sizeof g_what, "cublas_f16 %s n=%d", p.name, n);
                     row(d, fmt, "cublas_f16", median_us(cb), -1, -1);
                     cudaFree(yc);
                 }

@@ -46,8 +46,10 @@ struct G2Maps {
 
 // Shape of one variant: a stage is [x rows][weight rows], each row 128 bytes (64 f16 values)
 // in the 128-byte swizzle, or for ORI 1 Q4_0 [x rows][128 rows x 32 quant bytes][128 rows x
-// 16 bytes whose first 4 are the two f16 scales]. The gate + up epilogue reuses the stages as
-// a [tokens][cols + 4] float tile. SMEM: dynamic bytes to launch with (1024 to align).
+// 16 bytes of f16 scales: cp.async (sw) writes the stage's pair at bytes 0..3; the TMA (tm)
+// the 8 scales 8 (kt / 4) .. + 7, the stage's pair at bytes 4 (kt % 4) .. + 3]. The gate + up
+// epilogue reuses the stages as a [tokens][cols + 4] float tile. SMEM: dynamic bytes to
+// launch with (1024 to align).
 template <int ORI, int WF, int TN>
 struct G2Cfg {
     static constexpr bool RAW = ORI == 1 && WF == 1;
@@ -115,15 +117,51 @@ __device__ __forceinline__ u32 g2_try(u32 a, u32 parity) {
 #endif
     return ok;
 }
+#ifdef GW2_WATCHDOG
+// Bench builds: where a failed check reports before its trap. Not printf: a device printf is
+// a function call, and any call in these kernels makes ptxas serialize every wgmma (C7510,
+// "wgmma pipeline crossing function boundary"), even on a path that never runs. Instead two
+// 64-bit words per kind of failure in host-mapped memory (the host sets g2_wd_mail; null:
+// trap only), read by the host after the error: word 0 = 1 << 63 | who << 61 | parity << 60
+// | s << 56 | kt << 40 | blockIdx.x << 28 | blockIdx.y << 12 | threadIdx.x, word 1 the
+// mbarrier's state word (layout undocumented, printed raw) or the bad coordinate. who: 0 a
+// consumer's wait on full[s], 1 a producer's wait on empty[s], 2 a TMA coordinate check.
+// Threads failing alike may overwrite each other's record (any one of them is reported).
+__device__ unsigned long long* g2_wd_mail;
+__device__ __forceinline__ void g2_fail(int who, u32 parity, int s, int kt, unsigned long long w1) {
+    unsigned long long* m = g2_wd_mail;
+    if (m != 0) {
+        const unsigned long long w0 = (1ull << 63) | ((unsigned long long)(who & 3) << 61) |
+                                      ((unsigned long long)(parity & 1u) << 60) |
+                                      ((unsigned long long)(s & 15) << 56) |
+                                      ((unsigned long long)(kt & 0xFFFF) << 40) |
+                                      ((unsigned long long)(blockIdx.x & 0xFFF) << 28) |
+                                      ((unsigned long long)(blockIdx.y & 0xFFFF) << 12) |
+                                      (unsigned long long)(threadIdx.x & 0xFFF);
+        volatile unsigned long long* v = m + 2 * who;
+        v[1] = w1;
+        v[0] = w0;
+        __threadfence_system();
+    }
+    __trap();
+}
+#endif
 // Wait (acquire) for the phase of parity `parity` to complete. GW2_WATCHDOG (a clock count,
-// bench builds only) turns a hang into a trap.
-__device__ __forceinline__ void g2_wait(u32 a, u32 parity) {
+// bench builds only) turns a hang into a report (who: 0 a consumer on full[s], 1 a producer
+// on empty[s]; kt the k step) and a trap.
+__device__ __forceinline__ void g2_wait(u32 a, u32 parity, int who, int s, int kt) {
 #ifdef GW2_WATCHDOG
     const long long t0 = clock64();
 #endif
     while (!g2_try(a, parity)) {
 #ifdef GW2_WATCHDOG
-        if (clock64() - t0 > (long long)(GW2_WATCHDOG)) __trap();
+        if (clock64() - t0 > (long long)(GW2_WATCHDOG)) {
+            unsigned long long w = 0;
+#ifdef G2_SM90
+            asm volatile("ld.shared.b64 %0, [%1];" : "=l"(w) : "r"(a));
+#endif
+            g2_fail(who, parity, s, kt, w);
+        }
 #endif
     }
 }
@@ -135,9 +173,17 @@ __device__ __forceinline__ void g2_cp4(u32 dst, const void* src, bool ok) {
                  : "memory");
 #endif
 }
-// A 2D box of a tensor map (innermost coordinate first) into shared memory, completing `tx`
-// bytes on the mbarrier at `bar`.
-__device__ __forceinline__ void g2_tma2d(u32 dst, const G2Map* map, int c0, int c1, u32 bar) {
+// A 2D box of a tensor map (innermost coordinate first, ES-byte elements) into shared memory,
+// completing its bytes on the mbarrier at `bar`. The innermost coordinate must be a multiple
+// of 16 bytes (else the TMA raises "illegal instruction"), dst a multiple of 128 (1024 with
+// the 128-byte swizzle); bench builds check the coordinate and dst's 128 (g2_fail who 2,
+// word 1 = c0 | dst << 32).
+template <int ES>
+__device__ __forceinline__ void g2_tma2d(u32 dst, const G2Map* map, int c0, int c1, u32 bar, int kt) {
+#ifdef GW2_WATCHDOG
+    if (((c0 * ES) & 15) != 0 || (dst & 127u) != 0)
+        g2_fail(2, 0u, 0, kt, (unsigned long long)(u32)c0 | ((unsigned long long)dst << 32));
+#endif
 #ifdef G2_SM90
     asm volatile(
         "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, "
@@ -310,17 +356,24 @@ __device__ __forceinline__ void g2_body(const u16* __restrict__ xh, const float*
                 u32 ph = 0;
 #pragma unroll 1
                 for (int kt = 0; kt < kt_n; kt++) {
-                    if (kt >= ST) g2_wait(empty(s), ph ^ 1u);
+                    if (kt >= ST) g2_wait(empty(s), ph ^ 1u, 1, s, kt);
                     const u32 st = base0 + (u32)(s * STAGE), fb = full(s);
                     g2_arrive_tx(fb, (u32)C::TX);
-                    g2_tma2d(st, &maps->x, kt * G2_BK, tok0, fb);
+                    g2_tma2d<2>(st, &maps->x, kt * G2_BK, tok0, fb, kt);
 #pragma unroll
                     for (int h = 0; h < 2; h++) {
                         if (RAW) {
-                            g2_tma2d(st + C::XBYTES + h * 2048, &maps->w[mi[h]], kt * 32, r0[h], fb);
-                            g2_tma2d(st + C::XBYTES + 4096 + h * 1024, &maps->s[mi[h]], kt * 2, r0[h], fb);
+                            // The innermost box coordinate must be a multiple of 16 bytes (the
+                            // TMA traps with "illegal instruction" otherwise): the quants' kt * 32
+                            // bytes are; the scales' 2 kt f16 are not (4 kt bytes), so the box of
+                            // 8 scales starts at 8 (kt / 4) and the consumers read the pair at
+                            // byte 4 (kt % 4) of each row (k % 256 == 0 keeps it in bounds).
+                            g2_tma2d<1>(st + C::XBYTES + h * 2048, &maps->w[mi[h]], kt * 32, r0[h], fb, kt);
+                            g2_tma2d<2>(st + C::XBYTES + 4096 + h * 1024, &maps->s[mi[h]], (kt >> 2) * 8,
+                                        r0[h], fb, kt);
                         } else {
-                            g2_tma2d(st + C::XBYTES + h * 8192, &maps->w[mi[h]], kt * G2_BK, r0[h], fb);
+                            g2_tma2d<2>(st + C::XBYTES + h * 8192, &maps->w[mi[h]], kt * G2_BK, r0[h], fb,
+                                        kt);
                         }
                     }
                     if (++s == ST) {
@@ -387,7 +440,7 @@ __device__ __forceinline__ void g2_body(const u16* __restrict__ xh, const float*
                 // take step kt + 2. Two steps per trip through the loop, so that each buffer
                 // stays in place (a register copy would wait for the loads in flight).
                 auto step = [&](int kt, uint4 (&q)[NR][2], u32 (&sc)[NR]) {
-                    if (kt >= ST) g2_wait(empty(s), ph ^ 1u);
+                    if (kt >= ST) g2_wait(empty(s), ph ^ 1u, 1, s, kt);
                     const u32 st = base0 + (u32)(s * STAGE);
                     load_x(st, kt);
                     g2_cp_arrive(full(s));
@@ -435,7 +488,7 @@ __device__ __forceinline__ void g2_body(const u16* __restrict__ xh, const float*
                 u32 ph = 0;
 #pragma unroll 1
                 for (int kt = 0; kt < kt_n; kt++) {
-                    if (kt >= ST) g2_wait(empty(s), ph ^ 1u);
+                    if (kt >= ST) g2_wait(empty(s), ph ^ 1u, 1, s, kt);
                     const u32 st = base0 + (u32)(s * STAGE);
                     if (RAW) {
                         load_x(st, kt);
@@ -478,7 +531,7 @@ __device__ __forceinline__ void g2_body(const u16* __restrict__ xh, const float*
         u32 ph = 0;
 #pragma unroll 1
         for (int kt = 0; kt < kt_n; kt++) {
-            g2_wait(full(s), ph);
+            g2_wait(full(s), ph, 0, s, kt);
             // cp.async and the producer's stores write through the generic proxy, the MMAs
             // read through the async proxy (TMA writes are async-proxy already).
             // GW2_NO_CFENCE (an experiment, not for the engine): skip it where the stage was
@@ -490,7 +543,9 @@ __device__ __forceinline__ void g2_body(const u16* __restrict__ xh, const float*
 #endif
             const u32 st = base0 + (u32)(s * STAGE);
             if (RAW) {
-                const u32 qa = st + C::XBYTES, sa = qa + 4096;
+                // Scales: cp.async puts the stage's pair at byte 0 of the row's 16, the TMA the
+                // 16-byte-aligned group of 8 scales holding it (the pair at byte 4 (kt % 4)).
+                const u32 qa = st + C::XBYTES, sa = qa + 4096 + (LD == 1 ? 4u * (u32)(kt & 3) : 0u);
                 u32 wq[2][2], sc[2];
 #pragma unroll
                 for (int h = 0; h < 2; h++) {

@@ -4,11 +4,14 @@
 # Builds bench.cu four times in parallel with nvcc (GW2_ONLY=0: the engine's entries and
 # cuBLAS; 1: ws; 2: sw; 3: tm — each binary includes gemmt.cu for the reference), then runs
 # one process per (family, format, tile), so that a kernel that faults or hangs (the bench
-# build's mbarrier watchdog traps after ~2 s) loses only its own rows. Logs under $OUT:
+# build's mbarrier watchdog traps after ~2 s; its record, or "no record" for other faults, is
+# printed as "!! watchdog: ..." after the CUDA error) loses only its own rows; each launch is
+# announced first ("-- <kernel> <product> n=.. fmt, grid, threads, smem"). Logs under $OUT:
 # gw2.log (everything), rows.txt (the ROW lines), table.txt (the summary), nvcc-*.log,
 # ptxas.txt (registers / spills / wgmma serialization notes of the draft's kernels).
 # Optional: FAMS="ws sw" FMTS="q4_0" TILES="256" to run a subset; GW2_NOFLUSH=1 keeps L2 warm;
-# GW2_NVFLAGS="-DGW2_NO_CFENCE" adds nvcc flags.
+# GW2_NVFLAGS="-DGW2_NO_CFENCE" adds nvcc flags; GW2_WRAP="compute-sanitizer --print-limit 3"
+# runs each bench under a wrapper (use with a subset: the sanitizer is slow).
 set -uo pipefail
 export PATH=/usr/local/cuda/bin:$PATH
 D=research/notes/wgmma2
@@ -53,7 +56,8 @@ run() {  # binary family format tile
         echo "!! skip $* (not built)" | tee -a "$O/gw2.log"
         return
     fi
-    timeout 60 "$B/bench$bin" "$@" 2>&1 | tee -a "$O/gw2.log"
+    read -ra WRAP <<< "${GW2_WRAP:-}"
+    timeout 60 ${WRAP[@]+"${WRAP[@]}"} "$B/bench$bin" "$@" 2>&1 | tee -a "$O/gw2.log"
     local rc=${PIPESTATUS[0]}
     [ "$rc" = 0 ] || echo "!! bench $* exited with $rc" | tee -a "$O/gw2.log"
 }
