@@ -234,6 +234,29 @@ pub fn verdict(lines: &[DecodeLine]) -> Verdict {
     }
 }
 
+/// The shape of the gates' synthetic checkpoints: vocabulary 512, width 256, 4 layers,
+/// `heads` query heads of `hd` over half as many KV heads (at least one), `ff` hidden units.
+pub fn gate_spec(
+    arch: &'static str,
+    fmt: QuantFormat,
+    hd: usize,
+    heads: usize,
+    ff: usize,
+    seed: u64,
+) -> SyntheticSpec {
+    let mut spec = SyntheticSpec::tiny(arch);
+    spec.n_vocab = 512;
+    spec.n_embd = 256;
+    spec.n_layers = 4;
+    spec.n_heads = heads;
+    spec.n_kv_heads = (heads / 2).max(1);
+    spec.head_dim = hd;
+    spec.n_ff = ff;
+    spec.matrix_format = fmt;
+    spec.seed = seed;
+    spec
+}
+
 /// Small synthetic checkpoints of every family, in several weight formats.
 pub fn synthetic_models() -> Result<Vec<DecodeCase>, String> {
     let variants: [(&'static str, QuantFormat, usize, usize, usize); 8] = [
@@ -248,16 +271,7 @@ pub fn synthetic_models() -> Result<Vec<DecodeCase>, String> {
     ];
     let mut out = Vec::new();
     for (i, (arch, fmt, hd, heads, ff)) in variants.into_iter().enumerate() {
-        let mut spec = SyntheticSpec::tiny(arch);
-        spec.n_vocab = 512;
-        spec.n_embd = 256;
-        spec.n_layers = 4;
-        spec.n_heads = heads;
-        spec.n_kv_heads = (heads / 2).max(1);
-        spec.head_dim = hd;
-        spec.n_ff = ff;
-        spec.matrix_format = fmt;
-        spec.seed = 1000 + i as u64;
+        let mut spec = gate_spec(arch, fmt, hd, heads, ff, 1000 + i as u64);
         if arch == "gemma3" {
             spec.sliding_window = 16;
         }
@@ -285,16 +299,7 @@ pub const WIDE_BF16_BITS: u16 = 0x4780;
 /// refuses one part for it, kernel-check `BF16 with 2^17`), so a gate that runs the prompt
 /// pass on it checks the fallback end to end.
 pub fn wide_bf16_model() -> Result<DecodeCase, String> {
-    let mut spec = SyntheticSpec::tiny("qwen2");
-    spec.n_vocab = 512;
-    spec.n_embd = 256;
-    spec.n_layers = 4;
-    spec.n_heads = 4;
-    spec.n_kv_heads = 2;
-    spec.head_dim = 64;
-    spec.n_ff = 512;
-    spec.matrix_format = QuantFormat::BF16;
-    spec.seed = 1100;
+    let spec = gate_spec("qwen2", QuantFormat::BF16, 64, 4, 512, 1100);
     let mut bytes = gguf_bytes(&spec).map_err(|e| e.to_string())?;
     let header = engine::model_file::gguf::parse(&bytes).map_err(|e| e.to_string())?;
     let t = header

@@ -37,7 +37,7 @@ use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use engine::arch::synthetic::{SyntheticSpec, gguf_bytes};
+use engine::arch::synthetic::gguf_bytes;
 use engine::catalog;
 use engine::cuda::{CudaConfig, CudaDecoder, Gpu};
 use engine::kv::KvDtype;

@@ -138,16 +138,7 @@ pub fn target_identity(
 /// weights (same seed) in Q4_0 (draft).
 fn synthetic_pair() -> Result<(GgufModel, GgufModel), String> {
     let make = |fmt: QuantFormat| -> Result<GgufModel, String> {
-        let mut spec = SyntheticSpec::tiny("llama");
-        spec.n_vocab = 512;
-        spec.n_embd = 256;
-        spec.n_layers = 4;
-        spec.n_heads = 4;
-        spec.n_kv_heads = 2;
-        spec.head_dim = 64;
-        spec.n_ff = 512;
-        spec.matrix_format = fmt;
-        spec.seed = 4242;
+        let spec = crate::decode_check::gate_spec("llama", fmt, 64, 4, 512, 4242);
         let bytes = gguf_bytes(&spec).map_err(|e| e.to_string())?;
         GgufModel::from_bytes(
             PathBuf::from(format!("synthetic-llama-{fmt}.gguf")),
