@@ -28,8 +28,13 @@
 // R, on `ntok`, on the tokens per pass, on which rows share the launch or on the grid, so
 // a row's result is the same bits in every launch (batch invariance; kernel-check compares
 // 1 vs N tokens per launch for every entry point).
+// Streamed entry points matvec_<fmt>_wr_r<R>_d<D> and matvec_<fmt>_glu_wr_r<R>_d<D> (Q4_0
+// and Q8_0, one token, k a multiple of 1024; chosen by select.rs on sm_90): the same
+// arithmetic per row, with the weights streamed into shared memory by cp.async through a
+// ring of D slots per thread in a persistent grid (the last section of this file).
 #include "common/common.cuh"
 #include "common/formats.cuh"
+#include "common/tc.cuh"
 
 #ifndef MV_WARPS
 #define MV_WARPS 8
@@ -60,6 +65,13 @@
 #ifndef MV_LD_REGS
 #define MV_LD_REGS 64
 #endif
+// Floats per staged x chunk in the streamed kernel's shared memory (32 values and 4 pad
+// words: every chunk 16-byte aligned, see matvec_wr_body). select.rs: mv_wr_shared_bytes.
+#define MV_WR_XS 36
+// Resident blocks per SM the streamed entry points are compiled for (at most 128 registers)
+// and launched with: a persistent grid of at most MV_WR_MINB x SMs blocks, each with
+// shared memory for that many per SM (select.rs: MV_WR_BLOCKS_PER_SM).
+#define MV_WR_MINB 2
 
 // Most chunks per x tile for NT tokens staged at once: MV_TILE / NT rounded down to a
 // multiple of 32 (so that a lane's chunks stay l, l+32, ... across tiles), at least 32.
@@ -75,6 +87,53 @@ template <class F, int R, bool GLU>
 __host__ __device__ constexpr int mv_unroll() {
     constexpr int regs = (int)(sizeof(typename F::Ld) / 4) * R * (GLU ? 2 : 1);
     return 4 * regs <= MV_LD_REGS ? 4 : (2 * regs <= MV_LD_REGS ? 2 : 1);
+}
+
+// The inverse RMS of the k values of xt exactly as norm.cu's rmsnorm computes it with
+// NORM_THREADS == MV_WARPS * 32 threads: thread i sums the f32 squares of xt[i],
+// xt[i + MV_WARPS * 32], ... in f64 in order, each warp adds its threads' sums by a fixed
+// butterfly, the warp sums are added in warp order (red: MV_WARPS doubles of shared
+// memory), the mean is rounded to f32 and the result is 1 / sqrt in f32. Every thread of
+// the block calls it (it holds two barriers) and gets the same value.
+__device__ __forceinline__ float mv_inv_rms(const float* __restrict__ xt, int k, float eps,
+                                            double* red) {
+    double ss = 0.0;
+    for (int i = threadIdx.x; i < k; i += MV_WARPS * 32) ss += (double)__fmul_rn(xt[i], xt[i]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    double tot = 0.0;
+#pragma unroll
+    for (int i = 0; i < MV_WARPS; i++) tot += red[i];
+    const float mean = (float)(tot / (double)k);
+    return 1.0f / sqrtf(mean + eps);
+}
+
+// Four values of x normalised as norm.cu does it: (x * inv) * (g + w_off), two unfused f32
+// multiplies.
+__device__ __forceinline__ float4 mv_norm4(float4 a, float inv, float4 g, float w_off) {
+    a.x = __fmul_rn(__fmul_rn(a.x, inv), g.x + w_off);
+    a.y = __fmul_rn(__fmul_rn(a.y, inv), g.y + w_off);
+    a.z = __fmul_rn(__fmul_rn(a.z, inv), g.z + w_off);
+    a.w = __fmul_rn(__fmul_rn(a.w, inv), g.w + w_off);
+    return a;
+}
+
+// The epilogue of output y[o] (row `row` of its token) from the row's sums s (of W) and s2
+// (of W2): GLU: act(s) * s2 exactly like `gated_act`; else s (+ bias[row]) (+ res[o]), the
+// residual added by the same single f32 addition as the `add` kernel (res may be y).
+template <bool GLU>
+__device__ __forceinline__ void mv_store(float* y, u64 o, int row, float s, float s2, int act,
+                                         const float* __restrict__ bias, const float* res) {
+    if (GLU) {
+        y[o] = __fmul_rn(act == 0 ? silu(s) : gelu_tanh(s), s2);
+    } else {
+        float v = bias != 0 ? s + bias[row] : s;
+        if (res != 0) v = v + res[o];
+        y[o] = v;
+    }
 }
 
 // GLU == false: y = W x (+ bias[row]) (+ res[row]); res may be y itself (the residual
@@ -131,22 +190,7 @@ __device__ __forceinline__ void matvec_body(const u8* __restrict__ w, const u8* 
         float acc[R], acc2[R];
 #pragma unroll
         for (int r = 0; r < R; r++) acc[r] = acc2[r] = 0.f;
-        float inv = 1.f;
-        if (nw != 0) {
-            double ss = 0.0;
-            for (int i = threadIdx.x; i < k; i += MV_WARPS * 32)
-                ss += (double)__fmul_rn(xt[i], xt[i]);
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-            __syncthreads();
-            if (lane == 0) red[threadIdx.x >> 5] = ss;
-            __syncthreads();
-            double tot = 0.0;
-#pragma unroll
-            for (int i = 0; i < MV_WARPS; i++) tot += red[i];
-            const float mean = (float)(tot / (double)k);
-            inv = 1.0f / sqrtf(mean + eps);
-        }
+        const float inv = nw != 0 ? mv_inv_rms(xt, k, eps, red) : 1.f;
         for (int c0 = 0; c0 < nchunks; c0 += tile) {
             const int tc = min(tile, nchunks - c0);
             __syncthreads();
@@ -154,13 +198,7 @@ __device__ __forceinline__ void matvec_body(const u8* __restrict__ w, const u8* 
             const float4* gp = (const float4*)(nw + ((u64)c0 << 5));
             for (int e = threadIdx.x; e < tc * 8; e += MV_WARPS * 32) {
                 float4 a = xp[e];
-                if (nw != 0) {
-                    const float4 g = gp[e];
-                    a.x = __fmul_rn(__fmul_rn(a.x, inv), g.x + w_off);
-                    a.y = __fmul_rn(__fmul_rn(a.y, inv), g.y + w_off);
-                    a.z = __fmul_rn(__fmul_rn(a.z, inv), g.z + w_off);
-                    a.w = __fmul_rn(__fmul_rn(a.w, inv), g.w + w_off);
-                }
+                if (nw != 0) a = mv_norm4(a, inv, gp[e], w_off);
                 float* xd = xs_sh + (e >> 3) * MV_XCS + (e & 7) * 4;
                 xd[0] = a.x;
                 xd[1] = a.y;
@@ -226,16 +264,8 @@ __device__ __forceinline__ void matvec_body(const u8* __restrict__ w, const u8* 
             const float s = warp_sum(acc[r]);
             const float s2 = GLU ? warp_sum(acc2[r]) : 0.f;
             const int row = row0 + r;
-            if (lane == 0 && row < rows) {
-                const u64 o = (u64)t * rows + row;
-                if (GLU) {
-                    y[o] = __fmul_rn(act == 0 ? silu(s) : gelu_tanh(s), s2);
-                } else {
-                    float v = bias != 0 ? s + bias[row] : s;
-                    if (res != 0) v = v + res[o];
-                    y[o] = v;
-                }
-            }
+            if (lane == 0 && row < rows)
+                mv_store<GLU>(y, (u64)t * rows + row, row, s, s2, act, bias, res);
         }
     }
 }
@@ -300,22 +330,7 @@ __device__ __forceinline__ void matvec_body_tb(const u8* __restrict__ w, const u
 #pragma unroll
         for (int t = 0; t < NT; t++) {
             inv[t] = 1.f;
-            if (nw != 0 && t < nt) {
-                const float* xt = x + (u64)(tb + t) * k;
-                double ss = 0.0;
-                for (int i = threadIdx.x; i < k; i += MV_WARPS * 32)
-                    ss += (double)__fmul_rn(xt[i], xt[i]);
-#pragma unroll
-                for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-                __syncthreads();
-                if (lane == 0) red[threadIdx.x >> 5] = ss;
-                __syncthreads();
-                double tot = 0.0;
-#pragma unroll
-                for (int i = 0; i < MV_WARPS; i++) tot += red[i];
-                const float mean = (float)(tot / (double)k);
-                inv[t] = 1.0f / sqrtf(mean + eps);
-            }
+            if (nw != 0 && t < nt) inv[t] = mv_inv_rms(x + (u64)(tb + t) * k, k, eps, red);
         }
         for (int c0 = 0; c0 < nchunks; c0 += tile) {
             const int tc = min(tile, nchunks - c0);
@@ -328,13 +343,7 @@ __device__ __forceinline__ void matvec_body_tb(const u8* __restrict__ w, const u
                 float* xs = xs_sh + t * tst;
                 for (int e = threadIdx.x; e < tc * 8; e += MV_WARPS * 32) {
                     float4 a = xp[e];
-                    if (nw != 0) {
-                        const float4 g = gp[e];
-                        a.x = __fmul_rn(__fmul_rn(a.x, inv[t]), g.x + w_off);
-                        a.y = __fmul_rn(__fmul_rn(a.y, inv[t]), g.y + w_off);
-                        a.z = __fmul_rn(__fmul_rn(a.z, inv[t]), g.z + w_off);
-                        a.w = __fmul_rn(__fmul_rn(a.w, inv[t]), g.w + w_off);
-                    }
+                    if (nw != 0) a = mv_norm4(a, inv[t], gp[e], w_off);
                     const int cc = e >> 3, i = (e & 7) * 4;
                     xs[i * xst + cc] = a.x;
                     xs[(i + 1) * xst + cc] = a.y;
@@ -377,16 +386,8 @@ __device__ __forceinline__ void matvec_body_tb(const u8* __restrict__ w, const u
                 const float s = warp_sum(acc[t][r]);
                 const float s2 = GLU ? warp_sum(acc2[t][r]) : 0.f;
                 const int row = row0 + r;
-                if (lane == 0 && row < rows) {
-                    const u64 o = (u64)(tb + t) * rows + row;
-                    if (GLU) {
-                        y[o] = __fmul_rn(act == 0 ? silu(s) : gelu_tanh(s), s2);
-                    } else {
-                        float v = bias != 0 ? s + bias[row] : s;
-                        if (res != 0) v = v + res[o];
-                        y[o] = v;
-                    }
-                }
+                if (lane == 0 && row < rows)
+                    mv_store<GLU>(y, (u64)(tb + t) * rows + row, row, s, s2, act, bias, res);
             }
         }
     }
@@ -469,4 +470,184 @@ ASSAY_FOR_EACH_FORMAT(ASSAY_MATVEC_ONE)
 #endif
 #if MV_PART != 1
 ASSAY_FOR_EACH_FORMAT(ASSAY_MATVEC_TB)
+#endif
+
+// ---------------------------------------------------------------- the streamed kernel
+//
+// matvec_<fmt>_wr_r<R>_d<D> (y = W norm(x) (+ bias) (+ res)) and matvec_<fmt>_glu_wr_r<R>_d<D>
+// (act(Wg norm(x)) * (Wu norm(x))), with the parameters of matvec_<fmt>_r<R> and
+// matvec_<fmt>_glu_r<R> (row_bytes: unused by the planar layout; ntok: 1), for the planar
+// formats with one f16 scale per block of 32 (F::QBYTES quant bytes per block: Q4_0, Q8_0)
+// and k a multiple of 1024. Blocks of MV_WARPS warps, a persistent grid (select.rs: at most
+// MV_WR_MINB x SMs blocks).
+//  * Work: row groups of R consecutive rows (of both matrices for GLU: NU = R or 2R units,
+//    a unit = one row of one matrix), dealt to the warps of the grid round-robin (group g to
+//    warp g mod (MV_WARPS x gridDim.x), warp w of block b being warp b MV_WARPS + w). Step u
+//    of a group (u = 0 .. k/1024 - 1) is, for lane l, chunk 32 u + l of each unit.
+//  * Arithmetic of a row: lane l adds `F::dotc` of its chunks l, l + 32, ... in order to
+//    the unit's accumulator (`acc += F::dotc(...)`, the statement of matvec_body), the 32
+//    lane sums go through warp_sum, the epilogue is mv_store, and x is staged as
+//    matvec_body stages it (normalised with mv_inv_rms's inv and mv_norm4 when nw != 0):
+//    matvec_body's contract and bits, whatever R, D, the grid, or the rows sharing the
+//    launch (kernel-check compares these entry points with matvec_<fmt>_r<R> bit for bit,
+//    on several grids and sub-matrices).
+//  * Stream: a warp's steps over all its groups form one sequence; step t's loads (per unit
+//    and lane: the chunk's F::QBYTES quant bytes and the 4-byte word holding its f16 scale)
+//    go global -> shared memory by cp.async into slot t mod D of the warp's ring, issued
+//    D - 1 steps ahead and running on across group boundaries. Each lane copies exactly
+//    the bytes it later reads, so cp.async.wait_group is the only synchronisation in the
+//    loop (warps may have different numbers of steps); a slot is refilled in the step
+//    after the one that read it (whose FMAs consumed the values read). The first D - 1
+//    steps are issued before pdl_wait: W is written by no kernel.
+//  * x is staged once per block, chunk c at xs + c MV_WR_XS: 16-byte aligned chunks, a
+//    lane reading its chunk as 8 16-byte loads, 8 lanes of consecutive chunks on 8
+//    different 16-byte bank groups (9 c mod 8 = c mod 8).
+// Shared memory (select.rs: mv_wr_shared_bytes): x (k / 32 chunks of MV_WR_XS floats),
+// then the quant ring [warp][D][NU][F::QBYTES / 16][32] x 16 bytes, then the scale ring
+// [warp][D][NU][32] x 4 bytes.
+template <class F, int R, int D, bool GLU>
+__device__ __forceinline__ void matvec_wr_body(const u8* __restrict__ w, const u8* __restrict__ w2,
+                                               const float* __restrict__ x,
+                                               const float* __restrict__ bias, const float* res,
+                                               float* y, int rows, int k, int act,
+                                               const float* __restrict__ nw, float eps,
+                                               float w_off) {
+    constexpr int NU = GLU ? 2 * R : R;  // units per row group: R rows of w (then of w2)
+    constexpr int QV = F::QBYTES / 16;   // 16-byte pieces of a chunk's quants
+    static_assert(D >= 2 && F::QBYTES % 16 == 0 && MV_WR_XS % 4 == 0, "ring and layout");
+    __shared__ double red[MV_WARPS];
+    extern __shared__ uint4 mv_wr_sh[];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int nb = k >> 5;    // chunks per row
+    const int spg = nb >> 5;  // steps per row group
+    const u64 plane1 = (u64)rows * nb * F::QBYTES;  // byte offset of the scale plane
+    float* xs = (float*)mv_wr_sh;
+    uint4* ringq = mv_wr_sh + (u64)nb * (MV_WR_XS / 4);
+    u32* rings = (u32*)(ringq + MV_WARPS * D * NU * QV * 32) + warp * (D * NU * 32);
+    ringq += warp * (D * NU * QV * 32);
+    const u32 sq = gt_smem(ringq) + lane * 16, ss = gt_smem(rings) + lane * 4;
+
+    const int ngroups = (rows + R - 1) / R;
+    const int gw = (int)blockIdx.x * MV_WARPS + warp, gstride = (int)gridDim.x * MV_WARPS;
+    const int nsteps = gw < ngroups ? ((ngroups - 1 - gw) / gstride + 1) * spg : 0;
+
+    // The load cursor: the next step to issue is chunk round iu of row group ig. qa / sa
+    // hold this lane's global addresses of chunk `lane` of each unit's row (its quants, the
+    // word holding its scale), set per group; round iu is 32 iu chunks further.
+    int iu = 0, ig = gw;
+    const u8* qa[NU];
+    const u8* sa[NU];
+    auto seek = [&]() {
+#pragma unroll
+        for (int n = 0; n < NU; n++) {
+            // Rows past the end load row rows - 1 again and store nothing.
+            const u64 bi = (u64)min(ig * R + n % R, rows - 1) * nb + lane;  // nb is even
+            const u8* base = n < R ? w : w2;
+            qa[n] = base + bi * F::QBYTES;
+            sa[n] = base + plane1 + (bi & ~1ull) * 2;
+        }
+    };
+    auto issue = [&](int slot) {
+#pragma unroll
+        for (int n = 0; n < NU; n++) {
+            const u32 u = (u32)(slot * NU + n);
+#pragma unroll
+            for (int v = 0; v < QV; v++)
+                gt_cp16(sq + (u * QV + v) * 32 * 16, qa[n] + (u64)iu * (32 * F::QBYTES) + 16 * v);
+            gt_cp4(ss + u * 32 * 4, sa[n] + (u64)iu * 64);
+        }
+        if (++iu == spg) {
+            iu = 0;
+            ig += gstride;
+            seek();
+        }
+    };
+    seek();
+#pragma unroll
+    for (int p = 0; p < D - 1; p++) {
+        if (p < nsteps) issue(p);
+        gt_commit();
+    }
+    // Programmatic dependent launch (common.cuh): the loads above read only W; x, nw, bias,
+    // res and y are touched after the wait.
+    pdl_wait();
+    pdl_trigger();
+    const float inv = nw != 0 ? mv_inv_rms(x, k, eps, red) : 1.f;
+    const float4* xv = (const float4*)x;
+    for (int e = threadIdx.x; e < nb * 8; e += MV_WARPS * 32) {
+        float4 a = xv[e];
+        if (nw != 0) a = mv_norm4(a, inv, ((const float4*)nw)[e], w_off);
+        *(float4*)(xs + (e >> 3) * MV_WR_XS + (e & 7) * 4) = a;
+    }
+    __syncthreads();
+
+    float acc[NU];
+#pragma unroll
+    for (int n = 0; n < NU; n++) acc[n] = 0.f;
+    int cu = 0, cg = gw, slot = 0;  // the step computed: chunk round cu of group cg, its slot
+    for (int t = 0; t < nsteps; t++) {
+        if (t + D - 1 < nsteps) issue(slot == 0 ? D - 1 : slot - 1);
+        gt_commit();
+        gt_wait<D - 1>();  // step t's loads have landed
+        const int c = 32 * cu + lane;
+        float xr[32];
+        const float4* xc = (const float4*)(xs + c * MV_WR_XS);
+#pragma unroll
+        for (int v = 0; v < 8; v++) {
+            const float4 a = xc[v];
+            xr[4 * v] = a.x;
+            xr[4 * v + 1] = a.y;
+            xr[4 * v + 2] = a.z;
+            xr[4 * v + 3] = a.w;
+        }
+#pragma unroll
+        for (int n = 0; n < NU; n++) {
+            const int u = slot * NU + n;
+            typename F::Ld L;
+#pragma unroll
+            for (int v = 0; v < QV; v++) u4w(ringq[(u * QV + v) * 32 + lane], L.q + 4 * v);
+            L.d = f16_to_f32((u16)(rings[u * 32 + lane] >> (16 * (c & 1))));
+            acc[n] += F::dotc(L, xr, 1);
+        }
+        slot = slot == D - 1 ? 0 : slot + 1;
+        if (++cu == spg) {  // the group's rows are complete
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const float s = warp_sum(acc[r]);
+                const float s2 = GLU ? warp_sum(acc[GLU ? R + r : r]) : 0.f;
+                const int row = cg * R + r;
+                if (lane == 0 && row < rows) mv_store<GLU>(y, (u64)row, row, s, s2, act, bias, res);
+            }
+#pragma unroll
+            for (int n = 0; n < NU; n++) acc[n] = 0.f;
+            cu = 0;
+            cg += gstride;
+        }
+    }
+}
+
+#define MV_LB_WR __launch_bounds__(MV_WARPS * 32, MV_WR_MINB)
+#define ASSAY_MATVEC_WR_R(name, F, R, D)                                                      \
+    extern "C" __global__ void MV_LB_WR matvec_##name##_wr_r##R##_d##D(                      \
+        const u8* __restrict__ w, u64 row_bytes, const float* __restrict__ x,                 \
+        const float* __restrict__ bias, const float* res, float* y, int rows, int k, int ntok, \
+        const float* __restrict__ nw, float eps, float w_off) {                               \
+        matvec_wr_body<F, R, D, false>(w, w, x, bias, res, y, rows, k, 0, nw, eps, w_off);    \
+    }
+#define ASSAY_MATVEC_GLU_WR_R(name, F, R, D)                                                  \
+    extern "C" __global__ void MV_LB_WR matvec_##name##_glu_wr_r##R##_d##D(                  \
+        const u8* __restrict__ wg, const u8* __restrict__ wu, u64 row_bytes,                  \
+        const float* __restrict__ x, float* y, int rows, int k, int ntok, int act,            \
+        const float* __restrict__ nw, float eps, float w_off) {                               \
+        matvec_wr_body<F, R, D, true>(wg, wu, x, 0, 0, y, rows, k, act, nw, eps, w_off);      \
+    }
+// (R, D) of each: sources.rs MV_WR_RD / MV_WR_GLU_RD.
+#define ASSAY_MATVEC_WR(name, F)          \
+    ASSAY_MATVEC_WR_R(name, F, 4, 3)      \
+    ASSAY_MATVEC_WR_R(name, F, 4, 2)      \
+    ASSAY_MATVEC_GLU_WR_R(name, F, 1, 6) \
+    ASSAY_MATVEC_GLU_WR_R(name, F, 1, 4)
+#if MV_PART != 2
+ASSAY_MATVEC_WR(q4_0, FmtQ4_0)
+ASSAY_MATVEC_WR(q8_0, FmtQ8_0)
 #endif

@@ -1,6 +1,7 @@
 //! Every entry point a kernel family lists is defined in its source, and every kernel a
 //! source defines outside a macro is listed, including the entry points the kernels' macros
-//! make (per-format matvec / mmv, `gemmt_dq_<fmt>`, `gemmt_<kind>[_glu]_m<BM>_p<P>`,
+//! make (per-format matvec / mmv, `matvec_<fmt>[_glu]_wr_r<R>_d<D>`, `gemmt_dq_<fmt>`,
+//! `gemmt_<kind>[_glu]_m<BM>_p<P>`, `gemmt_<kind>[_glu]_w<BN>`, `gemmt_<kind>[_glu]_tm<TN>`,
 //! `attn_prefill_d<HD>`).
 //!
 //! It lives here, as an integration test, since session 11 (the unit-test copy in
@@ -77,6 +78,21 @@ fn every_entry_point_is_defined_in_its_family() {
                     return src.contains("gemmt_dq_##name(")
                         && src.contains(&format!("MACRO({fmt},"));
                 }
+                // `gemmt_##name##[_glu]_tm##TN(` by GEMMTM_ENTRY(name, WF, TN).
+                if let Some((body, tn)) = rest.rsplit_once("_tm")
+                    && !tn.is_empty()
+                    && tn.chars().all(|c| c.is_ascii_digit())
+                {
+                    let (kind, tail) = match body.strip_suffix("_glu") {
+                        Some(k) => (k, "gemmt_##name##_glu_tm##TN("),
+                        None => (body, "gemmt_##name##_tm##TN("),
+                    };
+                    return src.contains(tail)
+                        && src.lines().any(|l| {
+                            l.starts_with(&format!("GEMMTM_ENTRY({kind},"))
+                                && l.ends_with(&format!(", {tn})"))
+                        });
+                }
                 // `gemmt_##name##[_glu]_w##BN(` by GEMMW_ENTRY(name, WF, BN).
                 if let Some((body, bn)) = rest.rsplit_once("_w")
                     && bn.chars().all(|c| c.is_ascii_digit())
@@ -107,13 +123,37 @@ fn every_entry_point_is_defined_in_its_family() {
                             && l.ends_with(&format!(", {m}, {p})"))
                     })
             });
+            // matvec.cu's streamed kernel: `matvec_##name##[_glu]_wr_r##R##_d##D(` by the
+            // `ASSAY_MATVEC_[GLU_]WR_R(name, F, R, D)` lines of ASSAY_MATVEC_WR, instantiated
+            // by `ASSAY_MATVEC_WR(fmt, ...)`.
+            let by_wr = name.strip_prefix("matvec_").is_some_and(|rest| {
+                let Some((body, rd)) = rest.split_once("_wr_r") else {
+                    return false;
+                };
+                let Some((r, d)) = rd.split_once("_d") else {
+                    return false;
+                };
+                let (fmt, tail, inst) = match body.strip_suffix("_glu") {
+                    Some(f) => (
+                        f,
+                        "matvec_##name##_glu_wr_r##R##_d##D(",
+                        "ASSAY_MATVEC_GLU_WR_R",
+                    ),
+                    None => (body, "matvec_##name##_wr_r##R##_d##D(", "ASSAY_MATVEC_WR_R"),
+                };
+                src.contains(tail)
+                    && src.contains(&format!("    {inst}(name, F, {r}, {d})"))
+                    && src
+                        .lines()
+                        .any(|l| l.starts_with(&format!("ASSAY_MATVEC_WR({fmt},")))
+            });
             // attention.cu: `attn_prefill_d##HD(` by ATTN_PREFILL(HD).
             let by_prefill = name.strip_prefix("attn_prefill_d").is_some_and(|hd| {
                 src.contains("attn_prefill_d##HD(")
                     && src.lines().any(|l| l == format!("ATTN_PREFILL({hd})"))
             });
             assert!(
-                direct || by_macro || by_mmv || by_x1 || by_gemmt || by_prefill,
+                direct || by_macro || by_mmv || by_x1 || by_gemmt || by_wr || by_prefill,
                 "{name} is not defined in {}",
                 f.file()
             );

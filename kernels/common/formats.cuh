@@ -205,6 +205,7 @@ struct FmtBF16 : HalfFmt<FmtBF16> {
 // is the low nibble of qs[j], element j+16 its high nibble; value d*(q-8).
 struct FmtQ4_0 {
     static constexpr int BYTES = 18, ELEMS = 32;
+    static constexpr int QBYTES = 16;  // plane 0 bytes per block (matvec.cu's streamed kernel)
     static __device__ __forceinline__ void prefetch(const WMat& m, u64 row, int c) {
         const u64 bi = row * m.nb + (u64)c;
         pf_l2(m.w + bi * 16);
@@ -345,6 +346,7 @@ struct FmtQ5_1 : RowFmt<FmtQ5_1> {
 // Q8_0 (planar): plane 0 qs i8[32] per block, plane 1 d f16 per block; value d*q.
 struct FmtQ8_0 {
     static constexpr int BYTES = 34, ELEMS = 32;
+    static constexpr int QBYTES = 32;  // plane 0 bytes per block (matvec.cu's streamed kernel)
     static __device__ __forceinline__ void prefetch(const WMat& m, u64 row, int c) {
         const u64 bi = row * m.nb + (u64)c;
         pf_l2(m.w + bi * 32);

@@ -1,6 +1,7 @@
 // tc.cuh — the shared-memory tile helpers of the tensor-core kernels (gemmt.cu's tiled GEMM
-// and attention.cu's prompt-pass attention): a shared address, 16-byte cp.async (zero-fill
-// when not ok) with its commit / wait, and ldmatrix x4 (plain and transposed).
+// and attention.cu's prompt-pass attention) and of matvec.cu's streamed kernel: a shared
+// address, cp.async of 16 bytes (zero-fill when not ok) and of 4 bytes with their commit /
+// wait, and ldmatrix x4 (plain and transposed).
 #pragma once
 #include "common/common.cuh"
 
@@ -14,6 +15,24 @@ __device__ __forceinline__ void gt_cp16(u32 dst, const void* src, bool ok) {
     const int n = ok ? 16 : 0;
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(n)
                  : "memory");
+#else
+    __trap();
+#endif
+}
+
+// 16 bytes global -> shared (both 16-byte aligned), bypassing L1.
+__device__ __forceinline__ void gt_cp16(u32 dst, const void* src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+#else
+    __trap();
+#endif
+}
+
+// 4 bytes global -> shared (both 4-byte aligned).
+__device__ __forceinline__ void gt_cp4(u32 dst, const void* src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(src) : "memory");
 #else
     __trap();
 #endif

@@ -153,6 +153,9 @@ pub struct CudaDecoder {
     prefill: prefill::PrefillState,
     /// The decode products on tensor cores (`ASSAY_MMV=1`; [`mmv`]).
     mmv: mmv::MmvState,
+    /// The matvec kernel choices forced on this decoder's launches (`ASSAY_MV_WR`:
+    /// [`exec::mv_wr_switch_from`]).
+    mv: ops::MatvecOpts,
     /// The batched step's workspace ([`batch`]), made on first use by the batch's first row.
     batch: Option<Box<batch::BatchWs>>,
 }
@@ -291,6 +294,11 @@ impl CudaDecoder {
                 mats.iter().map(|m| m.cols).max().unwrap_or(1),
                 program.body.len(),
             )?,
+            mv: ops::MatvecOpts {
+                wr: exec::mv_wr_switch_from(std::env::var("ASSAY_MV_WR").ok().as_deref())
+                    .map_err(|e| shape_err("decoder", e))?,
+                wr_grid: None,
+            },
             batch: None,
             tokens: gpu.zeros(MAX_ROWS)?,
             pos: gpu.zeros(MAX_ROWS)?,
@@ -353,6 +361,12 @@ impl CudaDecoder {
                     DevWeight::Matrix(_) => 0,
                 })
                 .sum::<usize>()
+    }
+
+    /// The streamed one-token matvec forced on (`Some(true)`) or off (`Some(false)`) by
+    /// `ASSAY_MV_WR`; `None`: the engine's choice (`select::choose_matvec`).
+    pub fn matvec_wr(&self) -> Option<bool> {
+        self.mv.wr
     }
 
     /// The matvec kernel chosen for each matrix (by tensor name), for receipts.

@@ -135,6 +135,12 @@ impl Gpu {
                 // the one-token entry points' staged x, `select::MMV_X1_MAX_K`; gemmt: its
                 // pipeline stages; the prompt pass's attention).
                 let dynamic = match family {
+                    // The streamed matvec entries only where they run (sm_90: x and the
+                    // rings take up to half an SM's 228 KiB, past consumer cards' 99 KiB
+                    // opt-in limit, where setting it would fail the load).
+                    Family::Matvec if select::is_matvec_wr_entry(&name) => {
+                        select::mv_wr_max_shared_bytes(cc)
+                    }
                     Family::Matvec | Family::MatvecBatch | Family::Mmv => {
                         Some(select::MV_MAX_SHARED_BYTES)
                     }
@@ -144,6 +150,11 @@ impl Gpu {
                     Family::Gemmt if select::is_gemmw_entry(&name) => {
                         select::gemmt_wgmma(cc, 1, select::GEMMW_BM)
                             .then_some(select::GEMMT_MAX_SHARED_BYTES)
+                    }
+                    // Section 4's TMA entries likewise (sm_90a only).
+                    Family::Gemmt if select::is_gemmtm_entry(&name) => {
+                        select::gemmt_wgmma(cc, 1, select::GEMMW_BM)
+                            .then_some(select::GEMMTM_MAX_SHARED_BYTES)
                     }
                     Family::Gemmt => Some(select::GEMMT_MMA_MAX_SHARED_BYTES),
                     // attn_prefill_d*: q and two stages of K and V rows.

@@ -61,6 +61,19 @@ pub mod consts {
     /// Rows per warp (of each matrix) of the two-matrix entry points
     /// (`matvec_<fmt>_pair_r<R>`: k and v of an attention block in one launch).
     pub const MV_PAIR_ROWS_PER_WARP: [u32; 1] = [1];
+    /// (rows per warp, ring depth) of the streamed one-token matvec entry points
+    /// (`matvec_<fmt>_wr_r<R>_d<D>`, `select::MatvecKernel::Wr`), deepest ring first:
+    /// `select` takes the first whose shared memory leaves room for
+    /// [`MV_WR_BLOCKS_PER_SM`] blocks per SM (4 rows: q / o 4096 x 4096 take depth 3, down
+    /// 4096 x 14336 depth 2 beside its 63 KB of staged x; H200, research/notes/matvec/).
+    pub const MV_WR_RD: [(u32, u32); 2] = [(4, 3), (4, 2)];
+    /// The same for the gate + up entry points (`matvec_<fmt>_glu_wr_r<R>_d<D>`: 1 row of
+    /// each matrix per warp, depth 6 at k = 4096).
+    pub const MV_WR_GLU_RD: [(u32, u32); 2] = [(1, 6), (1, 4)];
+    /// Blocks per SM of the streamed entry points (`MV_WR_MINB` in matvec.cu: compiled for
+    /// it, at most 128 registers): a launch's grid is at most this many per SM, and its shared
+    /// memory leaves room for them.
+    pub const MV_WR_BLOCKS_PER_SM: usize = 2;
     /// Most token vectors one matvec launch takes on the row paths (decode, verification:
     /// their activation buffers hold this many rows).
     pub const MV_MAX_TOK: usize = 8;
@@ -416,6 +429,12 @@ impl Family {
                         [format!("gemmt_{s}_w{b}"), format!("gemmt_{s}_glu_w{b}")]
                     })
                 }))
+                // Section 4: the TMA warp-specialised kernel (F16, Q4_0; x in one part).
+                .chain(["f16", "q4_0"].iter().flat_map(|s| {
+                    super::select::GEMMTM_TN.iter().flat_map(move |t| {
+                        [format!("gemmt_{s}_tm{t}"), format!("gemmt_{s}_glu_tm{t}")]
+                    })
+                }))
                 .collect(),
             Family::Mask => vec!["mask_logits".into()],
             Family::Mmv => super::select::MMV_FORMATS
@@ -446,6 +465,17 @@ impl Family {
                         .map(|r| format!("{n}_pair_r{r}"));
                     plain.chain(glu).chain(pair).collect::<Vec<_>>()
                 })
+                // The streamed one-token kernel.
+                .chain(super::select::MV_WR_FORMATS.iter().flat_map(|f| {
+                    let s = super::select::format_suffix(*f);
+                    let plain = consts::MV_WR_RD
+                        .iter()
+                        .map(move |(r, d)| format!("matvec_{s}_wr_r{r}_d{d}"));
+                    let glu = consts::MV_WR_GLU_RD
+                        .iter()
+                        .map(move |(r, d)| format!("matvec_{s}_glu_wr_r{r}_d{d}"));
+                    plain.chain(glu)
+                }))
                 .collect(),
             Family::MatvecBatch => per_format("matvec")
                 .into_iter()

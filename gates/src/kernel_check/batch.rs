@@ -59,11 +59,22 @@ fn run(gpu: &Gpu, inp: &Inputs, x: &[f32], res: &[f32], n: usize) -> Result<Outp
     ops::matvec_residual(gpu, &inp.w, &dx, n, bias, &mut y).map_err(e2s)?;
     let residual = gpu.download(&y).map_err(e2s)?;
     let mut y = poison(gpu, n * rows).map_err(e2s)?;
-    ops::matvec_fused(gpu, &inp.w, &dx, n, bias, norm, false, &mut y).map_err(e2s)?;
+    let mv = ops::MatvecOpts::default();
+    ops::matvec_fused(gpu, &inp.w, &dx, n, bias, norm, false, mv, &mut y).map_err(e2s)?;
     let norm_out = gpu.download(&y).map_err(e2s)?;
     let mut y = poison(gpu, n * rows).map_err(e2s)?;
-    let c2 = ops::matvec_glu(gpu, &inp.w, &inp.wu, &dx, n, Activation::Silu, norm, &mut y)
-        .map_err(e2s)?;
+    let c2 = ops::matvec_glu(
+        gpu,
+        &inp.w,
+        &inp.wu,
+        &dx,
+        n,
+        Activation::Silu,
+        norm,
+        mv,
+        &mut y,
+    )
+    .map_err(e2s)?;
     let glu_silu_norm = gpu.download(&y).map_err(e2s)?;
     let mut y = poison(gpu, n * rows).map_err(e2s)?;
     ops::matvec_glu(
@@ -74,6 +85,7 @@ fn run(gpu: &Gpu, inp: &Inputs, x: &[f32], res: &[f32], n: usize) -> Result<Outp
         n,
         Activation::GeluTanh,
         None,
+        mv,
         &mut y,
     )
     .map_err(e2s)?;

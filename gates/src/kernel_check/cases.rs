@@ -236,6 +236,7 @@ pub fn run_all(gpu: &Gpu, seed: u64, only: &[String]) -> Vec<CheckLine> {
     }
     if want("matvec") {
         super::batch::run_all(gpu, &mut rng_for("matvec_batch"), &mut lines);
+        super::wr::run_all(gpu, &mut rng_for("matvec_wr"), &mut lines);
     }
     // (group, name of the generator's seed, cases)
     for (g, seed_name, run) in [
@@ -383,7 +384,8 @@ fn matvec_cases(gpu: &Gpu, rng: &mut Rng, format: QuantFormat, lines: &mut Vec<C
             let mut sep = poison(gpu, ntok * rows).map_err(e2s)?;
             ops::matvec(gpu, &dw, &dxn, ntok, bias_ptr, &mut sep).map_err(e2s)?;
             let mut fused = poison(gpu, ntok * rows).map_err(e2s)?;
-            ops::matvec_fused(gpu, &dw, &dx, ntok, bias_ptr, norm, false, &mut fused)
+            let mv = ops::MatvecOpts::default();
+            ops::matvec_fused(gpu, &dw, &dx, ntok, bias_ptr, norm, false, mv, &mut fused)
                 .map_err(e2s)?;
             out.push(compare_f32(
                 "fusion",
@@ -418,6 +420,7 @@ fn matvec_cases(gpu: &Gpu, rng: &mut Rng, format: QuantFormat, lines: &mut Vec<C
                     ntok,
                     act,
                     if with_norm { norm } else { None },
+                    mv,
                     &mut fused,
                 )
                 .map_err(e2s)?;
@@ -461,15 +464,16 @@ fn matvec_cases(gpu: &Gpu, rng: &mut Rng, format: QuantFormat, lines: &mut Vec<C
                 w_offset: 0.0,
             });
             let mut sa = poison(gpu, rows).map_err(e2s)?;
-            ops::matvec_fused(gpu, &dwa, &dx, 1, bias_a, norm, false, &mut sa).map_err(e2s)?;
+            let mv = ops::MatvecOpts::default();
+            ops::matvec_fused(gpu, &dwa, &dx, 1, bias_a, norm, false, mv, &mut sa).map_err(e2s)?;
             let mut sb = poison(gpu, rows).map_err(e2s)?;
-            ops::matvec_fused(gpu, &dwb, &dx, 1, bias_b, norm, false, &mut sb).map_err(e2s)?;
+            ops::matvec_fused(gpu, &dwb, &dx, 1, bias_b, norm, false, mv, &mut sb).map_err(e2s)?;
             let (mut ya, mut yb) = (
                 poison(gpu, rows).map_err(e2s)?,
                 poison(gpu, rows).map_err(e2s)?,
             );
             let c = ops::matvec_pair(
-                gpu, &dwa, &dwb, &dx, 1, bias_a, bias_b, norm, &mut ya, &mut yb,
+                gpu, &dwa, &dwb, &dx, 1, bias_a, bias_b, norm, mv, &mut ya, &mut yb,
             )
             .map_err(e2s)?;
             if !c.entry().contains("_pair_") {

@@ -19,6 +19,10 @@
 //! Shapes: 37 rows (one partial column tile; gate + up one partial group of 64) at k = 2304,
 //! and 200 rows (two column tiles, the second partial; gate + up four groups, the last of 8
 //! rows) at k = 768.
+//! On sm_90a (x in one part) the warpgroup-MMA kernels are compared with the mma.sync pass
+//! bit for bit: section 3 on every shape, section 4 (TMA) on F16 and Q4_0 at 192 rows, k =
+//! 768 (its shape rules: rows a multiple of 64, k of 256), every epilogue, both tiles, a
+//! group, partial token tiles; the big cases' default (section 4) against section 3.
 
 use super::cases::{ProductCase, ProductInputs as Inputs, dot_scales, e2s, poison};
 use super::{CheckLine, Rng, compare_f32, compare_f32_scaled};
@@ -199,7 +203,15 @@ pub fn gemmt_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
         if !select::gemmt_supported(format, cc) {
             continue;
         }
-        for (rows, k) in [(37, 72 * 32), (200, 24 * 32)] {
+        // 192 rows at k = 768 (F16, Q4_0): section 4's shapes (rows a multiple of 64, k of
+        // 256): a block's second 64-row half past the rows, segment boundaries inside a block.
+        let tm_shape: &[(usize, usize)] = if matches!(format, QuantFormat::F16 | QuantFormat::Q4_0)
+        {
+            &[(192, 24 * 32)]
+        } else {
+            &[]
+        };
+        for &(rows, k) in [(37, 72 * 32), (200, 24 * 32)].iter().chain(tm_shape) {
             let name = format!("{format} rows={rows} k={k}");
             if let Err(e) = cases_of(gpu, rng, format, rows, k, &name, lines) {
                 lines.push(CheckLine::error("gemmt", name, e));
@@ -348,6 +360,7 @@ fn cases_of(
             scratch_decode: false,
             wgmma: Some(false),
             wgmma_tile_n: None,
+            tm: None,
         };
         let tall = GemmtOpts {
             tile_m: Some(128),
@@ -392,6 +405,9 @@ fn cases_of(
         }
         if select::gemmt_wgmma(cc, parts, FULL) {
             wgmma_cases(&mut cx, &x, &res, &full, format, name, &tag, lines)?;
+            if tm_applies(gpu, format, rows, k) {
+                tm_cases(&mut cx, &x, &res, &full, format, name, &tag, lines)?;
+            }
         }
         let (grouped, alone3) = cx.run_group(&x, FULL, opts)?;
         lines.push(compare_f32(
@@ -474,6 +490,7 @@ fn wgmma_cases(
     let w = GemmtOpts {
         parts: Some(1),
         wgmma: Some(true),
+        tm: Some(false),
         ..GemmtOpts::default()
     };
     // The grid's own tile width (`full`, the reference of the lines below) is one of these.
@@ -525,6 +542,142 @@ fn wgmma_cases(
             &got.rows(rows, 0, n),
             &full.rows(rows, 0, n),
         ));
+    }
+    Ok(())
+}
+
+/// Whether section 4's TMA kernel takes products of `format` (`rows` x `k`) on this device,
+/// read in place (F16), decoded in the loop (Q4_0) or through the scratch (any format: f16).
+fn tm_applies(gpu: &Gpu, format: QuantFormat, rows: usize, k: usize) -> bool {
+    let cc = gpu.info().compute_capability;
+    select::gemmt_tm(cc, 1, QuantFormat::F16, k, &[rows])
+        || select::gemmt_tm(cc, 1, format, k, &[rows])
+}
+
+/// Section 4's TMA kernel (sm_90a, x in one part; F16 and Q4_0 in place, any format through
+/// the scratch) against section 3 and the mma.sync pass `mma` of [`FULL`] rows: the same
+/// bits for every epilogue (plain + bias, residual, the norm, gate + up with either
+/// activation), both tiles (128 and 256 tokens per block), decoded in the loop == through
+/// the scratch, a group of three products (segment boundaries inside a block), and passes of
+/// the sizes of [`PASS_SIZES`] of at least a tile (partial token tiles: x's box read past n
+/// as zeros: 129 and 299 tokens).
+#[allow(clippy::too_many_arguments)]
+fn tm_cases(
+    cx: &mut Ctx<'_>,
+    x: &[f32],
+    res: &[f32],
+    mma: &Outputs,
+    format: QuantFormat,
+    name: &str,
+    tag: &str,
+    lines: &mut Vec<CheckLine>,
+) -> Result<(), String> {
+    let (rows, k) = (cx.inp.rows, cx.inp.k);
+    let cc = cx.gpu.info().compute_capability;
+    let sec3 = GemmtOpts {
+        parts: Some(1),
+        wgmma: Some(true),
+        tm: Some(false),
+        ..GemmtOpts::default()
+    };
+    let tm = GemmtOpts {
+        tm: Some(true),
+        ..sec3
+    };
+    // In place (F16) or decoded in the loop (Q4_0) when the kernel takes the format as it
+    // lies, else through the scratch (as f16).
+    let direct = select::gemmt_tm(cc, 1, format, k, &[rows]);
+    let tm = GemmtOpts {
+        scratch_decode: !direct,
+        ..tm
+    };
+    let via = if direct { "" } else { " (through the scratch)" };
+    let w3 = cx.run(x, res, FULL, sec3)?;
+    let full = cx.run(x, res, FULL, tm)?;
+    // The grid's own tile width is one of the tile lines below (each against section 3).
+    lines.push(compare_f32(
+        "fusion",
+        format!("gemmt {name} {tag}: TMA warpgroup MMA{via} == mma.sync, 5 epilogues"),
+        &full.rows(rows, 0, FULL),
+        &mma.rows(rows, 0, FULL),
+    ));
+    for tn in select::GEMMTM_TN {
+        let got = cx.run(
+            x,
+            res,
+            FULL,
+            GemmtOpts {
+                wgmma_tile_n: Some(tn),
+                ..tm
+            },
+        )?;
+        lines.push(compare_f32(
+            "fusion",
+            format!(
+                "gemmt {name} {tag}: TMA warpgroup MMA{via} in tiles of {tn} tokens == section 3, 5 epilogues"
+            ),
+            &got.rows(rows, 0, FULL),
+            &w3.rows(rows, 0, FULL),
+        ));
+    }
+    if direct && select::gemmt_fused(format, 1) {
+        let scratch = cx.run(
+            x,
+            res,
+            FULL,
+            GemmtOpts {
+                scratch_decode: true,
+                ..tm
+            },
+        )?;
+        lines.push(compare_f32(
+            "fusion",
+            format!(
+                "gemmt {name} {tag}: TMA warpgroup MMA, decoded in the registers == through the scratch (f16)"
+            ),
+            &full.rows(rows, 0, FULL),
+            &scratch.rows(rows, 0, FULL),
+        ));
+    }
+    let (grouped, alone) = cx.run_group(x, FULL, tm)?;
+    let (grouped3, _) = cx.run_group(x, FULL, sec3)?;
+    lines.push(compare_f32(
+        "fusion",
+        format!(
+            "gemmt {name} {tag}: TMA warpgroup MMA{via}, w + bias, wu, w + bias in one launch == their own launches"
+        ),
+        &grouped,
+        &alone,
+    ));
+    lines.push(compare_f32(
+        "fusion",
+        format!(
+            "gemmt {name} {tag}: TMA warpgroup MMA{via}, w + bias, wu, w + bias in one launch == section 3's"
+        ),
+        &grouped,
+        &grouped3,
+    ));
+    // Passes of at least a tile (the host takes section 3 for tiles taller than the pass).
+    for n in PASS_SIZES {
+        for tn in select::GEMMTM_TN.into_iter().filter(|&tn| tn <= n) {
+            let got = cx.run(
+                &x[..n * k],
+                &res[..n * rows],
+                n,
+                GemmtOpts {
+                    wgmma_tile_n: Some(tn),
+                    ..tm
+                },
+            )?;
+            lines.push(compare_f32(
+                "batch_invariance",
+                format!(
+                    "gemmt {name} {tag}: TMA warpgroup MMA{via} in tiles of {tn} tokens, rows of a pass of {n} == of {FULL}"
+                ),
+                &got.rows(rows, 0, n),
+                &full.rows(rows, 0, n),
+            ));
+        }
     }
     Ok(())
 }
@@ -628,6 +781,7 @@ fn big_case(
             scratch_decode: false,
             wgmma: None,
             wgmma_tile_n: None,
+            tm: None,
         };
         let tag = format!("x in {parts} part(s)");
         let a = cx.run(&x, &res, BIG_N, opts)?;
@@ -647,6 +801,26 @@ fn big_case(
                 &a.rows(rows, 0, BIG_N),
                 &mma.rows(rows, 0, BIG_N),
             ));
+            // The default above is section 4's TMA kernel where it applies: section 3 too.
+            if tm_applies(cx.gpu, format, rows, k) {
+                let w = cx.run(
+                    &x,
+                    &res,
+                    BIG_N,
+                    GemmtOpts {
+                        tm: Some(false),
+                        ..opts
+                    },
+                )?;
+                lines.push(compare_f32(
+                    "fusion",
+                    format!(
+                        "gemmt {name} {tag}: TMA warpgroup MMA (default) == section 3, 5 epilogues"
+                    ),
+                    &a.rows(rows, 0, BIG_N),
+                    &w.rows(rows, 0, BIG_N),
+                ));
+            }
         }
         if select::gemmt_fused(format, parts) {
             let scratch = cx.run(

@@ -327,10 +327,20 @@ impl GpuArm {
             if let Some(on) = self.dec.prefill_wgmma() {
                 flags.push(format!("wgmma={}", if on { "on" } else { "off" }));
             }
+            // Section 4's TMA warpgroup-MMA GEMM forced on or off (ASSAY_GEMMT_TM; the default,
+            // on where select::gemmt_tm allows, records nothing).
+            if let Some(on) = self.dec.prefill_tm() {
+                flags.push(format!("tm={}", if on { "on" } else { "off" }));
+            }
         }
         if self.dec.mmv_on() {
             // ASSAY_MMV=1 / staged: the Q4_0 / Q8_0 decode products on tensor cores (mmv.cu).
             flags.push(format!("mmv={}", self.dec.mmv_mode()));
+        }
+        // The streamed one-token matvec forced on or off (ASSAY_MV_WR; the default, the
+        // engine's choice, records nothing).
+        if let Some(on) = self.dec.matvec_wr() {
+            flags.push(format!("mv_wr={}", if on { "on" } else { "off" }));
         }
         let mut detail = vec![
             self.same.detail(),

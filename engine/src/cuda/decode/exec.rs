@@ -50,6 +50,7 @@ impl CudaDecoder {
             head_pos,
             step,
             choices,
+            mv,
             ..
         } = self;
         let gpu = &**gpu;
@@ -117,12 +118,15 @@ impl CudaDecoder {
                     let xb = get(bufs, *x)?;
                     let mut last = Err(model_err("no rows"));
                     for (a, b) in row_slices(n) {
-                        last = Ok(ops::matvec(
+                        last = Ok(ops::matvec_fused(
                             gpu,
                             w,
                             &xb.slice(a * wx..b * wx),
                             b - a,
                             bias,
+                            None,
+                            false,
+                            *mv,
                             &mut o.slice.slice_mut(a * wy..b * wy),
                         )?);
                     }
@@ -229,6 +233,7 @@ impl CudaDecoder {
             weights,
             bufs,
             choices,
+            mv,
             ..
         } = self;
         let gpu = &**gpu;
@@ -272,6 +277,7 @@ impl CudaDecoder {
                         b - a,
                         act,
                         norm_in(norm)?,
+                        *mv,
                         &mut o.slice.slice_mut(a * wy..b * wy),
                     )?);
                 }
@@ -308,6 +314,7 @@ impl CudaDecoder {
                         bias,
                         norm_in(norm)?,
                         residual,
+                        *mv,
                         &mut o.slice.slice_mut(a * wy..b * wy),
                     )?);
                 }
@@ -338,6 +345,7 @@ impl CudaDecoder {
             weights,
             bufs,
             choices,
+            mv,
             ..
         } = self;
         let gpu = &**gpu;
@@ -364,6 +372,7 @@ impl CudaDecoder {
                 bias(pr.a.1)?,
                 bias(pr.b.1)?,
                 norm,
+                *mv,
                 &mut ya.slice,
                 &mut yb.slice,
             );
@@ -644,6 +653,19 @@ pub(super) fn get(
         })
 }
 
+/// `ASSAY_MV_WR` ([`ops::MatvecOpts::wr`]): `0` (today's one-token matvec entry points
+/// everywhere), `1` (the streamed kernel wherever its requirements hold), unset, empty or
+/// `auto` (`select::choose_matvec`'s rule). Anything else is an error (a typo must not
+/// silently measure the other kernel).
+pub(super) fn mv_wr_switch_from(v: Option<&str>) -> Result<Option<bool>, String> {
+    match v.map(str::trim) {
+        None | Some("") | Some("auto") => Ok(None),
+        Some("0") => Ok(Some(false)),
+        Some("1") => Ok(Some(true)),
+        Some(o) => Err(format!("ASSAY_MV_WR={o:?}: expected 0, 1 or auto")),
+    }
+}
+
 /// The positions of a launch's rows: the graphed step's one (`step`'s `[token, position]`
 /// slot 1) or the rows' `pos`.
 fn feed_pos<'a>(
@@ -674,5 +696,17 @@ mod tests {
         let s: Vec<_> = row_slices(2 * M + 3).collect();
         assert_eq!(s, vec![(0, M), (M, 2 * M), (2 * M, 2 * M + 3)]);
         assert_eq!(row_slices(0).count(), 0);
+    }
+
+    #[test]
+    fn mv_wr_switch_is_strict() {
+        assert_eq!(mv_wr_switch_from(None), Ok(None));
+        assert_eq!(mv_wr_switch_from(Some("")), Ok(None));
+        assert_eq!(mv_wr_switch_from(Some("auto")), Ok(None));
+        assert_eq!(mv_wr_switch_from(Some("0")), Ok(Some(false)));
+        assert_eq!(mv_wr_switch_from(Some(" 1 ")), Ok(Some(true)));
+        for bad in ["2", "on", "yes", "AUTO"] {
+            assert!(mv_wr_switch_from(Some(bad)).is_err(), "{bad}");
+        }
     }
 }

@@ -130,6 +130,9 @@ pub(super) struct PrefillState {
     /// The warpgroup-MMA GEMM on sm_90a (`ASSAY_GEMMT_WGMMA`: `0` off, `1` wherever the
     /// device allows, unset or `auto`: select::gemmt_wgmma); the same bits either way.
     wgmma: Option<bool>,
+    /// Section 4's TMA kernel for the warpgroup-MMA launches it takes (`ASSAY_GEMMT_TM`: `0`
+    /// off, `1` or unset or `auto`: wherever select::gemmt_tm allows); the same bits.
+    tm: Option<bool>,
     kernel: GemmKernel,
     /// Rows per pass of the tiled kernel.
     tiled_rows: usize,
@@ -177,6 +180,20 @@ fn wgmma_from_env() -> Result<Option<bool>, CudaError> {
         Ok(v) => Err(shape_err(
             "decoder",
             format!("ASSAY_GEMMT_WGMMA={v:?}: expected 0, 1 or auto"),
+        )),
+    }
+}
+
+/// `ASSAY_GEMMT_TM`: `0` (section 3's warpgroup-MMA kernel only), `1` or unset or `auto`
+/// (section 4's TMA kernel wherever [`select::gemmt_tm`] allows).
+fn tm_from_env() -> Result<Option<bool>, CudaError> {
+    match std::env::var("ASSAY_GEMMT_TM").as_deref() {
+        Err(_) | Ok("auto") => Ok(None),
+        Ok("0") => Ok(Some(false)),
+        Ok("1") => Ok(Some(true)),
+        Ok(v) => Err(shape_err(
+            "decoder",
+            format!("ASSAY_GEMMT_TM={v:?}: expected 0, 1 or auto"),
         )),
     }
 }
@@ -245,6 +262,7 @@ impl PrefillState {
             flash: flash_from_env()?,
             fused: std::env::var("ASSAY_GEMMT_FUSED").map_or(true, |v| v != "0"),
             wgmma: wgmma_from_env()?,
+            tm: tm_from_env()?,
             kernel: kernel_from_env()?,
             tiled_rows: pass_rows_from_env()?,
             decoded: Arc::new(Mutex::new(GemmtScratch::new())),
@@ -489,6 +507,12 @@ impl CudaDecoder {
         self.prefill.wgmma
     }
 
+    /// Section 4's TMA kernel choice asked for (`ASSAY_GEMMT_TM`): `None` is the default
+    /// (select::gemmt_tm).
+    pub fn prefill_tm(&self) -> Option<bool> {
+        self.prefill.tm
+    }
+
     /// Whether prompt passes take the tensor-core attention (`ASSAY_PREFILL_ATTN`).
     pub fn prefill_flash(&self) -> bool {
         self.prefill.flash
@@ -550,6 +574,7 @@ impl CudaDecoder {
             scratch_decode: !self.prefill.fused,
             wgmma: self.prefill.wgmma,
             wgmma_tile_n: None,
+            tm: self.prefill.tm,
         }
     }
 

@@ -30,6 +30,7 @@ impl CudaDecoder {
         )?;
         // The decode products' mode of the decoder shared from (a batch's rows must agree).
         d.set_mmv(self.mmv_on())?;
+        d.mv = self.mv;
         d.share_prefill(self);
         Ok(d)
     }

@@ -13,7 +13,7 @@
 //! `gemm.cu`'s bits nor the row path's: the weights (quants) and x (one part) are rounded to
 //! 16 bits; kernel-check and the `prefill` gate bound the difference.
 
-use super::{Arg, DeviceWeight, GemmX, XStaging, int, launch, need, rd, wr};
+use super::{Arg, ByValue, DeviceWeight, GemmX, XStaging, int, launch, launch_with, need, rd, wr};
 use crate::cuda::select::{
     self, Decoded, GEMMT_BK, GEMMT_BN, GEMMT_MAX_SEGS, GEMMT_TILES_M, GEMMW_BK, GEMMW_BM,
     gemmt_decoded, gemmt_shared_bytes,
@@ -42,9 +42,14 @@ pub struct GemmtOpts {
     /// [`select::gemmt_wgmma`] says so, `Some(false)` never (the mma.sync kernel), `Some(true)`
     /// wherever the device and x's parts allow it, whatever the rows. The same bits.
     pub wgmma: Option<bool>,
-    /// Weight rows per warpgroup-MMA block (one of [`select::GEMMW_BN`]), or `None`: the
-    /// grid decides ([`select::gemmw_tile_n`]). Changes no bits.
+    /// Weight rows per section 3 block (one of [`select::GEMMW_BN`]; section 4: tokens per
+    /// block, one of [`select::GEMMTM_TN`]), or `None`: the grid decides
+    /// ([`select::gemmw_tile_n`], [`select::gemmtm_tile_n`]). Changes no bits.
     pub wgmma_tile_n: Option<usize>,
+    /// Section 4's TMA kernel (`gemmt_<f16|q4_0>[_glu]_tm<TN>`, sm_90a) for the launches that
+    /// take the warpgroup MMA: `None` (the default) or `Some(true)` wherever
+    /// [`select::gemmt_tm`] allows it, `Some(false)` never (section 3). The same bits.
+    pub tm: Option<bool>,
 }
 
 impl GemmtOpts {
@@ -69,6 +74,18 @@ impl GemmtOpts {
             None => select::gemmt_wgmma(cc, parts, n),
             Some(on) => on && select::gemmt_wgmma(cc, parts, select::GEMMW_BM),
         }
+    }
+
+    /// Whether a warpgroup-MMA launch of weight kind `kind` ([`kind_name`]) takes section 4
+    /// (k values, the products' rows `seg_rows`; gate + up: the gate's).
+    pub fn tm_for(&self, gpu: &Gpu, parts: u32, kind: &str, k: usize, seg_rows: &[usize]) -> bool {
+        let f = match kind {
+            "f16" => crate::quant::QuantFormat::F16,
+            "q4_0" => crate::quant::QuantFormat::Q4_0,
+            _ => return false,
+        };
+        self.tm != Some(false)
+            && select::gemmt_tm(gpu.info().compute_capability, parts, f, k, seg_rows)
     }
 
     /// How x must be staged for weights of `format` ([`gemmt_stage_x`]): bf16 parts for
@@ -260,7 +277,8 @@ fn check(
     Ok(parts)
 }
 
-/// The launch's grid, shared memory and tile height.
+/// The launch's grid, shared memory and tile name (the entry's suffix), and section 4's
+/// tokens per block when it runs (weights of kind `kind`, products of `seg_rows` rows).
 #[allow(clippy::too_many_arguments)]
 fn grid(
     op: &'static str,
@@ -270,14 +288,37 @@ fn grid(
     tile_rows: usize,
     parts: u32,
     glu: bool,
+    kind: &str,
+    seg_rows: &[usize],
     opts: GemmtOpts,
-) -> Result<(LaunchConfig, String), CudaError> {
+) -> Result<(LaunchConfig, String, Option<usize>), CudaError> {
     let grid_y = |per_block: usize| {
         u32::try_from(tile_rows.div_ceil(per_block))
             .ok()
             .filter(|&y| y <= 65535)
             .ok_or_else(|| shape_err(op, "too many rows"))
     };
+    // Section 4 only with a tile of at most n tokens (x's TMA box within x): passes of fewer
+    // than 128 tokens, or a forced tile taller than the pass, take section 3 (the same bits).
+    if opts.wgmma_for(gpu, parts, n, k) && opts.tm_for(gpu, parts, kind, k, seg_rows) {
+        let tn = opts
+            .wgmma_tile_n
+            .unwrap_or_else(|| select::gemmtm_tile_n(n, tile_rows));
+        if !select::GEMMTM_TN.contains(&tn) {
+            return Err(shape_err(
+                op,
+                "TMA warpgroup-MMA tiles take 128 or 256 tokens",
+            ));
+        }
+        if tn <= n {
+            let cfg = LaunchConfig {
+                grid_dim: (n.div_ceil(tn) as u32, grid_y(select::GEMMTM_WR)?, 1),
+                block_dim: (select::GEMMTM_THREADS, 1, 1),
+                shared_mem_bytes: select::gemmtm_shared_bytes(kind == "q4_0", tn) as u32,
+            };
+            return Ok((cfg, format!("tm{tn}"), Some(tn)));
+        }
+    }
     if opts.wgmma_for(gpu, parts, n, k) {
         let bn = opts
             .wgmma_tile_n
@@ -290,7 +331,7 @@ fn grid(
             block_dim: (256, 1, 1),
             shared_mem_bytes: select::gemmw_shared_bytes(bn, glu) as u32,
         };
-        return Ok((cfg, format!("w{bn}")));
+        return Ok((cfg, format!("w{bn}"), None));
     }
     // The mma.sync kernel's blocks take GEMMT_BN tile rows (gate + up: 64 of each).
     let col_tiles = tile_rows.div_ceil(GEMMT_BN);
@@ -302,7 +343,7 @@ fn grid(
         block_dim: (256, 1, 1),
         shared_mem_bytes: gemmt_shared_bytes(parts as usize, bm, glu) as u32,
     };
-    Ok((cfg, format!("m{bm}_p{parts}")))
+    Ok((cfg, format!("m{bm}_p{parts}"), None))
 }
 
 /// The entry's weight kind: the format decoded in the tile loop, or the 16-bit float.
@@ -395,9 +436,26 @@ fn launch_plain(
         total += s.w.rows;
     }
     int(OP, "rows", total)?;
-    let (cfg, tile) = grid(OP, gpu, n, w0.cols, total, parts, false, opts)?;
+    let kind = kind_name(w0, opts);
+    let rows: Vec<usize> = segs.iter().map(|s| s.w.rows).collect();
+    let (cfg, tile, tm) = grid(OP, gpu, n, w0.cols, total, parts, false, kind, &rows, opts)?;
     let ws: Vec<&DeviceWeight> = segs.iter().map(|s| s.w).collect();
     let wp = weights16(gpu, &ws, scratch, opts)?;
+    let maps = match tm {
+        Some(tn) => {
+            let mats: Vec<(u64, usize)> = wp.iter().copied().zip(rows.iter().copied()).collect();
+            Some(tm_maps(
+                OP,
+                rd(gpu, &xs.hi),
+                n,
+                w0.cols,
+                tn,
+                kind == "q4_0",
+                &mats,
+            )?)
+        }
+        None => None,
+    };
     // Unused segments: no rows, the first segment's addresses.
     let seg = |i: usize| {
         if i < segs.len() {
@@ -407,9 +465,9 @@ fn launch_plain(
         }
     };
     let (s0, s1, s2) = (seg(0), seg(1), seg(2));
-    launch(
+    launch_with(
         gpu,
-        &format!("gemmt_{}_{tile}", kind_name(w0, opts)),
+        &format!("gemmt_{kind}_{tile}"),
         cfg,
         &[
             x_args(gpu, xs),
@@ -424,6 +482,7 @@ fn launch_plain(
             ],
         ]
         .concat(),
+        maps.as_ref().map(GtmMaps::by_value),
     )
 }
 
@@ -447,8 +506,35 @@ pub fn gemmt_glu(
     let parts = check(OP, gpu, wg, xs, n, opts)?;
     need(OP, "y", y.len(), n * wg.rows)?;
     // Tile rows: each gate row and its up row (a block takes half of its rows from each).
-    let (cfg, tile) = grid(OP, gpu, n, wg.cols, 2 * wg.rows, parts, true, opts)?;
+    let kind = kind_name(wg, opts);
+    let (cfg, tile, tm) = grid(
+        OP,
+        gpu,
+        n,
+        wg.cols,
+        2 * wg.rows,
+        parts,
+        true,
+        kind,
+        &[wg.rows],
+        opts,
+    )?;
     let wp = weights16(gpu, &[wg, wu], scratch, opts)?;
+    let maps = match tm {
+        Some(tn) => {
+            let mats = [(wp[0], wg.rows), (wp[1], wu.rows)];
+            Some(tm_maps(
+                OP,
+                rd(gpu, &xs.hi),
+                n,
+                wg.cols,
+                tn,
+                kind == "q4_0",
+                &mats,
+            )?)
+        }
+        None => None,
+    };
     let yp = wr(gpu, y);
     let tail = [
         Arg::Ptr(wp[0]),
@@ -459,11 +545,12 @@ pub fn gemmt_glu(
         Arg::I32(int(OP, "n", n)?),
         Arg::I32(super::pointwise::act_code(act)),
     ];
-    launch(
+    launch_with(
         gpu,
-        &format!("gemmt_{}_glu_{tile}", kind_name(wg, opts)),
+        &format!("gemmt_{kind}_glu_{tile}"),
         cfg,
         &[&x_args(gpu, xs)[..], &tail[..]].concat(),
+        maps.as_ref().map(GtmMaps::by_value),
     )
 }
 
@@ -474,4 +561,171 @@ fn x_args(gpu: &Gpu, xs: &GemmX) -> [Arg; 3] {
         Arg::Ptr(rd(gpu, &xs.lo)),
         Arg::Ptr(rd(gpu, &xs.scale)),
     ]
+}
+
+/// Section 4's tensor maps, the kernels' `GtmMaps` parameter (kernels/gemmt.cu): x, then per
+/// product (plain: up to three, unused ones repeat the first; gate + up: gate, up) the F16
+/// weights or the Q4_0 quant plane, then the Q4_0 scale planes (F16: copies of the weight
+/// maps, unused). 7 x 128 bytes, 64-byte aligned like the device struct.
+#[repr(C, align(64))]
+struct GtmMaps {
+    maps: [[u64; 16]; 7],
+}
+
+const _: () = assert!(std::mem::size_of::<GtmMaps>() == select::GEMMTM_MAPS_BYTES);
+
+impl GtmMaps {
+    fn by_value(&self) -> ByValue<'_> {
+        // SAFETY: a plain array of u64 without padding (size checked above), read as bytes
+        // for as long as `self` is borrowed.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(
+                (self as *const GtmMaps).cast::<u8>(),
+                std::mem::size_of::<GtmMaps>(),
+            )
+        };
+        ByValue { bytes }
+    }
+}
+
+/// Encode the tensor maps of a section 4 launch (host only: `cuTensorMapEncodeTiled` does no
+/// device work; a few microseconds per launch): x at `x` (`[n][k]` f16, box 64 values x `tn`
+/// tokens, 128-byte swizzle, rows past n read as zeros), and each product `(address, rows)`
+/// of `mats` (F16 `[rows][k]`, box 64 x 64, 128-byte swizzle; Q4_0 planar: quants
+/// `[rows][k / 2]` bytes, box 32 x 64, then scales `[rows][k / 32]` f16 at `rows * k / 2`,
+/// box 8 x 64).
+fn tm_maps(
+    op: &'static str,
+    x: u64,
+    n: usize,
+    k: usize,
+    tn: usize,
+    q4: bool,
+    mats: &[(u64, usize)],
+) -> Result<GtmMaps, CudaError> {
+    use cudarc::driver::sys::CUtensorMapDataType_enum as Ty;
+    let (n, k, tn) = (n as u64, k as u64, tn as u32);
+    let mut out = GtmMaps { maps: [[0; 16]; 7] };
+    out.maps[0] = tmap(
+        op,
+        Ty::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+        2,
+        x,
+        [k, n],
+        2 * k,
+        [64, tn],
+        true,
+    )?;
+    let Some(&first) = mats.first() else {
+        return Err(shape_err(op, "no product"));
+    };
+    for i in 0..3 {
+        let (addr, rows) = mats.get(i).copied().unwrap_or(first);
+        let rows = rows as u64;
+        let (w, s) = if q4 {
+            let nb = k / 32;
+            let w = tmap(
+                op,
+                Ty::CU_TENSOR_MAP_DATA_TYPE_UINT8,
+                1,
+                addr,
+                [nb * 16, rows],
+                nb * 16,
+                [32, 64],
+                false,
+            )?;
+            let s = tmap(
+                op,
+                Ty::CU_TENSOR_MAP_DATA_TYPE_UINT16,
+                2,
+                addr + rows * nb * 16,
+                [nb, rows],
+                nb * 2,
+                [8, 64],
+                false,
+            )?;
+            (w, s)
+        } else {
+            let w = tmap(
+                op,
+                Ty::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                2,
+                addr,
+                [k, rows],
+                2 * k,
+                [64, 64],
+                true,
+            )?;
+            (w, w)
+        };
+        out.maps[1 + i] = w;
+        out.maps[4 + i] = s;
+    }
+    Ok(out)
+}
+
+/// One 2D tensor map (dims and box innermost first, `es`-byte elements, `stride` bytes
+/// between rows), checked against the TMA's rules first (a violation would surface only as
+/// an "illegal instruction" that kills the context): address and stride multiples of 16,
+/// the box's inner extent a multiple of 16 bytes (at most 128 with the 128-byte swizzle),
+/// boxes of at most 256 per dimension.
+#[allow(clippy::too_many_arguments)]
+fn tmap(
+    op: &'static str,
+    ty: cudarc::driver::sys::CUtensorMapDataType_enum,
+    es: u64,
+    addr: u64,
+    dims: [u64; 2],
+    stride: u64,
+    boxd: [u32; 2],
+    swizzle128: bool,
+) -> Result<[u64; 16], CudaError> {
+    use cudarc::driver::sys;
+    let inner = u64::from(boxd[0]) * es;
+    let ok = addr % 16 == 0
+        && stride % 16 == 0
+        && stride < 1 << 40
+        && dims.iter().all(|&d| d > 0 && d <= 1 << 32)
+        && dims[0] * es <= stride
+        && inner % 16 == 0
+        && (!swizzle128 || inner <= 128)
+        && boxd.iter().all(|&b| (1..=256).contains(&b));
+    if !ok {
+        return Err(shape_err(
+            op,
+            format!(
+                "tensor map at {addr:#x}: dims {dims:?}, row stride {stride} bytes, box {boxd:?} of {es}-byte values breaks the TMA's rules"
+            ),
+        ));
+    }
+    // SAFETY: CUtensorMap is 16 plain u64 words; all-zero is a valid value.
+    let mut m: sys::CUtensorMap = unsafe { std::mem::zeroed() };
+    let strides = [stride];
+    let elem = [1u32, 1];
+    let swizzle = if swizzle128 {
+        sys::CUtensorMapSwizzle_enum::CU_TENSOR_MAP_SWIZZLE_128B
+    } else {
+        sys::CUtensorMapSwizzle_enum::CU_TENSOR_MAP_SWIZZLE_NONE
+    };
+    // SAFETY: a host-only encode into `m` from the arrays above (rank 2: two dims, one
+    // stride, two box extents, two element strides), all alive for the call; the address is
+    // a live device buffer's, which the caller keeps alive until the launch is queued.
+    unsafe {
+        sys::cuTensorMapEncodeTiled(
+            &mut m,
+            ty,
+            2,
+            addr as *mut std::ffi::c_void,
+            dims.as_ptr(),
+            strides.as_ptr(),
+            boxd.as_ptr(),
+            elem.as_ptr(),
+            sys::CUtensorMapInterleave_enum::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            swizzle,
+            sys::CUtensorMapL2promotion_enum::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            sys::CUtensorMapFloatOOBfill_enum::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    }
+    .result()?;
+    Ok(m.opaque)
 }

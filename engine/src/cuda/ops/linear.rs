@@ -6,6 +6,19 @@ use crate::cuda::sources::consts::MV_WARPS;
 use crate::cuda::{CudaError, Gpu};
 use cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig};
 
+/// Kernel choices a caller may force on a matvec launch; none of them changes a bit of the
+/// result (kernel-check compares them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MatvecOpts {
+    /// The streamed one-token kernel ([`MatvecKernel::Wr`], `ASSAY_MV_WR`): `None` where
+    /// [`select::choose_matvec`] takes it, `Some(false)` never (today's entry points),
+    /// `Some(true)` wherever its requirements hold, whatever the rows.
+    pub wr: Option<bool>,
+    /// Blocks of a streamed launch (kernel-check's grid invariance), `None`:
+    /// [`MatvecKernel::blocks`]. Ignored by the other kernels, whose grid the rows fix.
+    pub wr_grid: Option<u32>,
+}
+
 /// `y[t] = W x[t] (+ bias)` for `ntok` token vectors: x is `[ntok][w.cols]`, y is
 /// `[ntok][w.rows]`, bias (if any) `[w.rows]`. Returns the kernel used.
 pub fn matvec(
@@ -16,7 +29,7 @@ pub fn matvec(
     bias: Option<&dyn DevicePtr<f32>>,
     y: &mut dyn DevicePtrMut<f32>,
 ) -> Result<MatvecKernel, CudaError> {
-    matvec_fused(gpu, w, x, ntok, bias, None, false, y)
+    matvec_fused(gpu, w, x, ntok, bias, None, false, MatvecOpts::default(), y)
 }
 
 /// `y[t] = (W x[t] (+ bias)) + y[t]`: [`matvec`] with the residual add in its epilogue
@@ -29,7 +42,7 @@ pub fn matvec_residual(
     bias: Option<&dyn DevicePtr<f32>>,
     y: &mut dyn DevicePtrMut<f32>,
 ) -> Result<MatvecKernel, CudaError> {
-    matvec_fused(gpu, w, x, ntok, bias, None, true, y)
+    matvec_fused(gpu, w, x, ntok, bias, None, true, MatvecOpts::default(), y)
 }
 
 /// An RMSNorm folded into a matvec's input: x is normalised with `weight` (+ `w_offset`)
@@ -60,7 +73,8 @@ fn norm_args(
 }
 
 /// The general matvec: `y[t] = W norm(x[t]) (+ bias) (+ y[t] when residual)`, with
-/// `norm` the identity when `None`. The same bits as the separate launches.
+/// `norm` the identity when `None`, the kernel chosen with `opts`. The same bits as the
+/// separate launches.
 #[allow(clippy::too_many_arguments)]
 pub fn matvec_fused(
     gpu: &Gpu,
@@ -70,14 +84,28 @@ pub fn matvec_fused(
     bias: Option<&dyn DevicePtr<f32>>,
     norm: Option<NormIn<'_>>,
     residual: bool,
+    opts: MatvecOpts,
     y: &mut dyn DevicePtrMut<f32>,
 ) -> Result<MatvecKernel, CudaError> {
-    matvec_impl(gpu, w, x, ntok, bias, norm, residual, y)
+    matvec_impl(gpu, w, x, ntok, bias, norm, residual, opts, y)
 }
 
-fn matvec_cfg(choice: &MatvecKernel, rows: usize, cols: usize) -> Result<LaunchConfig, CudaError> {
-    let blocks = u32::try_from(rows.div_ceil(choice.rows_per_block()))
-        .map_err(|_| crate::cuda::shape_err("matvec", "too many rows"))?;
+fn matvec_cfg(
+    gpu: &Gpu,
+    choice: &MatvecKernel,
+    rows: usize,
+    cols: usize,
+    opts: MatvecOpts,
+) -> Result<LaunchConfig, CudaError> {
+    let blocks = match (choice, opts.wr_grid) {
+        (MatvecKernel::Wr { .. }, Some(0)) => {
+            return Err(crate::cuda::shape_err("matvec", "a grid of 0 blocks"));
+        }
+        (MatvecKernel::Wr { .. }, Some(g)) => g as usize,
+        _ => choice.blocks(rows, &gpu.facts()),
+    };
+    let blocks =
+        u32::try_from(blocks).map_err(|_| crate::cuda::shape_err("matvec", "too many rows"))?;
     Ok(LaunchConfig {
         grid_dim: (blocks, 1, 1),
         block_dim: (MV_WARPS * 32, 1, 1),
@@ -94,10 +122,11 @@ fn matvec_impl(
     bias: Option<&dyn DevicePtr<f32>>,
     norm: Option<NormIn<'_>>,
     residual: bool,
+    opts: MatvecOpts,
     y: &mut dyn DevicePtrMut<f32>,
 ) -> Result<MatvecKernel, CudaError> {
     const OP: &str = "matvec";
-    let choice = select::choose_matvec(w.format, w.rows, w.cols, ntok, &gpu.facts())?;
+    let choice = select::choose_matvec(w.format, w.rows, w.cols, ntok, &gpu.facts(), opts.wr)?;
     need(OP, "x", x.len(), ntok * w.cols)?;
     need(OP, "y", y.len(), ntok * w.rows)?;
     need(OP, "weight", w.data.len(), w.rows * w.row_bytes)?;
@@ -115,7 +144,7 @@ fn matvec_impl(
     launch(
         gpu,
         &choice.entry(),
-        matvec_cfg(&choice, w.rows, w.cols)?,
+        matvec_cfg(gpu, &choice, w.rows, w.cols, opts)?,
         &[
             Arg::Ptr(wp),
             Arg::U64(w.row_bytes as u64),
@@ -135,8 +164,8 @@ fn matvec_impl(
 }
 
 /// `y[t] = act(Wg x[t]) * (Wu x[t])` in one pass over both matrices (same format and
-/// shape, no bias), x optionally normalised first (`norm`): the same bits as the separate
-/// launches (rmsnorm, two [`matvec`]s, [`super::gated_act`]).
+/// shape, no bias), x optionally normalised first (`norm`), the kernel chosen with `opts`:
+/// the same bits as the separate launches (rmsnorm, two [`matvec`]s, [`super::gated_act`]).
 #[allow(clippy::too_many_arguments)]
 pub fn matvec_glu(
     gpu: &Gpu,
@@ -146,6 +175,7 @@ pub fn matvec_glu(
     ntok: usize,
     act: super::Activation,
     norm: Option<NormIn<'_>>,
+    opts: MatvecOpts,
     y: &mut dyn DevicePtrMut<f32>,
 ) -> Result<MatvecKernel, CudaError> {
     const OP: &str = "matvec_glu";
@@ -158,7 +188,8 @@ pub fn matvec_glu(
             ),
         ));
     }
-    let choice = select::choose_matvec_glu(wg.format, wg.rows, wg.cols, ntok, &gpu.facts())?;
+    let choice =
+        select::choose_matvec_glu(wg.format, wg.rows, wg.cols, ntok, &gpu.facts(), opts.wr)?;
     need(OP, "x", x.len(), ntok * wg.cols)?;
     need(OP, "y", y.len(), ntok * wg.rows)?;
     need(OP, "gate weight", wg.data.len(), wg.rows * wg.row_bytes)?;
@@ -171,7 +202,7 @@ pub fn matvec_glu(
     launch(
         gpu,
         &choice.entry(),
-        matvec_cfg(&choice, wg.rows, wg.cols)?,
+        matvec_cfg(gpu, &choice, wg.rows, wg.cols, opts)?,
         &[
             Arg::Ptr(gp),
             Arg::Ptr(up),
@@ -193,8 +224,8 @@ pub fn matvec_glu(
 /// `ya[t] = Wa norm(x[t]) (+ bias_a)` and `yb[t] = Wb norm(x[t]) (+ bias_b)` for two
 /// matrices of one format and shape (k and v of an attention block): one launch when
 /// [`select::choose_matvec_pair`] has a kernel (a lone token, small matrices), else two
-/// [`matvec_fused`] launches; the same bits either way. Returns the kernel used (the first
-/// matrix's when there were two launches).
+/// [`matvec_fused`] launches (chosen with `opts`); the same bits either way. Returns the
+/// kernel used (the first matrix's when there were two launches).
 #[allow(clippy::too_many_arguments)]
 pub fn matvec_pair(
     gpu: &Gpu,
@@ -205,6 +236,7 @@ pub fn matvec_pair(
     bias_a: Option<&dyn DevicePtr<f32>>,
     bias_b: Option<&dyn DevicePtr<f32>>,
     norm: Option<NormIn<'_>>,
+    opts: MatvecOpts,
     ya: &mut dyn DevicePtrMut<f32>,
     yb: &mut dyn DevicePtrMut<f32>,
 ) -> Result<MatvecKernel, CudaError> {
@@ -220,8 +252,8 @@ pub fn matvec_pair(
     }
     let Some(choice) = select::choose_matvec_pair(wa.format, wa.rows, wa.cols, ntok, &gpu.facts())?
     else {
-        let c = matvec_impl(gpu, wa, x, ntok, bias_a, norm, false, ya)?;
-        matvec_impl(gpu, wb, x, ntok, bias_b, norm, false, yb)?;
+        let c = matvec_impl(gpu, wa, x, ntok, bias_a, norm, false, opts, ya)?;
+        matvec_impl(gpu, wb, x, ntok, bias_b, norm, false, opts, yb)?;
         return Ok(c);
     };
     need(OP, "x", x.len(), ntok * wa.cols)?;
@@ -242,7 +274,7 @@ pub fn matvec_pair(
     aligned(OP, "weight a", ap, 16)?;
     aligned(OP, "weight b", bp, 16)?;
     aligned(OP, "x", xp, 16)?;
-    let mut cfg = matvec_cfg(&choice, wa.rows, wa.cols)?;
+    let mut cfg = matvec_cfg(gpu, &choice, wa.rows, wa.cols, opts)?;
     let nblk = cfg.grid_dim.0;
     cfg.grid_dim.0 = nblk
         .checked_mul(2)

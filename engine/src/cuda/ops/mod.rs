@@ -28,7 +28,9 @@ pub use gemmt::{GemmtOpts, GemmtScratch, GemmtSeg, gemmt, gemmt_glu, gemmt_group
 pub use kv::{
     KvRow, KvRowsDev, from_paged, kv_block_len, kv_blocks, kv_pool_offset, kv_row_table, to_paged,
 };
-pub use linear::{NormIn, embed, matvec, matvec_fused, matvec_glu, matvec_pair, matvec_residual};
+pub use linear::{
+    MatvecOpts, NormIn, embed, matvec, matvec_fused, matvec_glu, matvec_pair, matvec_residual,
+};
 pub use mask::{MaskBuffer, apply_mask};
 pub use mmv::{MmvScratch, mmv, mmv_glu, mmv_glu_x1, mmv_pair_x1, mmv_x1};
 pub use pointwise::{
@@ -227,9 +229,10 @@ mod tests {
         assert!(kernel_body("rope").is_some());
         assert!(kernel_body("no_such_kernel").is_none());
         // Every matvec entry point runs one of the matvec bodies; each waits after its
-        // weight prefetch and before the first read of x (or of the residual / output).
+        // weight prefetch (the streamed body: its first weight loads) and before the first
+        // read of x, of the norm weight, or of the residual / output.
         let mut bodies = 0;
-        for body in ["matvec_body", "matvec_body_tb"] {
+        for body in ["matvec_body", "matvec_body_tb", "matvec_wr_body"] {
             let Some(mv) = kernel_body(body) else {
                 continue;
             };
@@ -244,13 +247,23 @@ mod tests {
                     .trim_start()
                     .starts_with("pdl_trigger();")
             );
-            for first_use in ["x + (u64)", "res[", "y[", "F::dot", "F::ldc"] {
+            for first_use in [
+                "x + (u64)",
+                "(const float4*)x",
+                "(const float4*)nw",
+                "mv_inv_rms(",
+                "mv_store<",
+                "res[",
+                "y[",
+                "F::dot",
+                "F::ldc",
+            ] {
                 if let Some(at) = mv.find(first_use) {
                     assert!(wait < at, "{body}: {first_use} before pdl_wait");
                 }
             }
         }
-        assert!(bodies >= 1);
+        assert_eq!(bodies, 3);
         // The mmv entry points (`mmv_*`) run `mmv_body`: it waits after its weight
         // prefetch (and, with MMV_PIPE, its first round of weight loads: W is written by no
         // kernel) and before the first read of x, its scale, res, y or the split scratch.
@@ -452,10 +465,33 @@ pub(crate) fn launch(
     cfg: LaunchConfig,
     args: &[Arg],
 ) -> Result<(), CudaError> {
+    launch_with(gpu, name, cfg, args, None)
+}
+
+/// A kernel's last parameter passed by value: the bytes of a plain C struct (`#[repr(C)]`,
+/// as the kernel declares it, e.g. a `__grid_constant__` struct of CUDA tensor maps). The
+/// driver copies as many bytes as the kernel's parameter has from `bytes` at launch (and a
+/// CUDA graph captures that copy), so `bytes` must be exactly the parameter's size; its
+/// alignment within the parameter buffer is the driver's business (it lays the parameters
+/// out as the kernel was compiled).
+#[derive(Clone, Copy)]
+pub(crate) struct ByValue<'a> {
+    pub bytes: &'a [u8],
+}
+
+/// [`launch`] with an optional by-value struct parameter after `args`.
+pub(crate) fn launch_with(
+    gpu: &Gpu,
+    name: &str,
+    cfg: LaunchConfig,
+    args: &[Arg],
+    tail: Option<ByValue<'_>>,
+) -> Result<(), CudaError> {
     let f = gpu.function(name)?;
     let stream = gpu.stream();
-    if is_pdl_kernel(name) && pdl_allowed(gpu) {
-        return launch_pdl(stream, f, cfg, args);
+    let pdl = is_pdl_kernel(name) && pdl_allowed(gpu);
+    if pdl || tail.is_some() {
+        return launch_ex(stream, f, cfg, args, tail, pdl);
     }
     let mut b = stream.launch_builder(f);
     for a in args {
@@ -475,13 +511,15 @@ pub(crate) fn launch(
     Ok(())
 }
 
-/// [`launch`] through `cuLaunchKernelEx` with the programmatic stream serialization
-/// attribute (see [`PDL_KERNELS`]).
-fn launch_pdl(
+/// [`launch`] through `cuLaunchKernelEx`: with the programmatic stream serialization
+/// attribute when `pdl` (see [`PDL_KERNELS`]), and the by-value `tail` parameter if any.
+fn launch_ex(
     stream: &cudarc::driver::CudaStream,
     f: &cudarc::driver::CudaFunction,
     cfg: LaunchConfig,
     args: &[Arg],
+    tail: Option<ByValue<'_>>,
+    pdl: bool,
 ) -> Result<(), CudaError> {
     use cudarc::driver::sys;
     stream.context().bind_to_thread()?;
@@ -500,6 +538,10 @@ fn launch_pdl(
         .iter_mut()
         .map(|s| (s as *mut u64).cast::<std::ffi::c_void>())
         .collect();
+    if let Some(t) = tail {
+        // The driver only reads through this pointer.
+        params.push(t.bytes.as_ptr().cast_mut().cast::<std::ffi::c_void>());
+    }
     // SAFETY: an all-zero CUlaunchAttribute is a valid value of this plain C struct/union.
     let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
     attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
@@ -513,11 +555,12 @@ fn launch_pdl(
         blockDimZ: cfg.block_dim.2,
         sharedMemBytes: cfg.shared_mem_bytes,
         hStream: stream.cu_stream(),
-        attrs: &mut attr,
-        numAttrs: 1,
+        attrs: if pdl { &mut attr } else { std::ptr::null_mut() },
+        numAttrs: u32::from(pdl),
     };
     // SAFETY: as in `launch` (buffers checked by the wrapper, scalars in the kernel's
-    // parameter order and types); `params` points at `slots`, and `config` at `attr`, all
+    // parameter order and types, `tail` the bytes of the kernel's last parameter, see
+    // [`ByValue`]); `params` points at `slots` and `tail`, and `config` at `attr`, all
     // alive until the call returns (the driver copies the parameters at launch).
     unsafe {
         sys::cuLaunchKernelEx(

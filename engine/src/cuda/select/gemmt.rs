@@ -94,6 +94,98 @@ pub fn gemmw_tile_n(n: usize, rows: usize) -> usize {
     }
 }
 
+/// kernels/gemmt.cu section 4 (`gemmt_<f16|q4_0>[_glu]_tm<TN>`, sm_90a): 128 weight rows
+/// x TN (one of these) tokens per block, warp-specialised (a TMA producer warpgroup, two
+/// wgmma consumers), stages of 64 values.
+pub const GEMMTM_TN: [usize; 2] = [128, 256];
+pub const GEMMTM_WR: usize = 128;
+pub const GEMMTM_BK: usize = 64;
+pub const GEMMTM_THREADS: u32 = 384;
+/// The kernels' tensor-map parameter (`GtmMaps`: x, three weight maps, three scale maps,
+/// 128 bytes each).
+pub const GEMMTM_MAPS_BYTES: usize = 7 * 128;
+
+/// Dynamic shared memory of a section 4 launch (the kernel's `GtmCfg::SMEM`): stages of TN
+/// x rows plus 128 weight rows of 128 bytes (Q4_0: 128 x 32 quant bytes + 128 x 16 scale
+/// bytes), as many as fit 192 KiB up to 8, or the gate + up epilogue's [TN][132] floats if
+/// larger (the kernel reserves it whether or not it is gate + up), + 1024 to align.
+pub const fn gemmtm_shared_bytes(q4: bool, tn: usize) -> usize {
+    let w = if q4 { GEMMTM_WR * 48 } else { GEMMTM_WR * 128 };
+    let stage = tn * 128 + w;
+    let st = if 196608 / stage > 8 {
+        8
+    } else {
+        196608 / stage
+    };
+    let epi = tn * (GEMMTM_WR + 4) * 4;
+    (if st * stage > epi { st * stage } else { epi }) + 1024
+}
+
+/// The largest section 4 launch's dynamic shared memory (the opt-in set at load).
+pub const GEMMTM_MAX_SHARED_BYTES: usize = {
+    let mut m = 0;
+    let mut i = 0;
+    while i < 4 {
+        let b = gemmtm_shared_bytes(i & 1 == 1, GEMMTM_TN[i >> 1]);
+        if b > m {
+            m = b;
+        }
+        i += 1;
+    }
+    m
+};
+
+/// Whether a warpgroup-MMA launch (one [`gemmt_wgmma`] chose) takes section 4's TMA kernel
+/// instead of section 3's: on sm_90a, x in one part, the weights read as F16 (in place or
+/// decoded into the scratch: `kind` F16) or Q4_0 decoded in the loop (`kind` Q4_0), k a
+/// multiple of its 64-value stages (Q4_0: of 256, so that the scale rows' stride, k / 16
+/// bytes, is a multiple of the TMA's 16 bytes), and every product's rows (`seg_rows`; gate
+/// and up: the gate's rows) a positive multiple of 64 (a block's 64-row half then lies in one
+/// product). Its bits are section 3's (kernel-check's `tm` lines).
+pub fn gemmt_tm(
+    cc: (i32, i32),
+    parts: u32,
+    kind: QuantFormat,
+    k: usize,
+    seg_rows: &[usize],
+) -> bool {
+    let k_ok = match kind {
+        QuantFormat::F16 => k % GEMMTM_BK == 0,
+        QuantFormat::Q4_0 => k % 256 == 0,
+        _ => false,
+    };
+    cc == (9, 0)
+        && parts == 1
+        && k_ok
+        && k > 0
+        && !seg_rows.is_empty()
+        && seg_rows.iter().all(|&r| r > 0 && r % 64 == 0)
+}
+
+/// Whether `name` is a section 4 entry (`..._tm<TN>`).
+pub fn is_gemmtm_entry(name: &str) -> bool {
+    name.starts_with("gemmt_")
+        && name
+            .rsplit_once("_tm")
+            .is_some_and(|(_, tn)| !tn.is_empty() && tn.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Tokens per section 4 block for `n` tokens and `rows` tile rows in all (gate + up: twice
+/// the gate's rows): 256 when such a grid still has at least 96 blocks, else 128 (the rule
+/// of [`gemmw_tile_n`] with the roles swapped; on the H200 it picked the faster tile on
+/// every 8B product at 512 and 2048 tokens, research/notes/wgmma2/README.md), and only
+/// when n has 256 tokens: the host launches section 4 only with TN <= n, so that x's TMA box
+/// never exceeds x's rows (whether a box may be taller than its tensor is not settled here;
+/// the rows of a partial last tile past n are read as zeros either way).
+pub fn gemmtm_tile_n(n: usize, rows: usize) -> usize {
+    let blocks = n.div_ceil(GEMMTM_TN[1]) * rows.div_ceil(GEMMTM_WR);
+    if blocks >= 96 && n >= GEMMTM_TN[1] {
+        GEMMTM_TN[1]
+    } else {
+        GEMMTM_TN[0]
+    }
+}
+
 /// Token rows per tile for a launch over `n` tokens, `col_tiles` tiles of weight rows and x
 /// in `parts` parts on a device of `sms` multiprocessors (2 blocks each). Passes of at most
 /// 64 tokens: 64. Else, x in one part: 128; x in two parts: 128 when that grid fills the
@@ -326,5 +418,54 @@ mod tests {
         assert!(gemmt_in_place(QuantFormat::F16, 2));
         assert!(!gemmt_in_place(QuantFormat::Q8_0, 1));
         assert!(!gemmt_in_place(QuantFormat::F32, 2));
+    }
+
+    #[test]
+    fn tma_kernel_choice_tiles_and_shared_memory() {
+        use QuantFormat::{BF16, F16, Q4_0, Q8_0};
+        let qkv = [4096, 1024, 1024];
+        assert!(gemmt_tm((9, 0), 1, F16, 4096, &qkv));
+        assert!(gemmt_tm((9, 0), 1, Q4_0, 4096, &qkv));
+        assert!(gemmt_tm((9, 0), 1, Q4_0, 14336, &[4096]));
+        assert!(gemmt_tm((9, 0), 1, F16, 64, &[64]));
+        // k: stages of 64; Q4_0 scale rows of 16-byte multiples.
+        assert!(!gemmt_tm((9, 0), 1, F16, 96, &[64]));
+        assert!(!gemmt_tm((9, 0), 1, Q4_0, 896, &[896]));
+        assert!(gemmt_tm((9, 0), 1, F16, 896, &[896]));
+        assert!(!gemmt_tm((9, 0), 1, Q4_0, 0, &[64]));
+        // Rows: every product a positive multiple of 64.
+        assert!(!gemmt_tm((9, 0), 1, F16, 4096, &[4096, 1000, 1024]));
+        assert!(!gemmt_tm((9, 0), 1, F16, 4096, &[4096, 0]));
+        assert!(!gemmt_tm((9, 0), 1, F16, 4096, &[]));
+        assert!(!gemmt_tm((9, 0), 1, F16, 4096, &[32]));
+        // Formats, parts, devices.
+        for f in [BF16, Q8_0, QuantFormat::Q4_K, QuantFormat::F32] {
+            assert!(!gemmt_tm((9, 0), 1, f, 4096, &qkv), "{f}");
+        }
+        assert!(!gemmt_tm((9, 0), 2, F16, 4096, &qkv));
+        for cc in [(8, 0), (8, 9), (10, 0), (12, 0)] {
+            assert!(!gemmt_tm(cc, 1, F16, 4096, &qkv));
+        }
+        // Tiles: the H200's faster tile on the 8B products (512 tokens: o and down 128).
+        assert_eq!(gemmtm_tile_n(512, 6144), 256);
+        assert_eq!(gemmtm_tile_n(512, 4096), 128);
+        assert_eq!(gemmtm_tile_n(512, 2 * 14336), 256);
+        assert_eq!(gemmtm_tile_n(2048, 4096), 256);
+        assert_eq!(gemmtm_tile_n(65, 64), 128);
+        // 256 only with 256 tokens (the box of x within x), whatever the grid.
+        assert_eq!(gemmtm_tile_n(200, 2 * 14336), 128);
+        assert_eq!(gemmtm_tile_n(256, 2 * 14336), 256);
+        assert!(is_gemmtm_entry("gemmt_q4_0_glu_tm256"));
+        assert!(is_gemmtm_entry("gemmt_f16_tm128"));
+        assert!(!is_gemmtm_entry("gemmt_f16_w128"));
+        assert!(!is_gemmw_entry("gemmt_f16_tm128"));
+        assert!(!is_gemmtm_entry("gemmt_q4_0_glu_m128_p1"));
+        // GtmCfg: f16 TN 256 4 x 48 KiB, TN 128 6 x 32 KiB; Q4_0 5 x 38 KiB, 8 x 22 KiB.
+        assert_eq!(gemmtm_shared_bytes(false, 256), 4 * 49152 + 1024);
+        assert_eq!(gemmtm_shared_bytes(false, 128), 6 * 32768 + 1024);
+        assert_eq!(gemmtm_shared_bytes(true, 256), 5 * 38912 + 1024);
+        assert_eq!(gemmtm_shared_bytes(true, 128), 8 * 22528 + 1024);
+        assert_eq!(GEMMTM_MAX_SHARED_BYTES, 4 * 49152 + 1024);
+        const { assert!(GEMMTM_MAX_SHARED_BYTES + 128 <= 227 * 1024) };
     }
 }

@@ -31,6 +31,20 @@ pub enum MatvecKernel {
         format: QuantFormat,
         rows_per_warp: u32,
     },
+    /// The streamed one-token kernel (`matvec_<fmt>_wr_r<R>_d<D>`, gate + up:
+    /// `matvec_<fmt>_glu_wr_r<R>_d<D>`): [`MatvecKernel::MultiRow`]'s arithmetic per row (the
+    /// same bits), with each warp's weights streamed into shared memory by cp.async through
+    /// a ring of `depth` slots per thread, row groups of `rows_per_warp` rows (of both
+    /// matrices for `glu`) dealt round-robin to the warps of a persistent grid
+    /// ([`MatvecKernel::blocks`]), x staged once per block ([`MV_WR_XS`] floats per chunk).
+    /// One token, k a multiple of [`MV_WR_K_STEP`], formats of [`MV_WR_FORMATS`]
+    /// ([`choose_matvec`]).
+    Wr {
+        format: QuantFormat,
+        glu: bool,
+        rows_per_warp: u32,
+        depth: u32,
+    },
 }
 
 /// Most x chunks a matvec block stages per token group of `tokens_per_pass` tokens:
@@ -61,6 +75,67 @@ pub const fn mv_shared_bytes(tokens_per_pass: usize, k: usize) -> usize {
     }
 }
 
+/// Formats of the streamed one-token kernel ([`MatvecKernel::Wr`]): the planar layouts with
+/// one f16 scale per block of 32 values.
+pub const MV_WR_FORMATS: [QuantFormat; 2] = [QuantFormat::Q4_0, QuantFormat::Q8_0];
+
+/// Quant bytes per block of a format of [`MV_WR_FORMATS`] (formats.cuh's `F::QBYTES`).
+fn wr_quant_bytes(format: QuantFormat) -> Option<usize> {
+    match format {
+        QuantFormat::Q4_0 => Some(16),
+        QuantFormat::Q8_0 => Some(32),
+        _ => None,
+    }
+}
+
+/// Values of a row one step of the streamed kernel covers (32 lanes x 32 values): k must
+/// be a multiple.
+pub const MV_WR_K_STEP: usize = 1024;
+
+/// Floats per staged x chunk of the streamed kernel (matvec.cu's `MV_WR_XS`: the chunk's 32
+/// values and 4 pad words, so that every chunk is 16-byte aligned and 8 lanes reading 16
+/// bytes of 8 consecutive chunks hit 8 different bank groups).
+pub const MV_WR_XS: usize = 36;
+
+/// Shared memory per block besides the dynamic: the system's reservation (1 KiB on sm_80 and
+/// later) and the streamed kernel's static array (the norm's `MV_WARPS` doubles).
+const MV_WR_BLOCK_EXTRA: usize = 1024 + 8 * MV_WARPS as usize;
+
+/// Shared memory per SM of the devices the streamed kernel runs on: compute capability 9.0
+/// (H100 / H200, 228 KiB; where it was measured); `None` elsewhere.
+fn wr_shared_per_sm(cc: (i32, i32)) -> Option<usize> {
+    (cc == (9, 0)).then_some(228 * 1024)
+}
+
+/// The most dynamic shared memory of a streamed launch on a device of compute capability
+/// `cc` ([`MV_WR_BLOCKS_PER_SM`] blocks per SM; the limit set on the entry points when the
+/// module loads), or `None` where the streamed kernel does not run.
+pub fn mv_wr_max_shared_bytes(cc: (i32, i32)) -> Option<usize> {
+    wr_shared_per_sm(cc).map(|s| s / MV_WR_BLOCKS_PER_SM - MV_WR_BLOCK_EXTRA)
+}
+
+/// Dynamic shared memory of a streamed launch for rows of `k` values in `format` (one of
+/// [`MV_WR_FORMATS`]; matvec.cu's `matvec_wr_body`): x, k/32 chunks of [`MV_WR_XS`] floats;
+/// then per warp a ring of `depth` slots of `units` rows (`rows_per_warp`, twice for gate +
+/// up) x 32 lanes x (the chunk's quant bytes + the 4-byte word of its scale).
+pub fn mv_wr_shared_bytes(
+    format: QuantFormat,
+    glu: bool,
+    rows_per_warp: u32,
+    depth: u32,
+    k: usize,
+) -> usize {
+    let units = rows_per_warp as usize * if glu { 2 } else { 1 };
+    let chunk = wr_quant_bytes(format).unwrap_or(0) + 4;
+    k / 32 * MV_WR_XS * 4 + MV_WARPS as usize * depth as usize * units * 32 * chunk
+}
+
+/// Whether `name` is an entry point of the streamed kernel (its shared memory limit is set
+/// apart: [`mv_wr_max_shared_bytes`]).
+pub fn is_matvec_wr_entry(name: &str) -> bool {
+    name.starts_with("matvec_") && name.contains("_wr_r")
+}
+
 /// Whether a kernel taking `tokens_per_pass` token vectors per pass runs the batched body
 /// (the `_tb` entry points, `tok=` in the name, [`MV_BATCH_ROWS_PER_WARP`] /
 /// [`MV_BATCH_GLU_ROWS_PER_WARP`] rows per warp) rather than the one-token body.
@@ -77,6 +152,16 @@ impl MatvecKernel {
     pub fn entry(&self) -> String {
         let tb = |t: &u32| if batched_body(*t) { "_tb" } else { "" };
         match self {
+            MatvecKernel::Wr {
+                format,
+                glu,
+                rows_per_warp,
+                depth,
+            } => format!(
+                "matvec_{}{}_wr_r{rows_per_warp}_d{depth}",
+                format_suffix(*format),
+                if *glu { "_glu" } else { "" }
+            ),
             MatvecKernel::MultiRow {
                 format,
                 rows_per_warp,
@@ -107,7 +192,19 @@ impl MatvecKernel {
         match self {
             MatvecKernel::MultiRow { rows_per_warp, .. }
             | MatvecKernel::GluMultiRow { rows_per_warp, .. }
-            | MatvecKernel::Pair { rows_per_warp, .. } => (*rows_per_warp * MV_WARPS) as usize,
+            | MatvecKernel::Pair { rows_per_warp, .. }
+            | MatvecKernel::Wr { rows_per_warp, .. } => (*rows_per_warp * MV_WARPS) as usize,
+        }
+    }
+
+    /// Blocks of a launch over `rows` rows on `dev`: one per [`MatvecKernel::rows_per_block`]
+    /// rows, at most [`MV_WR_BLOCKS_PER_SM`] per SM for the persistent streamed kernel (its
+    /// warps then walk the row groups round-robin; the grid changes no bit).
+    pub fn blocks(&self, rows: usize, dev: &DeviceFacts) -> usize {
+        let need = rows.div_ceil(self.rows_per_block());
+        match self {
+            MatvecKernel::Wr { .. } => need.min(dev.sm_count as usize * MV_WR_BLOCKS_PER_SM),
+            _ => need,
         }
     }
 
@@ -120,13 +217,21 @@ impl MatvecKernel {
             | MatvecKernel::GluMultiRow {
                 tokens_per_pass, ..
             } => *tokens_per_pass as usize,
-            MatvecKernel::Pair { .. } => 1,
+            MatvecKernel::Pair { .. } | MatvecKernel::Wr { .. } => 1,
         }
     }
 
     /// Dynamic shared memory of a launch of this kernel for rows of `k` values.
     pub fn shared_bytes(&self, k: usize) -> usize {
-        mv_shared_bytes(self.tokens_per_pass(), k)
+        match *self {
+            MatvecKernel::Wr {
+                format,
+                glu,
+                rows_per_warp,
+                depth,
+            } => mv_wr_shared_bytes(format, glu, rows_per_warp, depth, k),
+            _ => mv_shared_bytes(self.tokens_per_pass(), k),
+        }
     }
 }
 
@@ -176,6 +281,17 @@ impl std::fmt::Display for MatvecKernel {
                 "matvec_{}/pair-multi-row(r={rows_per_warp},warps={MV_WARPS})",
                 format_suffix(*format)
             ),
+            MatvecKernel::Wr {
+                format,
+                glu,
+                rows_per_warp,
+                depth,
+            } => write!(
+                f,
+                "matvec_{}/{}wr(r={rows_per_warp},d={depth},warps={MV_WARPS})",
+                format_suffix(*format),
+                if *glu { "glu-" } else { "" }
+            ),
         }
     }
 }
@@ -212,25 +328,70 @@ pub fn matvec_tokens_per_pass(ntok: usize) -> u32 {
     if ntok <= 1 { 1 } else { MV_BATCH_TOK as u32 }
 }
 
-/// Choose the matvec kernel for a `rows x k` weight in `format` applied to `ntok` vectors.
-/// Several tokens take the batched entry points (2 rows per warp: each staged x value
-/// read from shared memory serves two rows' multiply-adds; gate/up: 1 row of each).
+/// Choose the matvec kernel for a `rows x k` weight in `format` applied to `ntok` vectors
+/// (the epilogues without gate + up: bias, residual, a folded RMSNorm, none of which
+/// changes the choice). One token takes the streamed kernel where [`choose_matvec_wr`]
+/// does (`wr`: its override, `ASSAY_MV_WR`). Several tokens take the batched entry points
+/// (2 rows per warp: each staged x value read from shared memory serves two rows'
+/// multiply-adds; gate/up: 1 row of each).
 pub fn choose_matvec(
     format: QuantFormat,
     rows: usize,
     k: usize,
     ntok: usize,
     dev: &DeviceFacts,
+    wr: Option<bool>,
 ) -> Result<MatvecKernel, CudaError> {
     let (rows_per_warp, tokens_per_pass) =
         matvec_grouping(format, rows, k, ntok, MV_BATCH_ROWS_PER_WARP[0], || {
             matvec_rows_per_warp(rows, dev.sm_count).min(one_token_rows_cap(format))
         })?;
-    Ok(MatvecKernel::MultiRow {
-        format,
-        rows_per_warp,
-        tokens_per_pass,
-    })
+    Ok(
+        choose_matvec_wr(format, rows, k, ntok, false, dev, wr).unwrap_or(MatvecKernel::MultiRow {
+            format,
+            rows_per_warp,
+            tokens_per_pass,
+        }),
+    )
+}
+
+/// The streamed one-token kernel ([`MatvecKernel::Wr`]) for a product of a `rows x k`
+/// weight in `format` (two of them for `glu`, gate + up) on `ntok` vectors, on a shape that
+/// [`check_matvec`] accepted, or `None` for today's entry points. Its requirements: one
+/// token, k a multiple of [`MV_WR_K_STEP`], a format of [`MV_WR_FORMATS`], a device that
+/// runs it ([`mv_wr_max_shared_bytes`]) and a ring that fits: the deepest of
+/// [`MV_WR_RD`] ([`MV_WR_GLU_RD`]) whose shared memory leaves room for
+/// [`MV_WR_BLOCKS_PER_SM`] blocks per SM. Where they hold, `wr` decides: `Some(false)`
+/// never, `Some(true)` always, `None` (the default) when the launch has at least 3/4 of a
+/// block per SM (`rows / (rows per warp x MV_WARPS)` blocks): measured on the H200 (132 SMs,
+/// research/notes/matvec/), Llama-3.1-8B's gate + up (1792 blocks), down and q / o (128
+/// blocks each) gain (30.9 -> 25.7, 20.9 -> 14.4, 7.1 -> 6.1 us) while k (32 blocks: most
+/// SMs idle) loses (3.3 -> 5.1 us).
+fn choose_matvec_wr(
+    format: QuantFormat,
+    rows: usize,
+    k: usize,
+    ntok: usize,
+    glu: bool,
+    dev: &DeviceFacts,
+    wr: Option<bool>,
+) -> Option<MatvecKernel> {
+    let max = mv_wr_max_shared_bytes(dev.compute_capability)?;
+    if wr == Some(false) || ntok != 1 || k % MV_WR_K_STEP != 0 || !MV_WR_FORMATS.contains(&format) {
+        return None;
+    }
+    let configs: &[(u32, u32)] = if glu { &MV_WR_GLU_RD } else { &MV_WR_RD };
+    let kernel = configs
+        .iter()
+        .map(|&(rows_per_warp, depth)| MatvecKernel::Wr {
+            format,
+            glu,
+            rows_per_warp,
+            depth,
+        })
+        .find(|c| c.shared_bytes(k) <= max)?;
+    let blocks = rows.div_ceil(kernel.rows_per_block());
+    (wr == Some(true) || 4 * blocks >= 3 * dev.sm_count as usize).then_some(kernel)
 }
 
 /// What [`choose_matvec`] and [`choose_matvec_glu`] share: the shape checks
@@ -281,24 +442,30 @@ fn check_matvec(format: QuantFormat, rows: usize, k: usize, ntok: usize) -> Resu
     Ok(())
 }
 
-/// Choose the fused gate/up kernel for two `rows x k` weights in `format`: the rows per
-/// warp of [`choose_matvec`] for `2 * rows` rows (each warp reads two matrices), at most 2.
+/// Choose the fused gate/up kernel for two `rows x k` weights in `format`: the streamed
+/// kernel where [`choose_matvec_wr`] takes it (`wr`: its override), else the rows per warp
+/// of [`choose_matvec`] for `2 * rows` rows (each warp reads two matrices), at most 2.
 pub fn choose_matvec_glu(
     format: QuantFormat,
     rows: usize,
     k: usize,
     ntok: usize,
     dev: &DeviceFacts,
+    wr: Option<bool>,
 ) -> Result<MatvecKernel, CudaError> {
     let (rows_per_warp, tokens_per_pass) =
         matvec_grouping(format, rows, k, ntok, MV_BATCH_GLU_ROWS_PER_WARP[0], || {
             matvec_rows_per_warp(2 * rows, dev.sm_count).min(one_token_rows_cap(format) / 2)
         })?;
-    Ok(MatvecKernel::GluMultiRow {
-        format,
-        rows_per_warp,
-        tokens_per_pass,
-    })
+    Ok(
+        choose_matvec_wr(format, rows, k, ntok, true, dev, wr).unwrap_or(
+            MatvecKernel::GluMultiRow {
+                format,
+                rows_per_warp,
+                tokens_per_pass,
+            },
+        ),
+    )
 }
 
 /// Choose the two-matrix kernel for two `rows x k` weights in `format` on one x, if there is
@@ -338,20 +505,20 @@ mod tests {
         let dev = H200;
         for f in [QuantFormat::F32, QuantFormat::F16, QuantFormat::BF16] {
             let MatvecKernel::MultiRow { rows_per_warp, .. } =
-                choose_matvec(f, 128_256, 4096, 1, &dev).unwrap()
+                choose_matvec(f, 128_256, 4096, 1, &dev, None).unwrap()
             else {
                 panic!("multi-row")
             };
             assert_eq!(rows_per_warp, 2, "{f}");
             let MatvecKernel::GluMultiRow { rows_per_warp, .. } =
-                choose_matvec_glu(f, 14_336, 4096, 1, &dev).unwrap()
+                choose_matvec_glu(f, 14_336, 4096, 1, &dev, None).unwrap()
             else {
                 panic!("glu")
             };
             assert_eq!(rows_per_warp, 1, "{f}");
         }
         let MatvecKernel::MultiRow { rows_per_warp, .. } =
-            choose_matvec(QuantFormat::Q4_0, 128_256, 4096, 1, &dev).unwrap()
+            choose_matvec(QuantFormat::Q4_0, 128_256, 4096, 1, &dev, Some(false)).unwrap()
         else {
             panic!("multi-row")
         };
@@ -361,7 +528,7 @@ mod tests {
     #[test]
     fn matvec_choice() {
         for dev in [H200, RTX] {
-            let c = choose_matvec(QuantFormat::Q4_K, 896, 4864, 1, &dev).unwrap();
+            let c = choose_matvec(QuantFormat::Q4_K, 896, 4864, 1, &dev, None).unwrap();
             assert_eq!(
                 c,
                 MatvecKernel::MultiRow {
@@ -375,11 +542,21 @@ mod tests {
         }
         // Llama-3.1-8B on the H200 (132 SMs): k/v 1024 rows -> 1, q/o/down 4096 -> 2,
         // gate/up 14336 and the head -> 4; the same rows on a smaller GPU share more.
-        let r = |rows, dev: &DeviceFacts| match choose_matvec(QuantFormat::Q4_0, rows, 4096, 1, dev)
-            .unwrap()
+        // (Today's entry points: the streamed kernel is kept out, `Some(false)`.)
+        let r = |rows, dev: &DeviceFacts| match choose_matvec(
+            QuantFormat::Q4_0,
+            rows,
+            4096,
+            1,
+            dev,
+            Some(false),
+        )
+        .unwrap()
         {
             MatvecKernel::MultiRow { rows_per_warp, .. } => rows_per_warp,
-            MatvecKernel::GluMultiRow { .. } | MatvecKernel::Pair { .. } => 0,
+            MatvecKernel::GluMultiRow { .. }
+            | MatvecKernel::Pair { .. }
+            | MatvecKernel::Wr { .. } => 0,
         };
         assert_eq!(r(1024, &H200), 1);
         assert_eq!(r(4096, &H200), 2);
@@ -388,7 +565,7 @@ mod tests {
         assert_eq!(r(4096, &RTX), 4);
         assert_eq!(r(2048, &RTX), 2);
         assert_eq!(r(1, &RTX), 1);
-        let c = choose_matvec(QuantFormat::Q4_0, 4096, 4096, 1, &H200).unwrap();
+        let c = choose_matvec(QuantFormat::Q4_0, 4096, 4096, 1, &H200, Some(false)).unwrap();
         assert_eq!(c.rows_per_block(), 16);
         assert_eq!(c.entry(), "matvec_q4_0_r2");
         // Shared memory: one tile of k/32 chunks of 33 floats, capped at MV_TILE chunks.
@@ -396,7 +573,7 @@ mod tests {
         assert_eq!(c.shared_bytes(1 << 20), MV_MAX_SHARED_BYTES);
         // Gate/up pairs: at most 2 rows of each matrix per warp; 14336-row gate/up on the
         // H200 -> 2, a small MLP -> 1; the same shape checks as a single matvec.
-        let g = choose_matvec_glu(QuantFormat::Q4_K, 14336, 4096, 1, &H200).unwrap();
+        let g = choose_matvec_glu(QuantFormat::Q4_K, 14336, 4096, 1, &H200, None).unwrap();
         assert_eq!(
             g,
             MatvecKernel::GluMultiRow {
@@ -408,26 +585,44 @@ mod tests {
         assert_eq!(g.entry(), "matvec_q4_k_glu_r2");
         assert_eq!(g.to_string(), "matvec_q4_k/glu-multi-row(r=2,warps=8)");
         assert_eq!(g.rows_per_block(), 16);
-        let g = choose_matvec_glu(QuantFormat::Q8_0, 1024, 512, 1, &H200).unwrap();
+        let g = choose_matvec_glu(QuantFormat::Q8_0, 1024, 512, 1, &H200, None).unwrap();
         assert_eq!(g.entry(), "matvec_q8_0_glu_r1");
-        assert!(choose_matvec_glu(QuantFormat::Q4_K, 64, 896, 1, &H200).is_err());
+        assert!(choose_matvec_glu(QuantFormat::Q4_K, 64, 896, 1, &H200, None).is_err());
         assert!(
-            choose_matvec_glu(QuantFormat::Q8_0, 64, 512, MV_LAUNCH_MAX_TOK + 1, &H200).is_err()
+            choose_matvec_glu(
+                QuantFormat::Q8_0,
+                64,
+                512,
+                MV_LAUNCH_MAX_TOK + 1,
+                &H200,
+                None
+            )
+            .is_err()
         );
         // K-quant rows must be whole super-blocks; 32-blocks must be whole too.
         assert!(matches!(
-            choose_matvec(QuantFormat::Q4_K, 8, 896, 1, &H200),
+            choose_matvec(QuantFormat::Q4_K, 8, 896, 1, &H200, None),
             Err(CudaError::Shape { .. })
         ));
-        assert!(choose_matvec(QuantFormat::Q8_0, 8, 896, 8, &H200).is_ok());
-        assert!(choose_matvec(QuantFormat::Q8_0, 8, 896, MV_LAUNCH_MAX_TOK + 1, &H200).is_err());
+        assert!(choose_matvec(QuantFormat::Q8_0, 8, 896, 8, &H200, None).is_ok());
+        assert!(
+            choose_matvec(
+                QuantFormat::Q8_0,
+                8,
+                896,
+                MV_LAUNCH_MAX_TOK + 1,
+                &H200,
+                None
+            )
+            .is_err()
+        );
         // Up to MV_LAUNCH_MAX_TOK rows in one launch of the batched entry points.
-        let c = choose_matvec(QuantFormat::Q8_0, 8, 896, MV_LAUNCH_MAX_TOK, &H200).unwrap();
+        let c = choose_matvec(QuantFormat::Q8_0, 8, 896, MV_LAUNCH_MAX_TOK, &H200, None).unwrap();
         assert_eq!(c.tokens_per_pass(), MV_BATCH_TOK);
-        assert!(choose_matvec(QuantFormat::Q8_0, 8, 896, 0, &H200).is_err());
-        assert!(choose_matvec(QuantFormat::F32, 8, 40, 1, &H200).is_err());
+        assert!(choose_matvec(QuantFormat::Q8_0, 8, 896, 0, &H200, None).is_err());
+        assert!(choose_matvec(QuantFormat::F32, 8, 40, 1, &H200, None).is_err());
         assert!(matches!(
-            choose_matvec(QuantFormat::Q3_K, 8, 256, 1, &H200),
+            choose_matvec(QuantFormat::Q3_K, 8, 256, 1, &H200, None),
             Err(CudaError::UnsupportedFormat { .. })
         ));
     }
@@ -439,7 +634,7 @@ mod tests {
         for n in 2..=MV_MAX_TOK {
             assert_eq!(matvec_tokens_per_pass(n), MV_BATCH_TOK as u32);
         }
-        let c = choose_matvec(QuantFormat::Q4_0, 4096, 4096, 8, &H200).unwrap();
+        let c = choose_matvec(QuantFormat::Q4_0, 4096, 4096, 8, &H200, None).unwrap();
         assert_eq!(
             c,
             MatvecKernel::MultiRow {
@@ -452,13 +647,13 @@ mod tests {
         assert_eq!(c.to_string(), "matvec_q4_0/multi-row(r=2,warps=8,tok=8)");
         assert_eq!(c.tokens_per_pass(), 8);
         // 2 rows per warp when batched, whatever the rows (k/v rows would take 1 alone).
-        let c = choose_matvec(QuantFormat::Q4_0, 1024, 4096, 3, &H200).unwrap();
+        let c = choose_matvec(QuantFormat::Q4_0, 1024, 4096, 3, &H200, None).unwrap();
         assert_eq!(c.entry(), "matvec_q4_0_tb_r2");
-        let c = choose_matvec(QuantFormat::Q6_K, 128256, 4096, 5, &H200).unwrap();
+        let c = choose_matvec(QuantFormat::Q6_K, 128256, 4096, 5, &H200, None).unwrap();
         assert_eq!(c.entry(), "matvec_q6_k_tb_r2");
-        let g = choose_matvec_glu(QuantFormat::Q8_0, 1024, 512, 3, &H200).unwrap();
+        let g = choose_matvec_glu(QuantFormat::Q8_0, 1024, 512, 3, &H200, None).unwrap();
         assert_eq!(g.entry(), "matvec_q8_0_glu_tb_r1");
-        let g = choose_matvec_glu(QuantFormat::Q4_0, 14336, 4096, 8, &H200).unwrap();
+        let g = choose_matvec_glu(QuantFormat::Q4_0, 14336, 4096, 8, &H200, None).unwrap();
         assert_eq!(g.entry(), "matvec_q4_0_glu_tb_r1");
         assert_eq!(
             g.to_string(),
@@ -474,8 +669,8 @@ mod tests {
             for rows in [1, 67, 1024, 4096, 14336, 128256] {
                 for n in (1..=MV_MAX_TOK).chain([MV_LAUNCH_MAX_TOK]) {
                     for dev in [H200, RTX] {
-                        let a = choose_matvec(f, rows, unit * 4, n, &dev).unwrap();
-                        let b = choose_matvec_glu(f, rows, unit * 4, n, &dev).unwrap();
+                        let a = choose_matvec(f, rows, unit * 4, n, &dev, None).unwrap();
+                        let b = choose_matvec_glu(f, rows, unit * 4, n, &dev, None).unwrap();
                         assert!(listed.contains(&a.entry()), "{}", a.entry());
                         assert!(listed.contains(&b.entry()), "{}", b.entry());
                         assert!(a.shared_bytes(unit * 4) <= MV_MAX_SHARED_BYTES);
@@ -521,12 +716,183 @@ mod tests {
     }
 
     #[test]
+    fn streamed_kernel_at_llama_8b_shapes_on_the_h200() {
+        let q4 = QuantFormat::Q4_0;
+        let wr = |glu, r, d| MatvecKernel::Wr {
+            format: q4,
+            glu,
+            rows_per_warp: r,
+            depth: d,
+        };
+        // gate + up 2 x 14336 x 4096: 1 row of each per warp, 6 slots.
+        let g = choose_matvec_glu(q4, 14336, 4096, 1, &H200, None).unwrap();
+        assert_eq!(g, wr(true, 1, 6));
+        assert_eq!(g.entry(), "matvec_q4_0_glu_wr_r1_d6");
+        assert_eq!(g.to_string(), "matvec_q4_0/glu-wr(r=1,d=6,warps=8)");
+        // x 18 KB + ring 8 warps x 6 slots x 2 units x 32 lanes x 20 bytes = 78 KB.
+        assert_eq!(g.shared_bytes(4096), 128 * 36 * 4 + 8 * 6 * 2 * 32 * 20);
+        assert_eq!(g.blocks(14336, &H200), 264);
+        assert_eq!(g.tokens_per_pass(), 1);
+        // q / o 4096 x 4096: 4 rows per warp, 3 slots; 128 blocks of 32 rows.
+        let q = choose_matvec(q4, 4096, 4096, 1, &H200, None).unwrap();
+        assert_eq!(q, wr(false, 4, 3));
+        assert_eq!(q.entry(), "matvec_q4_0_wr_r4_d3");
+        assert_eq!(q.to_string(), "matvec_q4_0/wr(r=4,d=3,warps=8)");
+        assert_eq!(q.blocks(4096, &H200), 128);
+        // down 4096 x 14336: 63 KB of x leave room for 2 slots only (3 would make 123 KB,
+        // one block per SM).
+        let d = choose_matvec(q4, 4096, 14336, 1, &H200, None).unwrap();
+        assert_eq!(d, wr(false, 4, 2));
+        assert_eq!(d.shared_bytes(14336), 448 * 36 * 4 + 8 * 2 * 4 * 32 * 20);
+        assert!(wr(false, 4, 3).shared_bytes(14336) > mv_wr_max_shared_bytes((9, 0)).unwrap());
+        // k / v 1024 x 4096: 32 blocks of 4 rows per warp leave most SMs idle: today's
+        // kernel, unless forced.
+        let k = choose_matvec(q4, 1024, 4096, 1, &H200, None).unwrap();
+        assert_eq!(k.entry(), "matvec_q4_0_r1");
+        assert_eq!(
+            choose_matvec(q4, 1024, 4096, 1, &H200, Some(true)).unwrap(),
+            wr(false, 4, 3)
+        );
+        // 3/4 of a block per SM: 99 blocks of 32 rows on 132 SMs.
+        assert_eq!(
+            choose_matvec(q4, 99 * 32, 4096, 1, &H200, None).unwrap(),
+            wr(false, 4, 3)
+        );
+        assert_eq!(
+            choose_matvec(q4, 98 * 32, 4096, 1, &H200, None)
+                .unwrap()
+                .entry(),
+            "matvec_q4_0_r1"
+        );
+        // The output head (Q4_0): many row groups per warp in a grid of 2 blocks per SM.
+        let h = choose_matvec(q4, 128_256, 4096, 1, &H200, None).unwrap();
+        assert_eq!(h, wr(false, 4, 3));
+        assert_eq!(h.blocks(128_256, &H200), 264);
+        // ASSAY_MV_WR=0: today's entry points everywhere.
+        assert_eq!(
+            choose_matvec_glu(q4, 14336, 4096, 1, &H200, Some(false))
+                .unwrap()
+                .entry(),
+            "matvec_q4_0_glu_r2"
+        );
+        assert_eq!(
+            choose_matvec(q4, 4096, 14336, 1, &H200, Some(false))
+                .unwrap()
+                .entry(),
+            "matvec_q4_0_r2"
+        );
+        // Q8_0 (32 quant bytes per chunk): the shallower rings.
+        let q8 = choose_matvec(QuantFormat::Q8_0, 4096, 4096, 1, &H200, None).unwrap();
+        assert_eq!(q8.entry(), "matvec_q8_0_wr_r4_d2");
+        let g8 = choose_matvec_glu(QuantFormat::Q8_0, 14336, 4096, 1, &H200, None).unwrap();
+        assert_eq!(g8.entry(), "matvec_q8_0_glu_wr_r1_d4");
+    }
+
+    #[test]
+    fn streamed_kernel_requirements_fall_back_to_todays_entry_points() {
+        let q4 = QuantFormat::Q4_0;
+        for wr in [None, Some(true)] {
+            // Several tokens, k not a multiple of 1024, other formats, other devices.
+            let c = choose_matvec(q4, 4096, 4096, 2, &H200, wr).unwrap();
+            assert_eq!(c.entry(), "matvec_q4_0_tb_r2");
+            let c = choose_matvec(q4, 4096, 4096 + 32, 1, &H200, wr).unwrap();
+            assert_eq!(c.entry(), "matvec_q4_0_r2");
+            let c = choose_matvec(QuantFormat::Q4_K, 4096, 4096, 1, &H200, wr).unwrap();
+            assert_eq!(c.entry(), "matvec_q4_k_r2");
+            let c = choose_matvec(QuantFormat::Q6_K, 128_256, 4096, 1, &H200, wr).unwrap();
+            assert_eq!(c.entry(), "matvec_q6_k_r4");
+            let c = choose_matvec_glu(q4, 14336, 4096, 1, &RTX, wr).unwrap();
+            assert_eq!(c.entry(), "matvec_q4_0_glu_r2");
+            for cc in [(8, 0), (8, 9), (10, 0), (12, 0)] {
+                let dev = DeviceFacts {
+                    compute_capability: cc,
+                    sm_count: 132,
+                };
+                assert!(!matches!(
+                    choose_matvec(q4, 4096, 4096, 1, &dev, wr).unwrap(),
+                    MatvecKernel::Wr { .. }
+                ));
+                assert_eq!(mv_wr_max_shared_bytes(cc), None);
+            }
+            // No ring leaves room for 2 blocks per SM: x alone would take 144 KB.
+            let c = choose_matvec(q4, 4096, 32768, 1, &H200, wr).unwrap();
+            assert_eq!(c.entry(), "matvec_q4_0_r2");
+            // Q8_0's down: its rings do not fit beside 63 KB of x.
+            let c = choose_matvec(QuantFormat::Q8_0, 4096, 14336, 1, &H200, wr).unwrap();
+            assert_eq!(c.entry(), "matvec_q8_0_r2");
+            // The shape checks come first.
+            assert!(choose_matvec(q4, 4096, 0, 1, &H200, wr).is_err());
+            assert!(choose_matvec(q4, 0, 4096, 1, &H200, wr).is_err());
+        }
+    }
+
+    #[test]
+    fn every_streamed_choice_is_listed_and_fits() {
+        use crate::cuda::sources::Family;
+        let listed = Family::Matvec.entry_points();
+        let max = mv_wr_max_shared_bytes((9, 0)).unwrap();
+        // Two blocks of it per SM: 228 KiB / 2 less the system's 1 KiB and the norm's
+        // 64 bytes.
+        assert_eq!(max, 228 * 1024 / 2 - 1024 - 64);
+        let mut seen = std::collections::BTreeSet::new();
+        for f in MV_WR_FORMATS {
+            for k in (1..=16).map(|m| m * MV_WR_K_STEP) {
+                for rows in [1, 67, 4096, 14336] {
+                    let cs = [
+                        choose_matvec(f, rows, k, 1, &H200, Some(true)).unwrap(),
+                        choose_matvec_glu(f, rows, k, 1, &H200, Some(true)).unwrap(),
+                    ];
+                    for c in cs {
+                        if let MatvecKernel::Wr { .. } = c {
+                            assert!(listed.contains(&c.entry()), "{}", c.entry());
+                            assert!(is_matvec_wr_entry(&c.entry()));
+                            assert!(c.shared_bytes(k) <= max, "{c} k={k}");
+                            seen.insert(c.entry());
+                        }
+                    }
+                }
+            }
+        }
+        // Every streamed entry point is reachable, and only they are streamed entries.
+        let wr: Vec<&String> = listed.iter().filter(|e| is_matvec_wr_entry(e)).collect();
+        assert_eq!(wr.len(), seen.len());
+        assert_eq!(
+            wr.len(),
+            MV_WR_FORMATS.len() * (MV_WR_RD.len() + MV_WR_GLU_RD.len())
+        );
+        assert!(!is_matvec_wr_entry("matvec_q4_0_r2") && !is_matvec_wr_entry("matvec_q4_0_glu_r1"));
+        // The kernel's constants are these ones.
+        let mv = crate::cuda::sources::source("matvec.cu").unwrap();
+        assert!(mv.contains(&format!("#define MV_WR_XS {MV_WR_XS}\n")));
+        assert!(mv.contains(&format!("#define MV_WR_MINB {MV_WR_BLOCKS_PER_SM}\n")));
+        for (r, d) in MV_WR_RD {
+            assert!(mv.contains(&format!("    ASSAY_MATVEC_WR_R(name, F, {r}, {d})")));
+        }
+        for (r, d) in MV_WR_GLU_RD {
+            assert!(mv.contains(&format!("    ASSAY_MATVEC_GLU_WR_R(name, F, {r}, {d})")));
+        }
+        let fmts = crate::cuda::sources::source("common/formats.cuh").unwrap();
+        for (f, name) in [
+            (QuantFormat::Q4_0, "FmtQ4_0"),
+            (QuantFormat::Q8_0, "FmtQ8_0"),
+        ] {
+            let body = &fmts[fmts.find(&format!("struct {name} {{")).unwrap()..];
+            let body = &body[..body.find("\n};").unwrap()];
+            let qb = wr_quant_bytes(f).unwrap();
+            assert!(
+                body.contains(&format!("static constexpr int QBYTES = {qb};")),
+                "{f}"
+            );
+        }
+    }
+
+    #[test]
     fn the_q6_k_head_is_the_plain_r4_entry_point() {
         let h200 = DeviceFacts {
             compute_capability: (9, 0),
             sm_count: 132,
         };
-        let c = choose_matvec(QuantFormat::Q6_K, 128_256, 4096, 1, &h200).unwrap();
+        let c = choose_matvec(QuantFormat::Q6_K, 128_256, 4096, 1, &h200, None).unwrap();
         assert_eq!(c.entry(), "matvec_q6_k_r4");
         assert_eq!(c.to_string(), "matvec_q6_k/multi-row(r=4,warps=8)");
         // Every one-token entry point is one of the family's plain names.
