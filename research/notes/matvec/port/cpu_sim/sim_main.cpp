@@ -2,7 +2,8 @@
 // today's one-token entry points on the CPU (shim_pre.h / shim_post.h, the sources made one
 // C++ file by gen.py; run.sh builds and runs it) and compares every output bit for bit: Q4_0
 // and Q8_0, every epilogue, odd row counts, several grids, cp.async copies landing at issue
-// or as late as wait_group allows. `sim quick` skips some shapes and grids.
+// or as late as wait_group allows. `sim quick` skips some shapes and grids. `sim seg [quick]`:
+// the segmented entry points (matvec_<fmt>_seg3_wr_r4_d<D>, q / k / v in one launch) only.
 #include GEN
 #include <cstdio>
 #include <thread>
@@ -174,7 +175,85 @@ static void run_shape(const Fmt& F, int rows, int k, bool quick) {
     }
 }
 
+// The segmented entry points (matvec_<fmt>_seg3_wr_r4_d<D>: q, k and v in one streamed
+// launch): each matrix's rows against that matrix alone in today's r1 entry point, bit for
+// bit, for every grid from 1 block to one warp per row group, copies landing at issue or late.
+typedef void (*SegFn)(const u8*, const u8*, const u8*, const float*, const float*, const float*,
+                      const float*, float*, float*, float*, int, int, int, int, const float*,
+                      float, float);
+
+static void run_seg(const Fmt& F, const SegFn seg[2], const int rows[3], int k, bool quick) {
+    std::vector<u8> w[3];
+    std::vector<float> bias[3];
+    for (int s = 0; s < 3; s++) {
+        w[s] = make_mat(rows[s], k, F.qb);
+        bias[s].resize(rows[s]);
+        for (float& v : bias[s]) v = unif();
+    }
+    std::vector<float> x(k), nw(k);
+    for (float& v : x) v = unif();
+    for (float& v : nw) v = 1.f + 0.1f * unif();
+    const u64 rb = (u64)(k / 32) * (F.qb + 2);
+    for (const PlainEpi& e : PLAIN) {
+        if (e.res) continue;  // no residual in the segmented launch
+        std::vector<float> want[3];
+        for (int s = 0; s < 3; s++) {
+            want[s].assign(rows[s], NAN);
+            launch(F.today[0], (rows[s] + MV_WARPS - 1) / MV_WARPS, today_smem(k), w[s].data(), rb,
+                   (const float*)x.data(), e.bias ? (const float*)bias[s].data() : nullptr,
+                   (const float*)nullptr, want[s].data(), rows[s], k, 1,
+                   e.norm ? (const float*)nw.data() : nullptr, 1e-5f, e.w_off);
+        }
+        for (int c = 0; c < 2; c++) {
+            int groups = 0;
+            for (int s = 0; s < 3; s++) groups += (rows[s] + WR_R[c] - 1) / WR_R[c];
+            const int dflt = std::min((groups + MV_WARPS - 1) / MV_WARPS, 8);
+            for (int late = 0; late < 2; late++)
+                for (int g : {1, 2, 3, dflt}) {
+                    if (quick && (g == 2 || g == 3)) continue;
+                    sim::late = late;
+                    std::vector<float> y[3];
+                    for (int s = 0; s < 3; s++) y[s].assign(rows[s], NAN);
+                    const float* b[3];
+                    for (int s = 0; s < 3; s++) b[s] = e.bias ? bias[s].data() : nullptr;
+                    launch(seg[c], g, wr_smem(F.qb, WR_R[c], WR_D[c], k), (const u8*)w[0].data(),
+                           (const u8*)w[1].data(), (const u8*)w[2].data(), (const float*)x.data(),
+                           b[0], b[1], b[2], y[0].data(), y[1].data(), y[2].data(), rows[0], rows[1],
+                           rows[2], k, e.norm ? (const float*)nw.data() : nullptr, 1e-5f, e.w_off);
+                    for (int s = 0; s < 3; s++) {
+                        char what[256];
+                        snprintf(what, sizeof what,
+                                 "%s rows %d+%d+%d k %d %s: seg3 r%d d%d grid %d late %d, matrix %d",
+                                 F.name, rows[0], rows[1], rows[2], k, e.name, WR_R[c], WR_D[c], g,
+                                 late, s);
+                        check(what, y[s], want[s]);
+                    }
+                }
+        }
+    }
+}
+
 int main(int argc, char** argv) {
+    // `sim seg [quick]`: the segmented entry points only.
+    if (argc > 1 && strcmp(argv[1], "seg") == 0) {
+        const bool quick = argc > 2;
+        const Fmt fmts[2] = {
+            {"q4_0", 16, {matvec_q4_0_r1, matvec_q4_0_r2, matvec_q4_0_r4}, matvec_q4_0_glu_r1,
+             {matvec_q4_0_wr_r4_d3, matvec_q4_0_wr_r4_d2}, {matvec_q4_0_glu_wr_r1_d6, matvec_q4_0_glu_wr_r1_d4}},
+            {"q8_0", 32, {matvec_q8_0_r1, matvec_q8_0_r2, matvec_q8_0_r4}, matvec_q8_0_glu_r1,
+             {matvec_q8_0_wr_r4_d3, matvec_q8_0_wr_r4_d2}, {matvec_q8_0_glu_wr_r1_d6, matvec_q8_0_glu_wr_r1_d4}},
+        };
+        const SegFn segs[2][2] = {{matvec_q4_0_seg3_wr_r4_d3, matvec_q4_0_seg3_wr_r4_d2},
+                                  {matvec_q8_0_seg3_wr_r4_d3, matvec_q8_0_seg3_wr_r4_d2}};
+        // Rows not multiples of 4 (groups padded per matrix), a one-row matrix, a matrix of
+        // fewer rows than a group; more groups than a small grid's warps.
+        const int shapes[3][4] = {{13, 5, 3, 1024}, {37, 9, 1, 2048}, {64, 16, 16, 1024}};
+        for (int f = 0; f < 2; f++)
+            for (int i = 0; i < (quick ? 2 : 3); i++)
+                run_seg(fmts[f], segs[f], shapes[i], shapes[i][3], quick);
+        printf("%d passed, %d failed\n", g_runs - g_fail, g_fail);
+        return g_fail != 0;
+    }
     const bool quick = argc > 1;
     const Fmt fmts[2] = {
         {"q4_0", 16, {matvec_q4_0_r1, matvec_q4_0_r2, matvec_q4_0_r4}, matvec_q4_0_glu_r1,
