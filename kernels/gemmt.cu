@@ -22,9 +22,10 @@
 //    only), or act(gate) * up.
 // 3. / 4. On sm_90a with x in one part, the same GEMM on the warpgroup MMA:
 //    `gemmt_<kind>[_glu]_w<BN>` (section 3: two warpgroups, cp.async, any 16-bit or
-//    loop-decoded kind) and `gemmt_<f16|q4_0>[_glu]_tm<TN>` (section 4: warp-specialised,
-//    TMA loads through host-encoded tensor maps, W x^T with the Q4_0 decode in registers;
-//    the host takes it where its shape rules hold, select::gemmt_tm, else section 3).
+//    loop-decoded kind) and `gemmt_<kind>[_glu]_tm<TN>` (section 4: warp-specialised, TMA
+//    loads through host-encoded tensor maps, W x^T with the Q4_0 / Q8_0 decode and the BF16
+//    conversion in registers; the host takes it where its shape rules hold,
+//    select::gemmt_tm, else section 3).
 // Invariance: each output (token t, row r) is one f32 accumulator fed by the MMAs of the
 // k16 steps in k order (parts in order within a step): its bits depend only on x[t], W's
 // row r and k; never on n, on the tile shape (BM), on the tile the token lands in, on the
@@ -33,9 +34,10 @@
 // `chunking` gate). They are not the bits of gemm.cu's pass nor of the row path: the
 // `prefill` gate and kernel-check's tolerance bound the difference.
 // Sections 3 and 4 keep this argument: one accumulator per output, the same f16 values (x
-// as staged; Q4_0 d * (q - 8) rounded once), the k16 steps in k order; section 4 multiplies
-// W x^T, whose k16 step gives the bits of x W^T (products exact, the step's sum symmetric in
-// A and B: measured on the H200, research/notes/wgmma2; kernel-check compares bit for bit).
+// as staged; Q4_0 d * (q - 8) and Q8_0 d * q rounded once, BF16 rounded to f16), the k16
+// steps in k order; section 4 multiplies W x^T, whose k16 step gives the bits of x W^T
+// (products exact, the step's sum symmetric in A and B: measured on the H200,
+// research/notes/wgmma2; kernel-check compares bit for bit).
 #include "common/common.cuh"
 #include "common/formats.cuh"
 #include "common/mma.cuh"
@@ -761,7 +763,8 @@ GEMMW_ENTRY(bf16, 3, 256)
 
 // ---------------------------------------------------------------------------------------
 // 4. The same GEMM, warp-specialised with TMA loads (sm_90a, x in one f16 part, F16 weights
-// in place or decoded into the scratch, Q4_0 in place): `gemmt_<f16|q4_0>[_glu]_tm<TN>`.
+// in place or decoded into the scratch, Q4_0 / Q8_0 / BF16 in place):
+// `gemmt_<f16|q4_0|q8_0|bf16>[_glu]_tm<TN>`.
 // A block of three warpgroups (384 threads) computes GTM_WR = 128 weight rows x TN (128 or
 // 256) tokens over the whole k: the hardware multiplies W x^T (weights as A, 64 rows per
 // consumer warpgroup; tokens as B), each output still one f32 accumulator of the same k16
@@ -769,20 +772,23 @@ GEMMW_ENTRY(bf16, 3, 256)
 // section 3 on every 8B shape, research/notes/wgmma2/README.md; kernel-check compares them).
 // Warpgroup 0 is the producer: one thread issues the TMA copies (`cp.async.bulk.tensor`) of
 // each stage of GTM_BK = 64 values (x: box 64 x TN tokens, 128-byte swizzle, rows past n
-// zero-filled; F16 weights: one box of 64 x 64 rows per 64-row half; Q4_0: the raw planar
-// quants, box 32 bytes x 64 rows, and the 16-byte group of 8 scales holding the stage's
-// pair, box 8 x 64) into a ring of ST stages with a `full` mbarrier (expect_tx) and an
-// `empty` one each. Warpgroups 1 and 2 consume: wait `full`, issue the stage's wgmmas
-// (F16: A and B from shared memory; Q4_0: A built in registers, d * (q - 8) with gt_dq8's
-// bits, the register-A form), commit, `wgmma.wait_group 1`, then release the previous stage.
+// zero-filled; F16 / BF16 weights: one box of 64 x 64 rows per 64-row half, 128-byte
+// swizzle; Q4_0 / Q8_0: the raw planar quants, box 32 (Q4_0) or 64 (Q8_0, 64-byte swizzle)
+// bytes x 64 rows, and the 16-byte group of 8 scales holding the stage's pair, box 8 x 64)
+// into a ring of ST stages with a `full` mbarrier (expect_tx) and an `empty` one each.
+// Warpgroups 1 and 2 consume: wait `full`, issue the stage's wgmmas (F16: A and B from
+// shared memory; Q4_0 / Q8_0 / BF16: A built in registers, the register-A form: d * (q - 8)
+// and d * q with gt_dq8's bits, bf16 converted by gt_bf2h, each value the one section 3
+// stores), commit, `wgmma.wait_group 1`, then release the previous stage.
 // No __syncthreads in the main loop; the epilogues are section 2's gt_store / gt_glu_store.
 // The tensor maps (GtmMaps) are encoded on the host per launch and passed by value as the
 // last, __grid_constant__ parameter. Shape limits (the host checks, else section 3 runs):
 // every segment (gate + up: the rows) a multiple of 64 rows (a 64-row half lies in one
-// segment), k a multiple of 64 (F16) or 256 (Q4_0: 16-byte scale-row strides); the TMA
-// traps on a box whose innermost coordinate is not a multiple of 16 bytes, which every
-// coordinate here is by construction (x and F16 64 kt values, quants 32 kt bytes, scales
-// 8 (kt / 4) values). No function calls in these kernels (every helper is inlined): a call
+// segment), k a multiple of 64 (F16, BF16) or 256 (Q4_0, Q8_0: 16-byte scale-row strides);
+// the TMA traps on a box whose innermost coordinate is not a multiple of 16 bytes, which
+// every coordinate here is by construction (x, F16 and BF16 64 kt values, quants 32 kt or
+// 64 kt bytes, scales 8 (kt / 4) values). No function calls in these kernels (every helper
+// is inlined): a call
 // anywhere in them makes ptxas serialize the wgmmas (C7510).
 #define GTM_BK 64
 #define GTM_WR 128
@@ -792,29 +798,40 @@ GEMMW_ENTRY(bf16, 3, 256)
 struct alignas(64) GtmMap {
     u64 v[16];
 };
-// x ([n][k] f16); per segment (plain: up to three; gate + up: gate, up): the F16 weights or
-// the Q4_0 quant plane, and the Q4_0 scale plane (F16: unused copies of w).
+// x ([n][k] f16); per segment (plain: up to three; gate + up: gate, up): the F16 / BF16
+// weights or the Q4_0 / Q8_0 quant plane, and the quants' scale plane (F16 / BF16: unused
+// copies of w).
 struct GtmMaps {
     GtmMap x, w[3], s[3];
 };
 
-// A stage: [TN x rows][weights], 128-byte rows of 64 f16 in the 128-byte swizzle; Q4_0
-// weights raw: 128 rows x 32 quant bytes, then 128 rows x 16 bytes of scales (the 8 at
-// 8 (kt / 4), the stage's pair at byte 4 (kt % 4)). Stages are multiples of 1024 bytes.
-// The gate + up epilogue reuses the stages as [TN tokens][128 + 4] floats. SMEM: dynamic
-// bytes to launch with (+1024 to align); select::gemmtm_shared_bytes mirrors it.
+// A stage: [TN x rows][weights], 128-byte rows of 64 f16 (BF16: bf16) in the 128-byte
+// swizzle; Q4_0 / Q8_0 weights raw: 128 rows x QROW quant bytes (32 / 64; Q8_0's in the
+// 64-byte swizzle: 16-byte chunk c of row r at r * 64 + ((c ^ ((r >> 1) & 3)) * 16)), then
+// 128 rows x 16 bytes of scales (the 8 at 8 (kt / 4), the stage's pair at byte 4 (kt % 4)).
+// Stages are multiples of 1024 bytes. The gate + up epilogue reuses the stages as [TN
+// tokens][128 + 4] floats. SMEM: dynamic bytes to launch with (+1024 to align);
+// select::gemmtm_shared_bytes mirrors it. WF: 0 F16, 1 Q4_0, 2 Q8_0, 3 BF16 (section 3's).
 template <int WF, int TN>
 struct GtmCfg {
+    static constexpr bool QUANT = WF == 1 || WF == 2;
+    // Bytes of one weight row per stage in the A plane, and the scales' offset after it.
+    static constexpr int QROW = WF == 1 ? 32 : WF == 2 ? 64 : 128;
+    static constexpr int SOFF = GTM_WR * QROW;
     static constexpr int XBYTES = TN * 128;
-    static constexpr int WBYTES = WF == 1 ? GTM_WR * 32 + GTM_WR * 16 : GTM_WR * 128;
+    static constexpr int WBYTES = SOFF + (QUANT ? GTM_WR * 16 : 0);
     static constexpr int STAGE = XBYTES + WBYTES;
     static constexpr int ST0 = 196608 / STAGE;
     static constexpr int ST = ST0 > 8 ? 8 : ST0;
     static constexpr int CLD = GTM_WR + 4;
     static constexpr int EPI = TN * CLD * 4;
     static constexpr int SMEM = (ST * STAGE > EPI ? ST * STAGE : EPI) + 1024;
-    // Bytes one stage's TMA copies bring.
-    static constexpr int TX = XBYTES + (WF == 1 ? 2 * 64 * 32 + 2 * 64 * 16 : 2 * 64 * 128);
+    // Bytes one stage's TMA copies bring (x, then two 64-row halves of weights / scales).
+    static constexpr int TX = XBYTES + WBYTES;
+    static_assert(STAGE % 1024 == 0 && SOFF % 1024 == 0, "stages and planes on 1024 bytes");
+    static_assert(ST >= 2, "a ring of at least two stages");
+    static_assert(SMEM + 16 * 8 <= 227 * 1024, "dynamic + the barriers within the H200's 227 KiB");
+    static_assert(TX < (1 << 20), "mbarrier tx-count range");
 };
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -931,16 +948,22 @@ __device__ __forceinline__ void gtm_pin(float* d) {
 __device__ __forceinline__ u32 gtm_q4pair(u32 w, u32 sel, u32 dd) {
     return gt_hmul2(gm_pair(w, sel, 0x64086408u), dd);
 }
+// Two Q8_0 values of one row as f16 (gt_dq8's bits with section 3's Q8_0 operands): bytes
+// 0, 1 (sel 0x4140) or 2, 3 (0x4342) of w (each q ^ 0x80, i.e. q + 128), q exact, times
+// the scale pair dd.
+__device__ __forceinline__ u32 gtm_q8pair(u32 w, u32 sel, u32 dd) {
+    return gt_hmul2(gm_pair(w, sel, 0x64806480u), dd);
+}
 
 template <int WF, int TN, bool GLU>
 __device__ __forceinline__ void gemmtm_body(const float* __restrict__ xsc, const GtSegs& sg,
                                             const float* res, int k, int n, int act,
                                             const GtmMaps* maps) {
     using C = GtmCfg<WF, TN>;
-    static_assert(WF == 0 || WF == 1, "F16 and Q4_0 weights");
+    static_assert(WF >= 0 && WF <= 3, "F16, Q4_0, Q8_0 and BF16 weights");
     static_assert(TN == 128 || TN == 256, "tiles of 128 or 256 tokens");
     constexpr int ST = C::ST, STAGE = C::STAGE;
-    constexpr bool RAW = WF == 1;
+    constexpr bool RAW = C::QUANT;
     extern __shared__ uint4 gtm_dyn[];
     __shared__ u64 gtm_bars[16];
     const u32 raw0 = gt_smem(gtm_dyn);
@@ -1003,9 +1026,10 @@ __device__ __forceinline__ void gemmtm_body(const float* __restrict__ xsc, const
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
                     if (RAW) {
-                        gtm_tma2d(st + C::XBYTES + h * 2048, &maps->w[mi[h]], kt * 32, r0[h], fb);
-                        gtm_tma2d(st + C::XBYTES + 4096 + h * 1024, &maps->s[mi[h]], (kt >> 2) * 8,
+                        gtm_tma2d(st + C::XBYTES + h * 64 * C::QROW, &maps->w[mi[h]], kt * C::QROW,
                                   r0[h], fb);
+                        gtm_tma2d(st + C::XBYTES + C::SOFF + h * 1024, &maps->s[mi[h]],
+                                  (kt >> 2) * 8, r0[h], fb);
                     } else {
                         gtm_tma2d(st + C::XBYTES + h * 8192, &maps->w[mi[h]], kt * GTM_BK, r0[h], fb);
                     }
@@ -1029,7 +1053,9 @@ __device__ __forceinline__ void gemmtm_body(const float* __restrict__ xsc, const
         gtm_pin<TN / 2>(d);
         // Q4_0: this thread's rows of the weight tile, 64 c + 16 v + g and + 8; bytes 2t,
         // 2t + 1, 2t + 8, 2t + 9 of a block (k columns 2t.., 2t + 8.. of both k16 steps: low
-        // nibbles the first, high nibbles the second).
+        // nibbles the first, high nibbles the second). Q8_0: bytes 2t, 2t + 1, 2t + 8, 2t + 9
+        // of the k16 step's 16 (k columns 2t.., 2t + 8..). BF16: values 2t, 2t + 1 (a word) and
+        // 2t + 8, 2t + 9 of the step.
         const int ar = c * 64 + 16 * v + g;
         const u32 psel = (t & 1) ? 0x7632u : 0x5410u;
         int s = 0, sp = 0;
@@ -1038,8 +1064,8 @@ __device__ __forceinline__ void gemmtm_body(const float* __restrict__ xsc, const
         for (int kt = 0; kt < kt_n; kt++) {
             gtm_wait(full(s), ph);  // TMA writes are async-proxy: no proxy fence needed
             const u32 st = base0 + (u32)(s * STAGE);
-            if (RAW) {
-                const u32 qa = st + C::XBYTES, sa = qa + 4096 + 4u * (u32)(kt & 3);
+            if (WF == 1) {
+                const u32 qa = st + C::XBYTES, sa = qa + C::SOFF + 4u * (u32)(kt & 3);
                 u32 wq[2][2], sc[2];
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
@@ -1064,6 +1090,46 @@ __device__ __forceinline__ void gemmtm_body(const float* __restrict__ xsc, const
                     const u32 a3 = gtm_q4pair(w[1], 0x4342u, dd[1]);
                     gw_fence();
                     gtm_mma_rs<TN>(d, a0, a1, a2, a3, gw_desc(st + 32 * ks));
+                    gw_commit();
+                    gtm_wait1();
+                    if (ks == 0 && kt > 0 && lane == 0) gtm_arrive(empty(sp));
+                }
+            } else if (WF == 2 || WF == 3) {
+                // Rows ar and ar + 8 (h) of the tile: ar % 8 == g, so the swizzles' row terms
+                // are g (128-byte: r & 7) and g >> 1 (64-byte: (r >> 1) & 3) for both.
+                const u32 wa = st + C::XBYTES;
+                u32 sc[2] = {0u, 0u};
+                if (WF == 2) {
+#pragma unroll
+                    for (int h = 0; h < 2; h++)
+                        sc[h] = gtm_lds32(wa + C::SOFF + 4u * (u32)(kt & 3) + (u32)(ar + 8 * h) * 16u);
+                }
+#pragma unroll
+                for (int ks = 0; ks < 4; ks++) {
+                    u32 lo[2], hi[2];  // a0 / a1 (k 2t..), a2 / a3 (k 2t + 8..) of rows h
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        if (WF == 2) {
+                            // Chunk ks of the row (values 16 ks..), its words t / 2 and t / 2
+                            // + 2, then bytes 2t, 2t + 1, 2t + 8, 2t + 9 (psel) as unsigned
+                            // q + 128 (section 3's ^ 0x80 per byte).
+                            const u32 rq = wa + (u32)(ar + 8 * h) * 64u +
+                                           ((u32)(ks ^ (g >> 1)) << 4) + 4u * (u32)(t >> 1);
+                            const u32 w = gtm_prmt(gtm_lds32(rq), gtm_lds32(rq + 8), psel) ^
+                                          0x80808080u;
+                            const u32 dd = gtm_prmt(sc[h], sc[h], (ks >> 1) ? 0x3232u : 0x1010u);
+                            lo[h] = gtm_q8pair(w, 0x4140u, dd);
+                            hi[h] = gtm_q8pair(w, 0x4342u, dd);
+                        } else {
+                            // 16-byte chunks 2 ks (values 16 ks..) and 2 ks + 1 of the row,
+                            // word t of each.
+                            const u32 rb = wa + (u32)(ar + 8 * h) * 128u + 4u * (u32)t;
+                            lo[h] = gt_bf2h(gtm_lds32(rb + ((u32)((2 * ks) ^ g) << 4)));
+                            hi[h] = gt_bf2h(gtm_lds32(rb + ((u32)((2 * ks + 1) ^ g) << 4)));
+                        }
+                    }
+                    gw_fence();
+                    gtm_mma_rs<TN>(d, lo[0], lo[1], hi[0], hi[1], gw_desc(st + 32 * ks));
                     gw_commit();
                     gtm_wait1();
                     if (ks == 0 && kt > 0 && lane == 0) gtm_arrive(empty(sp));
@@ -1144,3 +1210,7 @@ GEMMTM_ENTRY(f16, 0, 128)
 GEMMTM_ENTRY(f16, 0, 256)
 GEMMTM_ENTRY(q4_0, 1, 128)
 GEMMTM_ENTRY(q4_0, 1, 256)
+GEMMTM_ENTRY(q8_0, 2, 128)
+GEMMTM_ENTRY(q8_0, 2, 256)
+GEMMTM_ENTRY(bf16, 3, 128)
+GEMMTM_ENTRY(bf16, 3, 256)

@@ -31,7 +31,9 @@
 // Streamed entry points matvec_<fmt>_wr_r<R>_d<D> and matvec_<fmt>_glu_wr_r<R>_d<D> (Q4_0
 // and Q8_0, one token, k a multiple of 1024; chosen by select.rs on sm_90): the same
 // arithmetic per row, with the weights streamed into shared memory by cp.async through a
-// ring of D slots per thread in a persistent grid (the last section of this file).
+// ring of D slots per thread in a persistent grid (the last section of this file), and
+// matvec_<fmt>_seg3_wr_r<R>_d<D>: three matrices of one format and k on one x (q, k and v)
+// in one streamed launch, each row with the bits of its matrix's own launch.
 #include "common/common.cuh"
 #include "common/formats.cuh"
 #include "common/tc.cuh"
@@ -505,16 +507,33 @@ ASSAY_FOR_EACH_FORMAT(ASSAY_MATVEC_TB)
 // Shared memory (select.rs: mv_wr_shared_bytes): x (k / 32 chunks of MV_WR_XS floats),
 // then the quant ring [warp][D][NU][F::QBYTES / 16][32] x 16 bytes, then the scale ring
 // [warp][D][NU][32] x 4 bytes.
-template <class F, int R, int D, bool GLU>
+// S > 1 (the segmented entry points, plain products only): the rows are those of S
+// matrices `sg` of one format and k (own weights, rows, bias and y each; no residual) on the
+// same x, and the row groups of the grid are the concatenation of the segments' groups:
+// segment s's ceil(rows_s / R) groups, then the next segment's (each segment's row count
+// padded to a multiple of R, so that a group never holds rows of two matrices). A group's
+// rows are streamed, summed and stored exactly as in a launch of its matrix alone (the same
+// statements; rows past the end of their segment load its last row again and store
+// nothing), so every row gets the bits of its own launch. S == 1 ignores `sg`: w, rows,
+// bias and y are the matrix, as before.
+template <int S>
+struct MvWrSegs {
+    const u8* w[S];
+    const float* bias[S];
+    float* y[S];
+    int rows[S];
+};
+template <class F, int R, int D, bool GLU, int S = 1>
 __device__ __forceinline__ void matvec_wr_body(const u8* __restrict__ w, const u8* __restrict__ w2,
                                                const float* __restrict__ x,
                                                const float* __restrict__ bias, const float* res,
                                                float* y, int rows, int k, int act,
                                                const float* __restrict__ nw, float eps,
-                                               float w_off) {
+                                               float w_off, const MvWrSegs<S>& sg) {
     constexpr int NU = GLU ? 2 * R : R;  // units per row group: R rows of w (then of w2)
     constexpr int QV = F::QBYTES / 16;   // 16-byte pieces of a chunk's quants
     static_assert(D >= 2 && F::QBYTES % 16 == 0 && MV_WR_XS % 4 == 0, "ring and layout");
+    static_assert(S >= 1 && (S == 1 || !GLU), "segments: plain products only");
     __shared__ double red[MV_WARPS];
     extern __shared__ uint4 mv_wr_sh[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -527,7 +546,20 @@ __device__ __forceinline__ void matvec_wr_body(const u8* __restrict__ w, const u
     ringq += warp * (D * NU * QV * 32);
     const u32 sq = gt_smem(ringq) + lane * 16, ss = gt_smem(rings) + lane * 4;
 
-    const int ngroups = (rows + R - 1) / R;
+    // S > 1: g0[s], the first group of segment s (the groups of the segments before it).
+    int g0[S];
+    int ngroups;
+    if constexpr (S == 1) {
+        g0[0] = 0;
+        ngroups = (rows + R - 1) / R;
+    } else {
+        ngroups = 0;
+#pragma unroll
+        for (int s = 0; s < S; s++) {
+            g0[s] = ngroups;
+            ngroups += (sg.rows[s] + R - 1) / R;
+        }
+    }
     const int gw = (int)blockIdx.x * MV_WARPS + warp, gstride = (int)gridDim.x * MV_WARPS;
     const int nsteps = gw < ngroups ? ((ngroups - 1 - gw) / gstride + 1) * spg : 0;
 
@@ -538,13 +570,36 @@ __device__ __forceinline__ void matvec_wr_body(const u8* __restrict__ w, const u
     const u8* qa[NU];
     const u8* sa[NU];
     auto seek = [&]() {
+        if constexpr (S == 1) {
 #pragma unroll
-        for (int n = 0; n < NU; n++) {
-            // Rows past the end load row rows - 1 again and store nothing.
-            const u64 bi = (u64)min(ig * R + n % R, rows - 1) * nb + lane;  // nb is even
-            const u8* base = n < R ? w : w2;
-            qa[n] = base + bi * F::QBYTES;
-            sa[n] = base + plane1 + (bi & ~1ull) * 2;
+            for (int n = 0; n < NU; n++) {
+                // Rows past the end load row rows - 1 again and store nothing.
+                const u64 bi = (u64)min(ig * R + n % R, rows - 1) * nb + lane;  // nb is even
+                const u8* base = n < R ? w : w2;
+                qa[n] = base + bi * F::QBYTES;
+                sa[n] = base + plane1 + (bi & ~1ull) * 2;
+            }
+        } else {
+            // The segment of group ig (past the last group: the last segment), its group
+            // index inside the segment, and its matrix.
+            const u8* base = sg.w[0];
+            int srows = sg.rows[0], lg = ig;
+#pragma unroll
+            for (int s = 1; s < S; s++)
+                if (ig >= g0[s]) {
+                    base = sg.w[s];
+                    srows = sg.rows[s];
+                    lg = ig - g0[s];
+                }
+            const u64 splane1 = (u64)srows * nb * F::QBYTES;
+#pragma unroll
+            for (int n = 0; n < NU; n++) {
+                // Rows past the end of the segment load its row srows - 1 again and store
+                // nothing.
+                const u64 bi = (u64)min(lg * R + n, srows - 1) * nb + lane;  // nb is even
+                qa[n] = base + bi * F::QBYTES;
+                sa[n] = base + splane1 + (bi & ~1ull) * 2;
+            }
         }
     };
     auto issue = [&](int slot) {
@@ -611,12 +666,35 @@ __device__ __forceinline__ void matvec_wr_body(const u8* __restrict__ w, const u
         }
         slot = slot == D - 1 ? 0 : slot + 1;
         if (++cu == spg) {  // the group's rows are complete
+            if constexpr (S == 1) {
 #pragma unroll
-            for (int r = 0; r < R; r++) {
-                const float s = warp_sum(acc[r]);
-                const float s2 = GLU ? warp_sum(acc[GLU ? R + r : r]) : 0.f;
-                const int row = cg * R + r;
-                if (lane == 0 && row < rows) mv_store<GLU>(y, (u64)row, row, s, s2, act, bias, res);
+                for (int r = 0; r < R; r++) {
+                    const float s = warp_sum(acc[r]);
+                    const float s2 = GLU ? warp_sum(acc[GLU ? R + r : r]) : 0.f;
+                    const int row = cg * R + r;
+                    if (lane == 0 && row < rows)
+                        mv_store<GLU>(y, (u64)row, row, s, s2, act, bias, res);
+                }
+            } else {
+                // Group cg's segment: its output, bias and rows; the row inside it.
+                float* sy = sg.y[0];
+                const float* sbias = sg.bias[0];
+                int srows = sg.rows[0], lg = cg;
+#pragma unroll
+                for (int s = 1; s < S; s++)
+                    if (cg >= g0[s]) {
+                        sy = sg.y[s];
+                        sbias = sg.bias[s];
+                        srows = sg.rows[s];
+                        lg = cg - g0[s];
+                    }
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    const float s = warp_sum(acc[r]);
+                    const int row = lg * R + r;
+                    if (lane == 0 && row < srows)
+                        mv_store<false>(sy, (u64)row, row, s, 0.f, 0, sbias, 0);
+                }
             }
 #pragma unroll
             for (int n = 0; n < NU; n++) acc[n] = 0.f;
@@ -632,21 +710,41 @@ __device__ __forceinline__ void matvec_wr_body(const u8* __restrict__ w, const u
         const u8* __restrict__ w, u64 row_bytes, const float* __restrict__ x,                 \
         const float* __restrict__ bias, const float* res, float* y, int rows, int k, int ntok, \
         const float* __restrict__ nw, float eps, float w_off) {                               \
-        matvec_wr_body<F, R, D, false>(w, w, x, bias, res, y, rows, k, 0, nw, eps, w_off);    \
+        matvec_wr_body<F, R, D, false>(w, w, x, bias, res, y, rows, k, 0, nw, eps, w_off,     \
+                                       MvWrSegs<1>{});                                        \
     }
 #define ASSAY_MATVEC_GLU_WR_R(name, F, R, D)                                                  \
     extern "C" __global__ void MV_LB_WR matvec_##name##_glu_wr_r##R##_d##D(                  \
         const u8* __restrict__ wg, const u8* __restrict__ wu, u64 row_bytes,                  \
         const float* __restrict__ x, float* y, int rows, int k, int ntok, int act,            \
         const float* __restrict__ nw, float eps, float w_off) {                               \
-        matvec_wr_body<F, R, D, true>(wg, wu, x, 0, 0, y, rows, k, act, nw, eps, w_off);      \
+        matvec_wr_body<F, R, D, true>(wg, wu, x, 0, 0, y, rows, k, act, nw, eps, w_off,       \
+                                      MvWrSegs<1>{});                                         \
     }
-// (R, D) of each: sources.rs MV_WR_RD / MV_WR_GLU_RD.
-#define ASSAY_MATVEC_WR(name, F)          \
-    ASSAY_MATVEC_WR_R(name, F, 4, 3)      \
-    ASSAY_MATVEC_WR_R(name, F, 4, 2)      \
-    ASSAY_MATVEC_GLU_WR_R(name, F, 1, 6) \
-    ASSAY_MATVEC_GLU_WR_R(name, F, 1, 4)
+// Three matrices of one format and k on the same x in one streamed launch (q, k and v of an
+// attention block; select.rs: MatvecKernel::WrSegs): matrix s is rows_s x k at w_s, its
+// output y_s, its bias b_s (or null); the optional folded norm applies to all three.
+// Row groups of R rows of one matrix each (matvec_wr_body's S > 1): every row gets the
+// bits of its matrix's own streamed launch.
+#define ASSAY_MATVEC_SEG3_WR_R(name, F, R, D)                                                 \
+    extern "C" __global__ void MV_LB_WR matvec_##name##_seg3_wr_r##R##_d##D(                 \
+        const u8* __restrict__ w0, const u8* __restrict__ w1, const u8* __restrict__ w2,      \
+        const float* __restrict__ x, const float* __restrict__ b0,                            \
+        const float* __restrict__ b1, const float* __restrict__ b2, float* y0, float* y1,     \
+        float* y2, int rows0, int rows1, int rows2, int k, const float* __restrict__ nw,      \
+        float eps, float w_off) {                                                             \
+        const MvWrSegs<3> sg = {{w0, w1, w2}, {b0, b1, b2}, {y0, y1, y2}, {rows0, rows1, rows2}}; \
+        matvec_wr_body<F, R, D, false, 3>(w0, w0, x, b0, 0, y0, rows0, k, 0, nw, eps, w_off,  \
+                                          sg);                                                \
+    }
+// (R, D) of each: sources.rs MV_WR_RD (plain and segmented) / MV_WR_GLU_RD.
+#define ASSAY_MATVEC_WR(name, F)            \
+    ASSAY_MATVEC_WR_R(name, F, 4, 3)        \
+    ASSAY_MATVEC_WR_R(name, F, 4, 2)        \
+    ASSAY_MATVEC_GLU_WR_R(name, F, 1, 6)   \
+    ASSAY_MATVEC_GLU_WR_R(name, F, 1, 4)   \
+    ASSAY_MATVEC_SEG3_WR_R(name, F, 4, 3)  \
+    ASSAY_MATVEC_SEG3_WR_R(name, F, 4, 2)
 #if MV_PART != 2
 ASSAY_MATVEC_WR(q4_0, FmtQ4_0)
 ASSAY_MATVEC_WR(q8_0, FmtQ8_0)

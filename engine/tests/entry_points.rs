@@ -123,8 +123,8 @@ fn every_entry_point_is_defined_in_its_family() {
                             && l.ends_with(&format!(", {m}, {p})"))
                     })
             });
-            // matvec.cu's streamed kernel: `matvec_##name##[_glu]_wr_r##R##_d##D(` by the
-            // `ASSAY_MATVEC_[GLU_]WR_R(name, F, R, D)` lines of ASSAY_MATVEC_WR, instantiated
+            // matvec.cu's streamed kernel: `matvec_##name##[_glu|_seg3]_wr_r##R##_d##D(` by the
+            // `ASSAY_MATVEC_[GLU_|SEG3_]WR_R(name, F, R, D)` lines of ASSAY_MATVEC_WR, instantiated
             // by `ASSAY_MATVEC_WR(fmt, ...)`.
             let by_wr = name.strip_prefix("matvec_").is_some_and(|rest| {
                 let Some((body, rd)) = rest.split_once("_wr_r") else {
@@ -133,13 +133,21 @@ fn every_entry_point_is_defined_in_its_family() {
                 let Some((r, d)) = rd.split_once("_d") else {
                     return false;
                 };
-                let (fmt, tail, inst) = match body.strip_suffix("_glu") {
-                    Some(f) => (
+                let (fmt, tail, inst) = if let Some(f) = body.strip_suffix("_glu") {
+                    (
                         f,
                         "matvec_##name##_glu_wr_r##R##_d##D(",
                         "ASSAY_MATVEC_GLU_WR_R",
-                    ),
-                    None => (body, "matvec_##name##_wr_r##R##_d##D(", "ASSAY_MATVEC_WR_R"),
+                    )
+                } else if let Some(f) = body.strip_suffix("_seg3") {
+                    // The segmented entry points (q, k and v in one launch).
+                    (
+                        f,
+                        "matvec_##name##_seg3_wr_r##R##_d##D(",
+                        "ASSAY_MATVEC_SEG3_WR_R",
+                    )
+                } else {
+                    (body, "matvec_##name##_wr_r##R##_d##D(", "ASSAY_MATVEC_WR_R")
                 };
                 src.contains(tail)
                     && src.contains(&format!("    {inst}(name, F, {r}, {d})"))

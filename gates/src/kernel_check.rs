@@ -5,7 +5,7 @@
 //! tested without a GPU, including planted faults that must go red), the report (a line
 //! per check, then `ALL GREEN` or the list of failures) and its [`Verdict`].
 //!
-//! The GPU cases live in `kernel_check/cases.rs` (and `batch.rs`, the batched matvec; `wr.rs`, the streamed one-token matvec; `gemm.rs`, the tensor-core prompt pass): fresh random inputs from a seeded
+//! The GPU cases live in `kernel_check/cases.rs` (and `batch.rs`, the batched matvec; `wr.rs`, the streamed one-token matvec; `qkv.rs`, q, k and v in one streamed launch; `gemm.rs`, the tensor-core prompt pass): fresh random inputs from a seeded
 //! generator (never all zeros; quantized weights are random bytes with finite random
 //! scales, so every bit pattern of the quants occurs), several shapes per kernel including
 //! odd ones, and every output buffer filled with NaN before the launch so that an element
@@ -19,6 +19,7 @@ mod gemm;
 mod gemmt;
 mod mask;
 mod mmv;
+mod qkv;
 mod sample;
 mod wr;
 

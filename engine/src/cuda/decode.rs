@@ -298,6 +298,8 @@ impl CudaDecoder {
                 wr: exec::mv_wr_switch_from(std::env::var("ASSAY_MV_WR").ok().as_deref())
                     .map_err(|e| shape_err("decoder", e))?,
                 wr_grid: None,
+                qkv: exec::mv_qkv_switch_from(std::env::var("ASSAY_MV_QKV").ok().as_deref())
+                    .map_err(|e| shape_err("decoder", e))?,
             },
             batch: None,
             tokens: gpu.zeros(MAX_ROWS)?,
@@ -367,6 +369,13 @@ impl CudaDecoder {
     /// `ASSAY_MV_WR`; `None`: the engine's choice (`select::choose_matvec`).
     pub fn matvec_wr(&self) -> Option<bool> {
         self.mv.wr
+    }
+
+    /// q, k and v in one segmented streamed launch forced on (`Some(true)`) or off
+    /// (`Some(false)`) by `ASSAY_MV_QKV`; `None`: the engine's choice
+    /// (`select::choose_matvec_segs`).
+    pub fn matvec_qkv(&self) -> Option<bool> {
+        self.mv.qkv
     }
 
     /// The matvec kernel chosen for each matrix (by tensor name), for receipts.
@@ -462,6 +471,22 @@ impl CudaDecoder {
                     if self.gemm_units(&units, n)? {
                         skip = len - 1;
                         continue;
+                    }
+                }
+                // q, k and v in one segmented streamed launch on a one-token step
+                // ([`fuse::triple`], `run_triple`: the same bits as their own launches);
+                // where it does not apply, k and v pair below.
+                if let (Some(a), Some(b), Some(c), false) = (
+                    step.fused,
+                    plan.get(si + 1).and_then(|s| s.fused),
+                    plan.get(si + 2).and_then(|s| s.fused),
+                    self.gemm_active(),
+                ) {
+                    if let Some(t) = fuse::triple(&self.program, &a, &b, &c) {
+                        if self.run_triple(t, n)? {
+                            skip = 2;
+                            continue;
+                        }
                     }
                 }
                 // k and v in one launch on the row path ([`fuse::pair`]; the same bits as

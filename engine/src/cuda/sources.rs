@@ -67,6 +67,10 @@ pub mod consts {
     /// [`MV_WR_BLOCKS_PER_SM`] blocks per SM (4 rows: q / o 4096 x 4096 take depth 3, down
     /// 4096 x 14336 depth 2 beside its 63 KB of staged x; H200, research/notes/matvec/).
     pub const MV_WR_RD: [(u32, u32); 2] = [(4, 3), (4, 2)];
+    /// Matrices of the segmented streamed entry points (`matvec_<fmt>_seg<S>_wr_r<R>_d<D>`,
+    /// `select::MatvecKernel::WrSegs`: q, k and v of an attention block in one launch), whose
+    /// (R, D) are those of [`MV_WR_RD`].
+    pub const MV_WR_SEGS: usize = 3;
     /// The same for the gate + up entry points (`matvec_<fmt>_glu_wr_r<R>_d<D>`: 1 row of
     /// each matrix per warp, depth 6 at k = 4096).
     pub const MV_WR_GLU_RD: [(u32, u32); 2] = [(1, 6), (1, 4)];
@@ -429,8 +433,10 @@ impl Family {
                         [format!("gemmt_{s}_w{b}"), format!("gemmt_{s}_glu_w{b}")]
                     })
                 }))
-                // Section 4: the TMA warp-specialised kernel (F16, Q4_0; x in one part).
-                .chain(["f16", "q4_0"].iter().flat_map(|s| {
+                // Section 4: the TMA warp-specialised kernel (F16, Q4_0, Q8_0, BF16; x in one
+                // part).
+                .chain(super::select::GEMMTM_KINDS.iter().flat_map(|f| {
+                    let s = super::select::format_suffix(*f);
                     super::select::GEMMTM_TN.iter().flat_map(move |t| {
                         [format!("gemmt_{s}_tm{t}"), format!("gemmt_{s}_glu_tm{t}")]
                     })
@@ -474,7 +480,10 @@ impl Family {
                     let glu = consts::MV_WR_GLU_RD
                         .iter()
                         .map(move |(r, d)| format!("matvec_{s}_glu_wr_r{r}_d{d}"));
-                    plain.chain(glu)
+                    let segs = consts::MV_WR_RD.iter().map(move |(r, d)| {
+                        format!("matvec_{s}_seg{}_wr_r{r}_d{d}", consts::MV_WR_SEGS)
+                    });
+                    plain.chain(glu).chain(segs)
                 }))
                 .collect(),
             Family::MatvecBatch => per_format("matvec")

@@ -20,26 +20,50 @@ impl Default for NgramProposer {
 }
 
 impl NgramProposer {
-    /// Up to `k` tokens after the latest earlier occurrence of the longest matching suffix.
+    /// Up to `k` tokens after the latest earlier occurrence of the longest matching suffix
+    /// (n from `max_n` down to `min_n` tokens; an occurrence may overlap the suffix).
+    ///
+    /// One backward scan over the candidate ends `e` of an occurrence (`e < len - 1`): the
+    /// match length at `e` is how many tokens ending at `e` equal the context's last ones
+    /// (at most `max_n`). The answer is the longest length found and, for it, the latest
+    /// end: the first `e` of the scan that reaches it, since no later end reached as much.
+    /// The scan stops at the first end that matches `max_n` tokens. The drafts are those of
+    /// a search per n (tests: `single_scan_equals_the_search_per_n`), in about one pass
+    /// instead of up to `max_n` (the speed policy replays the proposer over plain tokens:
+    /// research/notes/spec/).
     pub fn lookup(&self, context: &[u32], k: usize) -> Vec<u32> {
         let len = context.len();
         if k == 0 || len < 2 {
             return Vec::new();
         }
         let max_n = self.max_n.min(len - 1);
-        for n in (self.min_n.max(1)..=max_n).rev() {
-            let suffix = &context[len - n..];
-            // Latest occurrence that ends before the suffix starts... or overlaps it: any
-            // start s < len - n works, the continuation is context[s + n..].
-            for s in (0..len - n).rev() {
-                if &context[s..s + n] == suffix {
-                    let from = s + n;
-                    let to = (from + k).min(len);
-                    return context[from..to].to_vec();
+        let min_n = self.min_n.max(1);
+        if min_n > max_n {
+            return Vec::new();
+        }
+        let last = context[len - 1];
+        let mut best: Option<(usize, usize)> = None; // (match length, occurrence end)
+        for e in (0..len - 1).rev() {
+            if context[e] != last {
+                continue;
+            }
+            let cap = max_n.min(e + 1);
+            let mut l = 1;
+            while l < cap && context[e - l] == context[len - 1 - l] {
+                l += 1;
+            }
+            if l >= min_n && best.is_none_or(|(n, _)| l > n) {
+                best = Some((l, e));
+                if l == max_n {
+                    break;
                 }
             }
         }
-        Vec::new()
+        let Some((_, e)) = best else {
+            return Vec::new();
+        };
+        let from = e + 1;
+        context[from..(from + k).min(len)].to_vec()
     }
 }
 
@@ -76,5 +100,59 @@ mod tests {
         // the continuation stops at the end of the context
         assert_eq!(p.lookup(&[4, 5, 4], 8), vec![5, 4]);
         assert!(p.lookup(&ctx, 0).is_empty());
+    }
+
+    /// The search per n that [`NgramProposer::lookup`] replaced (its reference).
+    fn lookup_per_n(p: &NgramProposer, context: &[u32], k: usize) -> Vec<u32> {
+        let len = context.len();
+        if k == 0 || len < 2 {
+            return Vec::new();
+        }
+        let max_n = p.max_n.min(len - 1);
+        for n in (p.min_n.max(1)..=max_n).rev() {
+            let suffix = &context[len - n..];
+            for s in (0..len - n).rev() {
+                if &context[s..s + n] == suffix {
+                    let from = s + n;
+                    return context[from..(from + k).min(len)].to_vec();
+                }
+            }
+        }
+        Vec::new()
+    }
+
+    #[test]
+    fn single_scan_equals_the_search_per_n() {
+        // Small alphabets (many partial matches), every prefix of each context, several n
+        // ranges and depths.
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |m: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % m) as u32
+        };
+        let mut compared = 0;
+        for alphabet in [1, 2, 3, 5, 40] {
+            for _ in 0..40 {
+                let len = 1 + next(60) as usize;
+                let ctx: Vec<u32> = (0..len).map(|_| next(alphabet)).collect();
+                for (min_n, max_n) in [(1, 4), (2, 4), (1, 1), (3, 6), (0, 2), (5, 3), (1, 0)] {
+                    let p = NgramProposer { max_n, min_n };
+                    for end in 0..=len {
+                        for k in [0, 1, 3, 8] {
+                            assert_eq!(
+                                p.lookup(&ctx[..end], k),
+                                lookup_per_n(&p, &ctx[..end], k),
+                                "{:?} n {min_n}..={max_n} k {k}",
+                                &ctx[..end]
+                            );
+                            compared += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(compared > 10_000);
     }
 }

@@ -237,6 +237,7 @@ pub fn run_all(gpu: &Gpu, seed: u64, only: &[String]) -> Vec<CheckLine> {
     if want("matvec") {
         super::batch::run_all(gpu, &mut rng_for("matvec_batch"), &mut lines);
         super::wr::run_all(gpu, &mut rng_for("matvec_wr"), &mut lines);
+        super::qkv::run_all(gpu, &mut rng_for("matvec_qkv"), &mut lines);
     }
     // (group, name of the generator's seed, cases)
     for (g, seed_name, run) in [

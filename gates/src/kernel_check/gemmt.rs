@@ -20,9 +20,11 @@
 //! and 200 rows (two column tiles, the second partial; gate + up four groups, the last of 8
 //! rows) at k = 768.
 //! On sm_90a (x in one part) the warpgroup-MMA kernels are compared with the mma.sync pass
-//! bit for bit: section 3 on every shape, section 4 (TMA) on F16 and Q4_0 at 192 rows, k =
-//! 768 (its shape rules: rows a multiple of 64, k of 256), every epilogue, both tiles, a
-//! group, partial token tiles; the big cases' default (section 4) against section 3.
+//! bit for bit: section 3 on every shape, section 4 (TMA) on F16, Q4_0, Q8_0 and BF16 (the
+//! kinds it reads as they lie: [`select::GEMMTM_KINDS`]) at 192 rows, k = 768 (its shape
+//! rules: rows a multiple of 64, k of 256), every epilogue, both tiles, a group, partial
+//! token tiles, its register decode against the scratch; the big cases' default (section 4)
+//! against section 3.
 
 use super::cases::{ProductCase, ProductInputs as Inputs, dot_scales, e2s, poison};
 use super::{CheckLine, Rng, compare_f32, compare_f32_scaled};
@@ -186,7 +188,7 @@ impl Ctx<'_> {
 /// Every tiled format's cases (an error becomes a failing line).
 pub fn gemmt_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
     let cc = gpu.info().compute_capability;
-    for format in [QuantFormat::Q4_0, QuantFormat::BF16] {
+    for format in [QuantFormat::Q4_0, QuantFormat::BF16, QuantFormat::Q8_0] {
         if select::gemmt_supported(format, cc) {
             for (rows, k) in [(1024, 4096), (256, 14336)] {
                 let name = format!("{format} rows={rows} k={k} n={BIG_N}");
@@ -205,10 +207,10 @@ pub fn gemmt_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
         if !select::gemmt_supported(format, cc) {
             continue;
         }
-        // 192 rows at k = 768 (F16, Q4_0): section 4's shapes (rows a multiple of 64, k of
-        // 256): a block's second 64-row half past the rows, segment boundaries inside a block.
-        let tm_shape: &[(usize, usize)] = if matches!(format, QuantFormat::F16 | QuantFormat::Q4_0)
-        {
+        // 192 rows at k = 768 (F16, Q4_0, Q8_0, BF16: the kinds section 4 reads as they
+        // lie): section 4's shapes (rows a multiple of 64, k of 256): a block's second 64-row
+        // half past the rows, segment boundaries inside a block.
+        let tm_shape: &[(usize, usize)] = if select::GEMMTM_KINDS.contains(&format) {
             &[(192, 24 * 32)]
         } else {
             &[]

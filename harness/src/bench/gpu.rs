@@ -342,6 +342,11 @@ impl GpuArm {
         if let Some(on) = self.dec.matvec_wr() {
             flags.push(format!("mv_wr={}", if on { "on" } else { "off" }));
         }
+        // q, k and v in one streamed launch forced on or off (ASSAY_MV_QKV; the default
+        // records nothing).
+        if let Some(on) = self.dec.matvec_qkv() {
+            flags.push(format!("mv_qkv={}", if on { "on" } else { "off" }));
+        }
         let mut detail = vec![
             self.same.detail(),
             format!("matvec kernels: {}", kernels.join(", ")),

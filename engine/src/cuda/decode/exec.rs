@@ -390,6 +390,80 @@ impl CudaDecoder {
         Ok(())
     }
 
+    /// Three matvec units ([`fuse::Triple`]: q, k and v) as one segmented streamed launch
+    /// (`ops::matvec_segs`) for `n` rows, where it applies: one row (the decode step, graphed
+    /// or not), none of the weights on mmv, and `select::choose_matvec_segs` takes the
+    /// shapes (`ASSAY_MV_QKV`, `ASSAY_MV_WR`). `Ok(false)`: nothing queued (the caller runs
+    /// the units as today: k and v paired where they pair).
+    pub(super) fn run_triple(&mut self, t: fuse::Triple, n: usize) -> Result<bool, CudaError> {
+        if n != 1 {
+            return Ok(false);
+        }
+        for m in &t.m {
+            if self.mmv_takes(m.0)? {
+                return Ok(false);
+            }
+        }
+        let CudaDecoder {
+            gpu,
+            program,
+            mats,
+            weights,
+            bufs,
+            choices,
+            mv,
+            ..
+        } = self;
+        let gpu = &**gpu;
+        let norm = norm_in(weights, t.norm)?;
+        let bias = |b: Option<WeightId>| -> Result<Option<&dyn DevicePtr<f32>>, CudaError> {
+            match b {
+                Some(b) => Ok(Some(vector(weights, b)? as &dyn DevicePtr<f32>)),
+                None => Ok(None),
+            }
+        };
+        let ws = [
+            w_ref(mats, matrix(weights, t.m[0].0)?)?,
+            w_ref(mats, matrix(weights, t.m[1].0)?)?,
+            w_ref(mats, matrix(weights, t.m[2].0)?)?,
+        ];
+        let biases = [bias(t.m[0].1)?, bias(t.m[1].1)?, bias(t.m[2].1)?];
+        // The outputs are taken out of their slots (distinct buffers, none of them x:
+        // fuse::triple) and put back whatever happens.
+        let mut ya = take(bufs, t.m[0].2)?;
+        let r = (|| {
+            let mut yb = take(bufs, t.m[1].2)?;
+            let r = (|| {
+                let mut yc = take(bufs, t.m[2].2)?;
+                let r = ops::matvec_segs(
+                    gpu,
+                    ws,
+                    get(bufs, t.x)?,
+                    n,
+                    biases,
+                    norm,
+                    *mv,
+                    [&mut ya.slice, &mut yb.slice, &mut yc.slice],
+                );
+                put(bufs, t.m[2].2, yc);
+                r
+            })();
+            put(bufs, t.m[1].2, yb);
+            r
+        })();
+        put(bufs, t.m[0].2, ya);
+        let Some(choice) = r? else {
+            return Ok(false);
+        };
+        for m in &t.m {
+            let name = &program.weight(m.0).name;
+            if !choices.contains_key(name) {
+                choices.insert(name.clone(), choice);
+            }
+        }
+        Ok(true)
+    }
+
     /// RoPE of q and k (body op `q_rope` and the one after or before it: one table, see
     /// [`fuse::Fused::RopeAttn`]) with the KV-cache store in one launch, then the attention
     /// (body op `attn`).
@@ -658,11 +732,23 @@ pub(super) fn get(
 /// `auto` (`select::choose_matvec`'s rule). Anything else is an error (a typo must not
 /// silently measure the other kernel).
 pub(super) fn mv_wr_switch_from(v: Option<&str>) -> Result<Option<bool>, String> {
+    switch_from("ASSAY_MV_WR", v)
+}
+
+/// `ASSAY_MV_QKV` ([`ops::MatvecOpts::qkv`]): `0` (q, k and v in their own launches, as
+/// before), `1` (one segmented streamed launch wherever its requirements hold), unset, empty
+/// or `auto` (`select::choose_matvec_segs`'s rule). Anything else is an error.
+pub(super) fn mv_qkv_switch_from(v: Option<&str>) -> Result<Option<bool>, String> {
+    switch_from("ASSAY_MV_QKV", v)
+}
+
+/// A strict `0` / `1` / `auto` switch named `var`.
+fn switch_from(var: &str, v: Option<&str>) -> Result<Option<bool>, String> {
     match v.map(str::trim) {
         None | Some("") | Some("auto") => Ok(None),
         Some("0") => Ok(Some(false)),
         Some("1") => Ok(Some(true)),
-        Some(o) => Err(format!("ASSAY_MV_WR={o:?}: expected 0, 1 or auto")),
+        Some(o) => Err(format!("{var}={o:?}: expected 0, 1 or auto")),
     }
 }
 
@@ -708,5 +794,15 @@ mod tests {
         for bad in ["2", "on", "yes", "AUTO"] {
             assert!(mv_wr_switch_from(Some(bad)).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn mv_qkv_switch_is_strict() {
+        assert_eq!(mv_qkv_switch_from(None), Ok(None));
+        assert_eq!(mv_qkv_switch_from(Some("auto")), Ok(None));
+        assert_eq!(mv_qkv_switch_from(Some("0")), Ok(Some(false)));
+        assert_eq!(mv_qkv_switch_from(Some("1")), Ok(Some(true)));
+        let e = mv_qkv_switch_from(Some("yes")).unwrap_err();
+        assert!(e.starts_with("ASSAY_MV_QKV="), "{e}");
     }
 }

@@ -362,39 +362,78 @@ pub struct Pair {
     pub b: (WeightId, Option<WeightId>, BufId),
 }
 
+/// One matrix of a multi-matrix launch: (weight, bias, output).
+pub type Mat = (WeightId, Option<WeightId>, BufId);
+
+/// What [`pair`] and [`triple`] share: `units` are all [`Fused::Plain`] on one x with one
+/// folded norm, their outputs distinct and none of them x, their weights of one format and
+/// k (and of one row count when `same_rows`). Returns (x, norm, the matrices in order).
+fn plain_run(
+    p: &Program,
+    units: &[&Fused],
+    same_rows: bool,
+) -> Option<(BufId, Option<NormFold>, Vec<Mat>)> {
+    let mut mats: Vec<Mat> = Vec::with_capacity(units.len());
+    let mut head: Option<(BufId, Option<NormFold>)> = None;
+    for u in units {
+        let Fused::Plain {
+            x,
+            weight,
+            bias,
+            out,
+            norm,
+        } = **u
+        else {
+            return None;
+        };
+        let (x0, n0) = *head.get_or_insert((x, norm));
+        if x != x0 || norm != n0 || out == x || mats.iter().any(|m| m.2 == out) {
+            return None;
+        }
+        if let Some(&(w0, _, _)) = mats.first() {
+            let (s0, s) = (p.weight(w0), p.weight(weight));
+            if s.format != s0.format || s.cols != s0.cols || (same_rows && s.rows != s0.rows) {
+                return None;
+            }
+        }
+        mats.push((weight, bias, out));
+    }
+    let (x, norm) = head?;
+    Some((x, norm, mats))
+}
+
 /// The [`Pair`] of units `a` then `b` of `p`'s plan, if they make one.
 pub fn pair(p: &Program, a: &Fused, b: &Fused) -> Option<Pair> {
-    let (
-        Fused::Plain {
-            x: xa,
-            weight: wa,
-            bias: ba,
-            out: oa,
-            norm: na,
-        },
-        Fused::Plain {
-            x: xb,
-            weight: wb,
-            bias: bb,
-            out: ob,
-            norm: nb,
-        },
-    ) = (a, b)
-    else {
-        return None;
-    };
-    if xa != xb || na != nb || oa == ob || oa == xa || ob == xa {
-        return None;
-    }
-    let (sa, sb) = (p.weight(*wa), p.weight(*wb));
-    if sa.format != sb.format || sa.rows != sb.rows || sa.cols != sb.cols {
-        return None;
-    }
+    let (x, norm, m) = plain_run(p, &[a, b], true)?;
     Some(Pair {
-        x: *xa,
-        norm: *na,
-        a: (*wa, *ba, *oa),
-        b: (*wb, *bb, *ob),
+        x,
+        norm,
+        a: m[0],
+        b: m[1],
+    })
+}
+
+/// Three consecutive [`Fused::Plain`] units on the same x with the same folded norm, weights
+/// of one format and k (the row counts may differ), distinct outputs that are not x: q, k
+/// and v of an attention block, which a one-token step may run as one segmented streamed
+/// launch (`ops::matvec_segs`, each row with the bits of its own launch). Like [`Pair`], the
+/// units stay separate steps of the plan: where the segmented launch does not apply (several
+/// rows, the prompt's GEMMs, mmv, a shape or device it does not serve) they run as today
+/// (k and v as a [`Pair`] where they make one).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Triple {
+    pub x: BufId,
+    pub norm: Option<NormFold>,
+    pub m: [Mat; 3],
+}
+
+/// The [`Triple`] of units `a`, `b`, `c` of `p`'s plan, in that order, if they make one.
+pub fn triple(p: &Program, a: &Fused, b: &Fused, c: &Fused) -> Option<Triple> {
+    let (x, norm, m) = plain_run(p, &[a, b, c], false)?;
+    Some(Triple {
+        x,
+        norm,
+        m: [m[0], m[1], m[2]],
     })
 }
 
@@ -476,6 +515,7 @@ pub fn plan(p: &Program) -> Vec<Step> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::quant::QuantFormat;
 
     fn llama_like() -> Program {
         let spec = crate::arch::synthetic::SyntheticSpec::tiny("llama");
@@ -610,6 +650,105 @@ mod tests {
             };
             assert!(pair(&p, &no_norm, &plain[2]).is_none(), "norms differ");
         }
+    }
+
+    /// The triples a scan of the plan finds (as `CudaDecoder::body_pass` tries them, before
+    /// pairs).
+    fn triples(p: &Program) -> Vec<(usize, Triple)> {
+        let steps = plan(p);
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i + 2 < steps.len() {
+            if let (Some(a), Some(b), Some(c)) =
+                (steps[i].fused, steps[i + 1].fused, steps[i + 2].fused)
+            {
+                if let Some(t) = triple(p, &a, &b, &c) {
+                    out.push((i, t));
+                    i += 3;
+                    continue;
+                }
+            }
+            i += 1;
+        }
+        out
+    }
+
+    #[test]
+    fn q_k_and_v_make_one_triple_in_every_layer() {
+        let p = llama_like();
+        let tr = triples(&p);
+        assert_eq!(tr.len(), p.shape.n_layers);
+        for (_, t) in &tr {
+            let names: Vec<&str> = t.m.iter().map(|m| p.weight(m.0).name.as_str()).collect();
+            assert!(names[0].ends_with("attn_q.weight"), "{names:?}");
+            assert!(names[1].ends_with("attn_k.weight"), "{names:?}");
+            assert!(names[2].ends_with("attn_v.weight"), "{names:?}");
+            assert!(t.norm.is_some());
+            assert!(t.m.iter().all(|m| m.2 != t.x));
+            assert!(t.m[0].2 != t.m[1].2 && t.m[1].2 != t.m[2].2 && t.m[0].2 != t.m[2].2);
+            // q has other rows than k and v (4 query heads, 2 KV heads): a triple, not a pair.
+            assert_ne!(p.weight(t.m[0].0).rows, p.weight(t.m[1].0).rows);
+        }
+        // k and v still pair (the fallback where the triple's launch does not apply).
+        let steps = plan(&p);
+        let (i, _) = tr[0];
+        let f = |j: usize| steps[j].fused.unwrap();
+        assert!(pair(&p, &f(i + 1), &f(i + 2)).is_some());
+        // Not a triple: a unit that is not plain, one output twice, another norm or x.
+        let glu = steps
+            .iter()
+            .position(|s| matches!(s.fused, Some(Fused::Glu { .. })))
+            .unwrap();
+        assert!(triple(&p, &f(i), &f(i + 1), &f(glu)).is_none());
+        assert!(triple(&p, &f(i), &f(i + 1), &f(i + 1)).is_none());
+        let with = |u: Fused, g: &dyn Fn(&mut Fused)| {
+            let mut u = u;
+            g(&mut u);
+            u
+        };
+        let no_norm = with(f(i + 2), &|u| {
+            if let Fused::Plain { norm, .. } = u {
+                *norm = None;
+            }
+        });
+        assert!(triple(&p, &f(i), &f(i + 1), &no_norm).is_none());
+        let other_x = with(f(i + 2), &|u| {
+            if let Fused::Plain { x, .. } = u {
+                *x = BufId(x.0 + 1);
+            }
+        });
+        assert!(triple(&p, &f(i), &f(i + 1), &other_x).is_none());
+        let writes_x = with(f(i + 2), &|u| {
+            if let Fused::Plain { x, out, .. } = u {
+                *out = *x;
+            }
+        });
+        assert!(triple(&p, &f(i), &f(i + 1), &writes_x).is_none());
+    }
+
+    #[test]
+    fn matrices_of_different_formats_or_k_make_no_triple() {
+        let mut p = llama_like();
+        let tr = triples(&p);
+        let (i, t) = tr[0];
+        let steps = plan(&p);
+        let f = |j: usize| steps[j].fused.unwrap();
+        // v in another format: no triple (and no pair of k and v).
+        let v = t.m[2].0;
+        let fmt = p.weight(v).format;
+        p.weights[v.0 as usize].format = if fmt == QuantFormat::Q8_0 {
+            QuantFormat::Q4_0
+        } else {
+            QuantFormat::Q8_0
+        };
+        assert!(triple(&p, &f(i), &f(i + 1), &f(i + 2)).is_none());
+        assert!(pair(&p, &f(i + 1), &f(i + 2)).is_none());
+        p.weights[v.0 as usize].format = fmt;
+        assert!(triple(&p, &f(i), &f(i + 1), &f(i + 2)).is_some());
+        // k of another width: no triple.
+        let k = t.m[1].0;
+        p.weights[k.0 as usize].cols *= 2;
+        assert!(triple(&p, &f(i), &f(i + 1), &f(i + 2)).is_none());
     }
 
     #[test]

@@ -129,7 +129,7 @@ impl CudaDecoder {
     }
 
     /// Whether weight `w` goes to `mmv.cu`.
-    fn mmv_takes(&self, w: WeightId) -> Result<bool, CudaError> {
+    pub(super) fn mmv_takes(&self, w: WeightId) -> Result<bool, CudaError> {
         if !self.mmv.on {
             return Ok(false);
         }

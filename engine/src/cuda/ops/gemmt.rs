@@ -19,6 +19,7 @@ use crate::cuda::select::{
     gemmt_decoded, gemmt_shared_bytes,
 };
 use crate::cuda::{CudaError, Gpu, shape_err};
+use crate::quant::QuantFormat;
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig};
 
 /// How the tiled pass runs.
@@ -46,7 +47,7 @@ pub struct GemmtOpts {
     /// block, one of [`select::GEMMTM_TN`]), or `None`: the grid decides
     /// ([`select::gemmw_tile_n`], [`select::gemmtm_tile_n`]). Changes no bits.
     pub wgmma_tile_n: Option<usize>,
-    /// Section 4's TMA kernel (`gemmt_<f16|q4_0>[_glu]_tm<TN>`, sm_90a) for the launches that
+    /// Section 4's TMA kernel (`gemmt_<kind>[_glu]_tm<TN>`, sm_90a) for the launches that
     /// take the warpgroup MMA: `None` (the default) or `Some(true)` wherever
     /// [`select::gemmt_tm`] allows it, `Some(false)` never (section 3). The same bits.
     pub tm: Option<bool>,
@@ -79,10 +80,8 @@ impl GemmtOpts {
     /// Whether a warpgroup-MMA launch of weight kind `kind` ([`kind_name`]) takes section 4
     /// (k values, the products' rows `seg_rows`; gate + up: the gate's).
     pub fn tm_for(&self, gpu: &Gpu, parts: u32, kind: &str, k: usize, seg_rows: &[usize]) -> bool {
-        let f = match kind {
-            "f16" => crate::quant::QuantFormat::F16,
-            "q4_0" => crate::quant::QuantFormat::Q4_0,
-            _ => return false,
+        let Some(f) = tm_kind(kind) else {
+            return false;
         };
         self.tm != Some(false)
             && select::gemmt_tm(gpu.info().compute_capability, parts, f, k, seg_rows)
@@ -96,6 +95,16 @@ impl GemmtOpts {
             _ => XStaging::F16,
         }
     }
+}
+
+/// The format of a section 4 entry's weight kind ([`kind_name`]: `f16`, `q4_0`, `q8_0`,
+/// `bf16`; one of [`select::GEMMTM_KINDS`]), `None` for kinds it has no entry for. `bf16`
+/// reaches section 4 only with x in one part (BF16 converted to f16 in the loop): with two
+/// parts, [`select::gemmt_tm`] refuses every kind.
+fn tm_kind(kind: &str) -> Option<QuantFormat> {
+    select::GEMMTM_KINDS
+        .into_iter()
+        .find(|&f| select::format_suffix(f) == kind)
 }
 
 /// Stage `n` rows of x (`[n][k]` f32, optionally RMS-normed first) for the tiled kernel's
@@ -277,8 +286,13 @@ fn check(
     Ok(parts)
 }
 
+/// A section 4 launch: tokens per block (one of [`select::GEMMTM_TN`]) and the weights' kind
+/// (one of [`select::GEMMTM_KINDS`]).
+type TmTile = (usize, QuantFormat);
+
 /// The launch's grid, shared memory and tile name (the entry's suffix), and section 4's
-/// tokens per block when it runs (weights of kind `kind`, products of `seg_rows` rows).
+/// tokens per block and weight kind when it runs (weights of kind `kind`, products of
+/// `seg_rows` rows).
 #[allow(clippy::too_many_arguments)]
 fn grid(
     op: &'static str,
@@ -291,7 +305,7 @@ fn grid(
     kind: &str,
     seg_rows: &[usize],
     opts: GemmtOpts,
-) -> Result<(LaunchConfig, String, Option<usize>), CudaError> {
+) -> Result<(LaunchConfig, String, Option<TmTile>), CudaError> {
     let grid_y = |per_block: usize| {
         u32::try_from(tile_rows.div_ceil(per_block))
             .ok()
@@ -300,7 +314,9 @@ fn grid(
     };
     // Section 4 only with a tile of at most n tokens (x's TMA box within x): passes of fewer
     // than 128 tokens, or a forced tile taller than the pass, take section 3 (the same bits).
-    if opts.wgmma_for(gpu, parts, n, k) && opts.tm_for(gpu, parts, kind, k, seg_rows) {
+    let tm = tm_kind(kind)
+        .filter(|_| opts.wgmma_for(gpu, parts, n, k) && opts.tm_for(gpu, parts, kind, k, seg_rows));
+    if let Some(tk) = tm {
         let tn = opts
             .wgmma_tile_n
             .unwrap_or_else(|| select::gemmtm_tile_n(n, tile_rows));
@@ -314,9 +330,9 @@ fn grid(
             let cfg = LaunchConfig {
                 grid_dim: (n.div_ceil(tn) as u32, grid_y(select::GEMMTM_WR)?, 1),
                 block_dim: (select::GEMMTM_THREADS, 1, 1),
-                shared_mem_bytes: select::gemmtm_shared_bytes(kind == "q4_0", tn) as u32,
+                shared_mem_bytes: select::gemmtm_shared_bytes(tk, tn) as u32,
             };
-            return Ok((cfg, format!("tm{tn}"), Some(tn)));
+            return Ok((cfg, format!("tm{tn}"), Some((tn, tk))));
         }
     }
     if opts.wgmma_for(gpu, parts, n, k) {
@@ -442,17 +458,9 @@ fn launch_plain(
     let ws: Vec<&DeviceWeight> = segs.iter().map(|s| s.w).collect();
     let wp = weights16(gpu, &ws, scratch, opts)?;
     let maps = match tm {
-        Some(tn) => {
+        Some((tn, tk)) => {
             let mats: Vec<(u64, usize)> = wp.iter().copied().zip(rows.iter().copied()).collect();
-            Some(tm_maps(
-                OP,
-                rd(gpu, &xs.hi),
-                n,
-                w0.cols,
-                tn,
-                kind == "q4_0",
-                &mats,
-            )?)
+            Some(tm_maps(OP, rd(gpu, &xs.hi), n, w0.cols, tn, tk, &mats)?)
         }
         None => None,
     };
@@ -521,17 +529,9 @@ pub fn gemmt_glu(
     )?;
     let wp = weights16(gpu, &[wg, wu], scratch, opts)?;
     let maps = match tm {
-        Some(tn) => {
+        Some((tn, tk)) => {
             let mats = [(wp[0], wg.rows), (wp[1], wu.rows)];
-            Some(tm_maps(
-                OP,
-                rd(gpu, &xs.hi),
-                n,
-                wg.cols,
-                tn,
-                kind == "q4_0",
-                &mats,
-            )?)
+            Some(tm_maps(OP, rd(gpu, &xs.hi), n, wg.cols, tn, tk, &mats)?)
         }
         None => None,
     };
@@ -564,9 +564,10 @@ fn x_args(gpu: &Gpu, xs: &GemmX) -> [Arg; 3] {
 }
 
 /// Section 4's tensor maps, the kernels' `GtmMaps` parameter (kernels/gemmt.cu): x, then per
-/// product (plain: up to three, unused ones repeat the first; gate + up: gate, up) the F16
-/// weights or the Q4_0 quant plane, then the Q4_0 scale planes (F16: copies of the weight
-/// maps, unused). 7 x 128 bytes, 64-byte aligned like the device struct.
+/// product (plain: up to three, unused ones repeat the first; gate + up: gate, up) the F16 /
+/// BF16 weights or the Q4_0 / Q8_0 quant plane, then the quants' scale planes (F16 / BF16:
+/// copies of the weight maps, unused). 7 x 128 bytes, 64-byte aligned like the device
+/// struct.
 #[repr(C, align(64))]
 struct GtmMaps {
     maps: [[u64; 16]; 7],
@@ -591,121 +592,230 @@ impl GtmMaps {
 /// Encode the tensor maps of a section 4 launch (host only: `cuTensorMapEncodeTiled` does no
 /// device work; a few microseconds per launch): x at `x` (`[n][k]` f16, box 64 values x `tn`
 /// tokens, 128-byte swizzle, rows past n read as zeros), and each product `(address, rows)`
-/// of `mats` (F16 `[rows][k]`, box 64 x 64, 128-byte swizzle; Q4_0 planar: quants
-/// `[rows][k / 2]` bytes, box 32 x 64, then scales `[rows][k / 32]` f16 at `rows * k / 2`,
-/// box 8 x 64).
+/// of `mats` by the weights' `kind` (F16 / BF16 `[rows][k]`, box 64 x 64, 128-byte swizzle;
+/// Q4_0 planar: quants `[rows][k / 2]` bytes, box 32 x 64, no swizzle, then scales
+/// `[rows][k / 32]` f16 at `rows * k / 2`, box 8 x 64; Q8_0 planar: quants `[rows][k]`
+/// bytes, box 64 x 64, 64-byte swizzle, then scales `[rows][k / 32]` f16 at `rows * k`, box
+/// 8 x 64).
 fn tm_maps(
     op: &'static str,
     x: u64,
     n: usize,
     k: usize,
     tn: usize,
-    q4: bool,
+    kind: QuantFormat,
     mats: &[(u64, usize)],
 ) -> Result<GtmMaps, CudaError> {
-    use cudarc::driver::sys::CUtensorMapDataType_enum as Ty;
-    let (n, k, tn) = (n as u64, k as u64, tn as u32);
     let mut out = GtmMaps { maps: [[0; 16]; 7] };
-    out.maps[0] = tmap(
-        op,
-        Ty::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-        2,
-        x,
-        [k, n],
-        2 * k,
-        [64, tn],
-        true,
-    )?;
+    let xs = x_spec(x, n, k, tn);
+    out.maps[0] = tmap(op, &xs)?;
     let Some(&first) = mats.first() else {
         return Err(shape_err(op, "no product"));
     };
     for i in 0..3 {
         let (addr, rows) = mats.get(i).copied().unwrap_or(first);
-        let rows = rows as u64;
-        let (w, s) = if q4 {
-            let nb = k / 32;
-            let w = tmap(
+        let (w, s) = weight_specs(kind, addr, rows, k)
+            .ok_or(CudaError::UnsupportedFormat { op, format: kind })?;
+        // A stage's boxes (x, then per 64-row half the weights and scales) must bring the
+        // bytes the kernel's `full` barrier expects (GtmCfg::TX), or its consumers never wake.
+        let half = w.box_bytes() + s.map_or(0, |s| s.box_bytes());
+        let tx = (tn * 128 + select::gemmtm_weight_stage_bytes(kind)) as u64;
+        if xs.box_bytes() + 2 * half != tx {
+            return Err(shape_err(
                 op,
-                Ty::CU_TENSOR_MAP_DATA_TYPE_UINT8,
-                1,
-                addr,
-                [nb * 16, rows],
-                nb * 16,
-                [32, 64],
-                false,
-            )?;
-            let s = tmap(
-                op,
-                Ty::CU_TENSOR_MAP_DATA_TYPE_UINT16,
-                2,
-                addr + rows * nb * 16,
-                [nb, rows],
-                nb * 2,
-                [8, 64],
-                false,
-            )?;
-            (w, s)
-        } else {
-            let w = tmap(
-                op,
-                Ty::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-                2,
-                addr,
-                [k, rows],
-                2 * k,
-                [64, 64],
-                true,
-            )?;
-            (w, w)
-        };
+                format!("{kind} tensor-map boxes bring other than the kernel's {tx} bytes"),
+            ));
+        }
+        let w = tmap(op, &w)?;
+        // F16 / BF16: no scales, a copy of the weights' map (unused).
         out.maps[1 + i] = w;
-        out.maps[4 + i] = s;
+        out.maps[4 + i] = match s {
+            Some(s) => tmap(op, &s)?,
+            None => w,
+        };
     }
     Ok(out)
 }
 
-/// One 2D tensor map (dims and box innermost first, `es`-byte elements, `stride` bytes
-/// between rows), checked against the TMA's rules first (a violation would surface only as
-/// an "illegal instruction" that kills the context): address and stride multiples of 16,
-/// the box's inner extent a multiple of 16 bytes (at most 128 with the 128-byte swizzle),
-/// boxes of at most 256 per dimension.
-#[allow(clippy::too_many_arguments)]
-fn tmap(
-    op: &'static str,
-    ty: cudarc::driver::sys::CUtensorMapDataType_enum,
+/// A tensor map's element type (the copies move bytes; the type only sets the element size
+/// and the meaning of the box's inner extent).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum MapTy {
+    F16,
+    Bf16,
+    U8,
+    U16,
+}
+
+/// One 2D tensor map before its encode: element type and size (`es` bytes), global address,
+/// dims and box innermost first, `stride` bytes between rows, the shared-memory swizzle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct MapSpec {
+    ty: MapTy,
     es: u64,
     addr: u64,
     dims: [u64; 2],
     stride: u64,
     boxd: [u32; 2],
-    swizzle128: bool,
-) -> Result<[u64; 16], CudaError> {
+    swizzle: Swizzle,
+}
+
+impl MapSpec {
+    /// The TMA's rules (a violation would surface only as an "illegal instruction" that kills
+    /// the context): address and stride multiples of 16, the box's inner extent a multiple
+    /// of 16 bytes (at most the swizzle's span, 64 or 128 bytes, with a swizzle), boxes of at
+    /// most 256 per dimension.
+    fn ok(&self) -> bool {
+        let inner = u64::from(self.boxd[0]) * self.es;
+        self.addr % 16 == 0
+            && self.stride % 16 == 0
+            && self.stride < 1 << 40
+            && self.dims.iter().all(|&d| d > 0 && d <= 1 << 32)
+            && self.dims[0] * self.es <= self.stride
+            && inner % 16 == 0
+            && self.swizzle.span().is_none_or(|s| inner <= s)
+            && self.boxd.iter().all(|&b| (1..=256).contains(&b))
+    }
+
+    /// Bytes one box brings.
+    fn box_bytes(&self) -> u64 {
+        u64::from(self.boxd[0]) * u64::from(self.boxd[1]) * self.es
+    }
+}
+
+/// x's map: `[n][k]` f16 at `x`, box 64 values x `tn` tokens, 128-byte swizzle (rows past n
+/// read as zeros).
+fn x_spec(x: u64, n: usize, k: usize, tn: usize) -> MapSpec {
+    let k = k as u64;
+    MapSpec {
+        ty: MapTy::F16,
+        es: 2,
+        addr: x,
+        dims: [k, n as u64],
+        stride: 2 * k,
+        boxd: [64, tn as u32],
+        swizzle: Swizzle::B128,
+    }
+}
+
+/// The maps of one product of `rows` x `k` weights of `kind` at `addr`: the weights (F16 /
+/// BF16 `[rows][k]`, box 64 x 64, 128-byte swizzle) or the quant plane (Q4_0 `[rows][k / 2]`
+/// bytes, box 32 x 64, no swizzle; Q8_0 `[rows][k]` bytes, box 64 x 64, 64-byte swizzle:
+/// a stage's 64 values of 64 rows, the kernel's QROW x 64), and the quants' scale plane
+/// (`[rows][k / 32]` f16 after the quants, box 8 x 64: the 16-byte group of four stages'
+/// scale pairs). `None` for a kind section 4 has no entry for.
+fn weight_specs(
+    kind: QuantFormat,
+    addr: u64,
+    rows: usize,
+    k: usize,
+) -> Option<(MapSpec, Option<MapSpec>)> {
+    let (rows, k) = (rows as u64, k as u64);
+    match kind {
+        QuantFormat::Q4_0 | QuantFormat::Q8_0 => {
+            // Quant bytes per block of 32 values.
+            let nb = k / 32;
+            let (qb, swizzle) = if kind == QuantFormat::Q4_0 {
+                (16, Swizzle::None)
+            } else {
+                (32, Swizzle::B64)
+            };
+            let quants = MapSpec {
+                ty: MapTy::U8,
+                es: 1,
+                addr,
+                dims: [nb * qb, rows],
+                stride: nb * qb,
+                boxd: [2 * qb as u32, 64],
+                swizzle,
+            };
+            let scales = MapSpec {
+                ty: MapTy::U16,
+                es: 2,
+                addr: addr + rows * nb * qb,
+                dims: [nb, rows],
+                stride: nb * 2,
+                boxd: [8, 64],
+                swizzle: Swizzle::None,
+            };
+            Some((quants, Some(scales)))
+        }
+        QuantFormat::F16 | QuantFormat::BF16 => Some((
+            MapSpec {
+                ty: if kind == QuantFormat::BF16 {
+                    MapTy::Bf16
+                } else {
+                    MapTy::F16
+                },
+                es: 2,
+                addr,
+                dims: [k, rows],
+                stride: 2 * k,
+                boxd: [64, 64],
+                swizzle: Swizzle::B128,
+            },
+            None,
+        )),
+        _ => None,
+    }
+}
+
+/// A tensor map's shared-memory swizzle: none, or 16-byte chunks permuted within 64-byte
+/// (chunk c of 64-byte row r at chunk c ^ ((r >> 1) & 3)) or 128-byte spans (c ^ (r & 7)),
+/// the patterns the kernel's reads assume.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Swizzle {
+    None,
+    B64,
+    B128,
+}
+
+impl Swizzle {
+    /// The widest box row (bytes) the swizzle takes, `None` for no limit.
+    fn span(self) -> Option<u64> {
+        match self {
+            Swizzle::None => None,
+            Swizzle::B64 => Some(64),
+            Swizzle::B128 => Some(128),
+        }
+    }
+}
+
+/// Encode one 2D tensor map, checked against the TMA's rules first ([`MapSpec::ok`]).
+fn tmap(op: &'static str, spec: &MapSpec) -> Result<[u64; 16], CudaError> {
     use cudarc::driver::sys;
-    let inner = u64::from(boxd[0]) * es;
-    let ok = addr % 16 == 0
-        && stride % 16 == 0
-        && stride < 1 << 40
-        && dims.iter().all(|&d| d > 0 && d <= 1 << 32)
-        && dims[0] * es <= stride
-        && inner % 16 == 0
-        && (!swizzle128 || inner <= 128)
-        && boxd.iter().all(|&b| (1..=256).contains(&b));
-    if !ok {
+    use sys::CUtensorMapDataType_enum as Ty;
+    let MapSpec {
+        ty,
+        es,
+        addr,
+        dims,
+        stride,
+        boxd,
+        swizzle,
+    } = *spec;
+    if !spec.ok() {
         return Err(shape_err(
             op,
             format!(
-                "tensor map at {addr:#x}: dims {dims:?}, row stride {stride} bytes, box {boxd:?} of {es}-byte values breaks the TMA's rules"
+                "tensor map at {addr:#x}: dims {dims:?}, row stride {stride} bytes, box {boxd:?} of {es}-byte values, {swizzle:?} breaks the TMA's rules"
             ),
         ));
     }
+    let ty = match ty {
+        MapTy::F16 => Ty::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+        MapTy::Bf16 => Ty::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+        MapTy::U8 => Ty::CU_TENSOR_MAP_DATA_TYPE_UINT8,
+        MapTy::U16 => Ty::CU_TENSOR_MAP_DATA_TYPE_UINT16,
+    };
     // SAFETY: CUtensorMap is 16 plain u64 words; all-zero is a valid value.
     let mut m: sys::CUtensorMap = unsafe { std::mem::zeroed() };
     let strides = [stride];
     let elem = [1u32, 1];
-    let swizzle = if swizzle128 {
-        sys::CUtensorMapSwizzle_enum::CU_TENSOR_MAP_SWIZZLE_128B
-    } else {
-        sys::CUtensorMapSwizzle_enum::CU_TENSOR_MAP_SWIZZLE_NONE
+    let swizzle = match swizzle {
+        Swizzle::None => sys::CUtensorMapSwizzle_enum::CU_TENSOR_MAP_SWIZZLE_NONE,
+        Swizzle::B64 => sys::CUtensorMapSwizzle_enum::CU_TENSOR_MAP_SWIZZLE_64B,
+        Swizzle::B128 => sys::CUtensorMapSwizzle_enum::CU_TENSOR_MAP_SWIZZLE_128B,
     };
     // SAFETY: a host-only encode into `m` from the arrays above (rank 2: two dims, one
     // stride, two box extents, two element strides), all alive for the call; the address is
@@ -728,4 +838,118 @@ fn tmap(
     }
     .result()?;
     Ok(m.opaque)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use QuantFormat::{BF16, F16, Q4_0, Q8_0};
+
+    #[test]
+    fn tm_kinds_are_the_entry_suffixes() {
+        for f in select::GEMMTM_KINDS {
+            assert_eq!(tm_kind(select::format_suffix(f)), Some(f));
+        }
+        assert_eq!(tm_kind("q8_0"), Some(Q8_0));
+        assert_eq!(tm_kind("bf16"), Some(BF16));
+        for k in ["q4_k", "q6_k", "f32", "?", ""] {
+            assert_eq!(tm_kind(k), None, "{k}");
+        }
+    }
+
+    #[test]
+    fn weight_maps_by_kind() {
+        let (a, rows, k) = (0x7f00_0000_0000u64, 192, 768);
+        // Q4_0 (as before this kind list grew): quants [rows][k / 2] bytes, box 32 x 64, no
+        // swizzle; scales [rows][k / 32] u16 after them, box 8 x 64.
+        let (w, s) = weight_specs(Q4_0, a, rows, k).unwrap();
+        let s = s.unwrap();
+        assert_eq!((w.ty, w.es, w.addr), (MapTy::U8, 1, a));
+        assert_eq!(
+            (w.dims, w.stride, w.boxd, w.swizzle),
+            ([384, 192], 384, [32, 64], Swizzle::None)
+        );
+        assert_eq!((s.ty, s.es, s.addr), (MapTy::U16, 2, a + 192 * 384));
+        assert_eq!(
+            (s.dims, s.stride, s.boxd, s.swizzle),
+            ([24, 192], 48, [8, 64], Swizzle::None)
+        );
+        // Q8_0: quants [rows][k] bytes, box 64 x 64 in the 64-byte swizzle; scales after them.
+        let (w, s) = weight_specs(Q8_0, a, rows, k).unwrap();
+        let s = s.unwrap();
+        assert_eq!((w.ty, w.es, w.addr), (MapTy::U8, 1, a));
+        assert_eq!(
+            (w.dims, w.stride, w.boxd, w.swizzle),
+            ([768, 192], 768, [64, 64], Swizzle::B64)
+        );
+        assert_eq!((s.ty, s.es, s.addr), (MapTy::U16, 2, a + 192 * 768));
+        assert_eq!(
+            (s.dims, s.stride, s.boxd, s.swizzle),
+            ([24, 192], 48, [8, 64], Swizzle::None)
+        );
+        // F16 and BF16: [rows][k] 16-bit values, box 64 x 64, 128-byte swizzle, no scales.
+        for (f, ty) in [(F16, MapTy::F16), (BF16, MapTy::Bf16)] {
+            let (w, s) = weight_specs(f, a, rows, k).unwrap();
+            assert_eq!(s, None);
+            assert_eq!((w.ty, w.es, w.addr), (ty, 2, a));
+            assert_eq!(
+                (w.dims, w.stride, w.boxd, w.swizzle),
+                ([768, 192], 1536, [64, 64], Swizzle::B128)
+            );
+        }
+        assert_eq!(weight_specs(QuantFormat::Q4_K, a, rows, k), None);
+        assert_eq!(weight_specs(QuantFormat::F32, a, rows, k), None);
+    }
+
+    /// Whatever select::gemmt_tm lets through encodes (the TMA's rules hold), and a stage's
+    /// boxes bring the bytes the kernel's `full` barrier expects (GtmCfg::TX: x's box, then
+    /// per 64-row half the weight box and the scale box), or its consumers would wait forever.
+    #[test]
+    fn every_accepted_shape_encodes_and_fills_a_stage() {
+        let a = 0x7f00_0000_0000u64;
+        let shapes: [(usize, &[usize]); 5] = [
+            (4096, &[4096, 1024, 1024]),
+            (4096, &[4096]),
+            (4096, &[14336]),
+            (14336, &[4096]),
+            (768, &[192]),
+        ];
+        for f in select::GEMMTM_KINDS {
+            for &(k, rows) in &shapes {
+                assert!(select::gemmt_tm((9, 0), 1, f, k, rows), "{f} {k}");
+                for tn in select::GEMMTM_TN {
+                    let x = x_spec(a, 512, k, tn);
+                    assert!(x.ok(), "{f} {k} x");
+                    for &r in rows {
+                        let (w, s) = weight_specs(f, a, r, k).unwrap();
+                        assert!(w.ok() && s.is_none_or(|s| s.ok()), "{f} k {k} rows {r}");
+                        let half = w.box_bytes() + s.map_or(0, |s| s.box_bytes());
+                        assert_eq!(
+                            x.box_bytes() + 2 * half,
+                            (tn * 128 + select::gemmtm_weight_stage_bytes(f)) as u64,
+                            "{f} TN {tn}"
+                        );
+                    }
+                }
+            }
+            // Every k the rule takes, up to 16384, at 64 rows.
+            for k in (32..=16384).step_by(32) {
+                if select::gemmt_tm((9, 0), 1, f, k, &[64]) {
+                    let (w, s) = weight_specs(f, a, 64, k).unwrap();
+                    assert!(w.ok() && s.is_none_or(|s| s.ok()), "{f} k {k}");
+                }
+            }
+        }
+        // Why Q8_0 (and Q4_0) take k a multiple of 256: k = 896 has scale rows of 56 bytes.
+        let (w, s) = weight_specs(Q8_0, a, 64, 896).unwrap();
+        assert!(w.ok());
+        assert!(!s.unwrap().ok());
+        assert!(!select::gemmt_tm((9, 0), 1, Q8_0, 896, &[64]));
+        // A 64-byte swizzle takes box rows of at most 64 bytes.
+        let wide = MapSpec {
+            boxd: [128, 64],
+            ..weight_specs(Q8_0, a, 64, 4096).unwrap().0
+        };
+        assert!(!wide.ok());
+    }
 }

@@ -17,6 +17,10 @@ pub struct MatvecOpts {
     /// Blocks of a streamed launch (kernel-check's grid invariance), `None`:
     /// [`MatvecKernel::blocks`]. Ignored by the other kernels, whose grid the rows fix.
     pub wr_grid: Option<u32>,
+    /// q, k and v in one segmented streamed launch ([`MatvecKernel::WrSegs`],
+    /// `ASSAY_MV_QKV`, [`matvec_segs`]): `None` where [`select::choose_matvec_segs`] takes
+    /// it, `Some(false)` never, `Some(true)` wherever its requirements hold.
+    pub qkv: Option<bool>,
 }
 
 /// `y[t] = W x[t] (+ bias)` for `ntok` token vectors: x is `[ntok][w.cols]`, y is
@@ -98,10 +102,10 @@ fn matvec_cfg(
     opts: MatvecOpts,
 ) -> Result<LaunchConfig, CudaError> {
     let blocks = match (choice, opts.wr_grid) {
-        (MatvecKernel::Wr { .. }, Some(0)) => {
+        (MatvecKernel::Wr { .. } | MatvecKernel::WrSegs { .. }, Some(0)) => {
             return Err(crate::cuda::shape_err("matvec", "a grid of 0 blocks"));
         }
-        (MatvecKernel::Wr { .. }, Some(g)) => g as usize,
+        (MatvecKernel::Wr { .. } | MatvecKernel::WrSegs { .. }, Some(g)) => g as usize,
         _ => choice.blocks(rows, &gpu.facts()),
     };
     let blocks =
@@ -302,6 +306,105 @@ pub fn matvec_pair(
         ],
     )?;
     Ok(choice)
+}
+
+/// `ys[s][t] = Ws norm(x[t]) (+ biases[s])` for the three matrices `ws` of one format and k
+/// (q, k and v of an attention block) in one segmented streamed launch
+/// ([`MatvecKernel::WrSegs`]) where [`select::choose_matvec_segs`] takes it (`opts.qkv`,
+/// `opts.wr`; `opts.wr_grid` sets its grid): each row gets the bits of its matrix's own
+/// [`matvec_fused`] launch. `Ok(None)`: nothing launched (the caller runs its own launches);
+/// an error for matrices of different formats or k and for buffers too short.
+#[allow(clippy::too_many_arguments)]
+pub fn matvec_segs(
+    gpu: &Gpu,
+    ws: [&DeviceWeight; 3],
+    x: &dyn DevicePtr<f32>,
+    ntok: usize,
+    biases: [Option<&dyn DevicePtr<f32>>; 3],
+    norm: Option<NormIn<'_>>,
+    opts: MatvecOpts,
+    ys: [&mut dyn DevicePtrMut<f32>; 3],
+) -> Result<Option<MatvecKernel>, CudaError> {
+    const OP: &str = "matvec_segs";
+    let w0 = ws[0];
+    if let Some(w) = ws
+        .iter()
+        .find(|w| w.format != w0.format || w.cols != w0.cols)
+    {
+        return Err(crate::cuda::shape_err(
+            OP,
+            format!(
+                "matrices {} x{} and {} x{} differ in format or k",
+                w0.format, w0.cols, w.format, w.cols
+            ),
+        ));
+    }
+    let rows = ws.map(|w| w.rows);
+    let Some(choice) = select::choose_matvec_segs(
+        w0.format,
+        &rows,
+        w0.cols,
+        ntok,
+        &gpu.facts(),
+        opts.qkv,
+        opts.wr,
+    )?
+    else {
+        return Ok(None);
+    };
+    need(OP, "x", x.len(), ntok * w0.cols)?;
+    let mut wp = [0u64; 3];
+    let mut bp = [0u64; 3];
+    for (s, w) in ws.iter().enumerate() {
+        need(OP, "weight", w.data.len(), w.rows * w.row_bytes)?;
+        wp[s] = rd(gpu, &w.data);
+        aligned(OP, "weight", wp[s], 16)?;
+        if let Some(b) = biases[s] {
+            need(OP, "bias", b.len(), w.rows)?;
+            bp[s] = rd(gpu, b);
+        }
+    }
+    let mut yp = [0u64; 3];
+    for (s, y) in ys.into_iter().enumerate() {
+        need(OP, "y", y.len(), ntok * rows[s])?;
+        yp[s] = wr(gpu, y);
+    }
+    let (np, eps, w_off) = norm_args(gpu, OP, norm, w0.cols)?;
+    let xp = rd(gpu, x);
+    aligned(OP, "x", xp, 16)?;
+    let per_warp = (choice.rows_per_block() / MV_WARPS as usize) as u32;
+    let cfg = matvec_cfg(
+        gpu,
+        &choice,
+        select::mv_seg_rows(per_warp, &rows),
+        w0.cols,
+        opts,
+    )?;
+    launch(
+        gpu,
+        &choice.entry(),
+        cfg,
+        &[
+            Arg::Ptr(wp[0]),
+            Arg::Ptr(wp[1]),
+            Arg::Ptr(wp[2]),
+            Arg::Ptr(xp),
+            Arg::Ptr(bp[0]),
+            Arg::Ptr(bp[1]),
+            Arg::Ptr(bp[2]),
+            Arg::Ptr(yp[0]),
+            Arg::Ptr(yp[1]),
+            Arg::Ptr(yp[2]),
+            Arg::I32(int(OP, "rows", rows[0])?),
+            Arg::I32(int(OP, "rows", rows[1])?),
+            Arg::I32(int(OP, "rows", rows[2])?),
+            Arg::I32(int(OP, "k", w0.cols)?),
+            Arg::Ptr(np),
+            Arg::F32(eps),
+            Arg::F32(w_off),
+        ],
+    )?;
+    Ok(Some(choice))
 }
 
 /// `out[t] = scale * W[tokens[t]]` for `ntok` tokens: out is `[ntok][w.cols]`. A token id

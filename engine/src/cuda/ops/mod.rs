@@ -30,6 +30,7 @@ pub use kv::{
 };
 pub use linear::{
     MatvecOpts, NormIn, embed, matvec, matvec_fused, matvec_glu, matvec_pair, matvec_residual,
+    matvec_segs,
 };
 pub use mask::{MaskBuffer, apply_mask};
 pub use mmv::{MmvScratch, mmv, mmv_glu, mmv_glu_x1, mmv_pair_x1, mmv_x1};
@@ -333,6 +334,10 @@ mod tests {
         assert!(is_pdl_kernel("attn_rows_d128") && !PDL_KERNELS.contains(&"attn_partial"));
         assert!(is_pdl_kernel("mmv_q4_0_glu_nt1"));
         assert!(is_pdl_kernel("matvec_q4_0_r2") && is_pdl_kernel("rope_kv"));
+        assert!(
+            !is_pdl_kernel("matvec_q4_0_wr_r4_d3") && !is_pdl_kernel("matvec_q4_0_glu_wr_r1_d6")
+        );
+        assert!(!is_pdl_kernel("matvec_q4_0_seg3_wr_r4_d3"));
         assert!(!is_pdl_kernel("embed_q4_0"));
     }
 
@@ -442,12 +447,25 @@ pub const PDL_TABLE_KERNELS: &[&str] = &[
     "attn_rows_d256",
 ];
 
-/// Whether kernel `name` is launched programmatically (where [`pdl_allowed`]).
+/// Whether kernel `name` is launched programmatically (where [`pdl_allowed`]). The streamed
+/// one-token matvec ([`super::select::is_matvec_wr_entry`]) is not (unless `ASSAY_MV_WR_PDL=1`, to
+/// time both forms with one binary): its persistent grid deals the work to its blocks up
+/// front, and launched early it cannot place its blocks while the kernel before holds the
+/// shared memory they need, so the launch ends with its latest block. Session 14, 8B Q4_0 at
+/// 512 context (research/notes/s14): streamed with PDL 325.5 tok/s, without (all launches)
+/// 372.4, not streamed with PDL 335.5.
 pub fn is_pdl_kernel(name: &str) -> bool {
     PDL_KERNELS.contains(&name)
         || PDL_TABLE_KERNELS.contains(&name)
-        || name.starts_with("matvec_")
+        || (name.starts_with("matvec_") && (!super::select::is_matvec_wr_entry(name) || wr_pdl()))
         || name.starts_with("mmv_")
+}
+
+/// `ASSAY_MV_WR_PDL=1`: the streamed matvec launched programmatically too (session 14's
+/// shipped form, kept for the A/B).
+fn wr_pdl() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("ASSAY_MV_WR_PDL").is_some_and(|v| v == "1"))
 }
 
 /// Whether launches may use programmatic dependent launch: sm_90+, unless the environment

@@ -94,9 +94,9 @@ pub fn gemmw_tile_n(n: usize, rows: usize) -> usize {
     }
 }
 
-/// kernels/gemmt.cu section 4 (`gemmt_<f16|q4_0>[_glu]_tm<TN>`, sm_90a): 128 weight rows
-/// x TN (one of these) tokens per block, warp-specialised (a TMA producer warpgroup, two
-/// wgmma consumers), stages of 64 values.
+/// kernels/gemmt.cu section 4 (`gemmt_<f16|q4_0|q8_0|bf16>[_glu]_tm<TN>`, sm_90a): 128
+/// weight rows x TN (one of these) tokens per block, warp-specialised (a TMA producer
+/// warpgroup, two wgmma consumers), stages of 64 values.
 pub const GEMMTM_TN: [usize; 2] = [128, 256];
 pub const GEMMTM_WR: usize = 128;
 pub const GEMMTM_BK: usize = 64;
@@ -105,13 +105,33 @@ pub const GEMMTM_THREADS: u32 = 384;
 /// 128 bytes each).
 pub const GEMMTM_MAPS_BYTES: usize = 7 * 128;
 
+/// Bytes of one stage's weight tile in section 4 for weights of `kind` (the kernel's
+/// `GtmCfg::WBYTES`): 128 rows of 64 values, F16 / BF16 128 bytes each, Q4_0 32 quant bytes
+/// + 16 bytes of scales, Q8_0 64 + 16.
+pub const fn gemmtm_weight_stage_bytes(kind: QuantFormat) -> usize {
+    match kind {
+        QuantFormat::Q4_0 => GEMMTM_WR * (32 + 16),
+        QuantFormat::Q8_0 => GEMMTM_WR * (64 + 16),
+        _ => GEMMTM_WR * 128,
+    }
+}
+
+/// The weight kinds section 4 has entries for (`gemmt_<kind>[_glu]_tm<TN>`): F16 (in place or
+/// any format decoded into the scratch), Q4_0 and Q8_0 decoded in the registers, BF16
+/// converted to f16 in the registers.
+pub const GEMMTM_KINDS: [QuantFormat; 4] = [
+    QuantFormat::F16,
+    QuantFormat::Q4_0,
+    QuantFormat::Q8_0,
+    QuantFormat::BF16,
+];
+
 /// Dynamic shared memory of a section 4 launch (the kernel's `GtmCfg::SMEM`): stages of TN
-/// x rows plus 128 weight rows of 128 bytes (Q4_0: 128 x 32 quant bytes + 128 x 16 scale
-/// bytes), as many as fit 192 KiB up to 8, or the gate + up epilogue's [TN][132] floats if
-/// larger (the kernel reserves it whether or not it is gate + up), + 1024 to align.
-pub const fn gemmtm_shared_bytes(q4: bool, tn: usize) -> usize {
-    let w = if q4 { GEMMTM_WR * 48 } else { GEMMTM_WR * 128 };
-    let stage = tn * 128 + w;
+/// x rows plus the weight tile ([`gemmtm_weight_stage_bytes`]), as many as fit 192 KiB up
+/// to 8, or the gate + up epilogue's [TN][132] floats if larger (the kernel reserves it
+/// whether or not it is gate + up), + 1024 to align.
+pub const fn gemmtm_shared_bytes(kind: QuantFormat, tn: usize) -> usize {
+    let stage = tn * 128 + gemmtm_weight_stage_bytes(kind);
     let st = if 196608 / stage > 8 {
         8
     } else {
@@ -125,8 +145,8 @@ pub const fn gemmtm_shared_bytes(q4: bool, tn: usize) -> usize {
 pub const GEMMTM_MAX_SHARED_BYTES: usize = {
     let mut m = 0;
     let mut i = 0;
-    while i < 4 {
-        let b = gemmtm_shared_bytes(i & 1 == 1, GEMMTM_TN[i >> 1]);
+    while i < 2 * GEMMTM_KINDS.len() {
+        let b = gemmtm_shared_bytes(GEMMTM_KINDS[i >> 1], GEMMTM_TN[i & 1]);
         if b > m {
             m = b;
         }
@@ -137,11 +157,13 @@ pub const GEMMTM_MAX_SHARED_BYTES: usize = {
 
 /// Whether a warpgroup-MMA launch (one [`gemmt_wgmma`] chose) takes section 4's TMA kernel
 /// instead of section 3's: on sm_90a, x in one part, the weights read as F16 (in place or
-/// decoded into the scratch: `kind` F16) or Q4_0 decoded in the loop (`kind` Q4_0), k a
-/// multiple of its 64-value stages (Q4_0: of 256, so that the scale rows' stride, k / 16
-/// bytes, is a multiple of the TMA's 16 bytes), and every product's rows (`seg_rows`; gate
-/// and up: the gate's rows) a positive multiple of 64 (a block's 64-row half then lies in one
-/// product). Its bits are section 3's (kernel-check's `tm` lines).
+/// decoded into the scratch: `kind` F16), Q4_0 / Q8_0 decoded in the loop or BF16 converted
+/// to f16 in the loop (`kind` the format: the kinds section 3 decodes in its loop), k a
+/// multiple of its 64-value stages (Q4_0 / Q8_0: of 256, so that the scale rows' stride,
+/// k / 16 bytes, is a multiple of the TMA's 16 bytes; the quant rows', k / 2 or k bytes, then
+/// are too), and every product's rows (`seg_rows`; gate and up: the gate's rows) a positive
+/// multiple of 64 (a block's 64-row half then lies in one product). Its bits are section
+/// 3's (kernel-check's `tm` lines).
 pub fn gemmt_tm(
     cc: (i32, i32),
     parts: u32,
@@ -150,8 +172,8 @@ pub fn gemmt_tm(
     seg_rows: &[usize],
 ) -> bool {
     let k_ok = match kind {
-        QuantFormat::F16 => k % GEMMTM_BK == 0,
-        QuantFormat::Q4_0 => k % 256 == 0,
+        QuantFormat::F16 | QuantFormat::BF16 => k % GEMMTM_BK == 0,
+        QuantFormat::Q4_0 | QuantFormat::Q8_0 => k % 256 == 0,
         _ => false,
     };
     cc == (9, 0)
@@ -439,9 +461,14 @@ mod tests {
         assert!(!gemmt_tm((9, 0), 1, F16, 4096, &[]));
         assert!(!gemmt_tm((9, 0), 1, F16, 4096, &[32]));
         // Formats, parts, devices.
-        for f in [BF16, Q8_0, QuantFormat::Q4_K, QuantFormat::F32] {
+        for f in [QuantFormat::Q4_K, QuantFormat::Q6_K, QuantFormat::F32] {
             assert!(!gemmt_tm((9, 0), 1, f, 4096, &qkv), "{f}");
         }
+        for f in GEMMTM_KINDS {
+            assert!(gemmt_tm((9, 0), 1, f, 4096, &qkv), "{f}");
+            assert!(!gemmt_tm((9, 0), 2, f, 4096, &qkv), "{f}");
+        }
+        assert_eq!(GEMMTM_KINDS, [F16, Q4_0, Q8_0, BF16]);
         assert!(!gemmt_tm((9, 0), 2, F16, 4096, &qkv));
         for cc in [(8, 0), (8, 9), (10, 0), (12, 0)] {
             assert!(!gemmt_tm(cc, 1, F16, 4096, &qkv));
@@ -460,12 +487,66 @@ mod tests {
         assert!(!is_gemmtm_entry("gemmt_f16_w128"));
         assert!(!is_gemmw_entry("gemmt_f16_tm128"));
         assert!(!is_gemmtm_entry("gemmt_q4_0_glu_m128_p1"));
-        // GtmCfg: f16 TN 256 4 x 48 KiB, TN 128 6 x 32 KiB; Q4_0 5 x 38 KiB, 8 x 22 KiB.
-        assert_eq!(gemmtm_shared_bytes(false, 256), 4 * 49152 + 1024);
-        assert_eq!(gemmtm_shared_bytes(false, 128), 6 * 32768 + 1024);
-        assert_eq!(gemmtm_shared_bytes(true, 256), 5 * 38912 + 1024);
-        assert_eq!(gemmtm_shared_bytes(true, 128), 8 * 22528 + 1024);
+        // GtmCfg: f16 TN 256 4 x 48 KiB, TN 128 6 x 32 KiB; Q4_0 5 x 38 KiB, 8 x 22 KiB;
+        // Q8_0 4 x 42 KiB, 7 x 26 KiB; BF16 as F16.
+        assert_eq!(gemmtm_shared_bytes(F16, 256), 4 * 49152 + 1024);
+        assert_eq!(gemmtm_shared_bytes(F16, 128), 6 * 32768 + 1024);
+        assert_eq!(gemmtm_shared_bytes(Q4_0, 256), 5 * 38912 + 1024);
+        assert_eq!(gemmtm_shared_bytes(Q4_0, 128), 8 * 22528 + 1024);
+        assert_eq!(gemmtm_shared_bytes(Q8_0, 256), 4 * 43008 + 1024);
+        assert_eq!(gemmtm_shared_bytes(Q8_0, 128), 7 * 26624 + 1024);
+        for tn in GEMMTM_TN {
+            assert_eq!(gemmtm_shared_bytes(BF16, tn), gemmtm_shared_bytes(F16, tn));
+            for f in GEMMTM_KINDS {
+                // Stages on 1024 bytes (the 128-byte swizzle of x's box), the gate + up
+                // epilogue's floats within the reservation.
+                assert_eq!((tn * 128 + gemmtm_weight_stage_bytes(f)) % 1024, 0, "{f}");
+                assert!(gemmtm_shared_bytes(f, tn) >= tn * (GEMMTM_WR + 4) * 4 + 1024);
+                assert!(gemmtm_shared_bytes(f, tn) <= GEMMTM_MAX_SHARED_BYTES);
+            }
+        }
         assert_eq!(GEMMTM_MAX_SHARED_BYTES, 4 * 49152 + 1024);
         const { assert!(GEMMTM_MAX_SHARED_BYTES + 128 <= 227 * 1024) };
+    }
+
+    #[test]
+    fn tma_kernel_takes_every_loop_decoded_kind_at_llama_8b_shapes() {
+        use QuantFormat::{BF16, F16, Q4_0, Q8_0};
+        // Llama-3.1-8B: q + k + v (4096 + 1024 + 1024 = 6144 rows) and o at k = 4096, gate +
+        // up (14336 rows each; the rule sees the gate's) at 4096, down (4096 rows) at 14336.
+        let shapes: [(&str, usize, &[usize]); 4] = [
+            ("q+k+v", 4096, &[4096, 1024, 1024]),
+            ("o", 4096, &[4096]),
+            ("gate+up", 4096, &[14336]),
+            ("down", 14336, &[4096]),
+        ];
+        for f in [F16, Q4_0, Q8_0, BF16] {
+            for (name, k, rows) in shapes {
+                assert!(gemmt_tm((9, 0), 1, f, k, rows), "{f} {name}");
+                // ASSAY_GEMMT_TM=0 is GemmtOpts::tm = Some(false), checked before this rule;
+                // x in two parts (BF16 past f16's range) and other devices keep section 3.
+                assert!(!gemmt_tm((9, 0), 2, f, k, rows), "{f} {name}");
+                assert!(!gemmt_tm((10, 0), 1, f, k, rows), "{f} {name}");
+                assert!(!gemmt_tm((8, 9), 1, f, k, rows), "{f} {name}");
+            }
+        }
+        // k rules: Q8_0 as Q4_0 (256: scale rows of 16-byte multiples), BF16 as F16 (64).
+        for k in [64, 192, 320, 896, 4160] {
+            assert_eq!(gemmt_tm((9, 0), 1, BF16, k, &[64]), k % 64 == 0, "{k}");
+            assert_eq!(gemmt_tm((9, 0), 1, Q8_0, k, &[64]), k % 256 == 0, "{k}");
+            assert!(!gemmt_tm((9, 0), 1, Q8_0, k, &[64]), "{k}");
+        }
+        for k in [256, 768, 4096, 14336] {
+            assert!(gemmt_tm((9, 0), 1, Q8_0, k, &[64]), "{k}");
+            assert!(gemmt_tm((9, 0), 1, BF16, k, &[64]), "{k}");
+        }
+        assert!(!gemmt_tm((9, 0), 1, BF16, 96, &[64]));
+        assert!(!gemmt_tm((9, 0), 1, Q8_0, 4096, &[4096, 1000, 1024]));
+        assert!(!gemmt_tm((9, 0), 1, BF16, 4096, &[32]));
+        // Rows of 37 or 200 (kernel-check's other shapes): section 3.
+        assert!(!gemmt_tm((9, 0), 1, Q8_0, 768, &[200]));
+        assert!(!gemmt_tm((9, 0), 1, BF16, 2304, &[37]));
+        assert!(gemmt_tm((9, 0), 1, Q8_0, 768, &[192]));
+        assert!(gemmt_tm((9, 0), 1, BF16, 768, &[192]));
     }
 }

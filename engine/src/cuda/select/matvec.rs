@@ -45,6 +45,19 @@ pub enum MatvecKernel {
         rows_per_warp: u32,
         depth: u32,
     },
+    /// The streamed one-token kernel over the rows of `segs` matrices of one format and k on
+    /// the same x (`matvec_<fmt>_seg<S>_wr_r<R>_d<D>`: q, k and v of an attention block in
+    /// one launch, each matrix with its own output and optional bias): the row groups of the
+    /// grid are the concatenation of each matrix's groups of `rows_per_warp` rows (a group
+    /// never holds rows of two matrices), each streamed and stored as in
+    /// [`MatvecKernel::Wr`], so every row gets the bits of its matrix's own launch
+    /// ([`choose_matvec_segs`]).
+    WrSegs {
+        format: QuantFormat,
+        segs: u32,
+        rows_per_warp: u32,
+        depth: u32,
+    },
 }
 
 /// Most x chunks a matvec block stages per token group of `tokens_per_pass` tokens:
@@ -78,6 +91,11 @@ pub const fn mv_shared_bytes(tokens_per_pass: usize, k: usize) -> usize {
 /// Formats of the streamed one-token kernel ([`MatvecKernel::Wr`]): the planar layouts with
 /// one f16 scale per block of 32 values.
 pub const MV_WR_FORMATS: [QuantFormat; 2] = [QuantFormat::Q4_0, QuantFormat::Q8_0];
+
+/// The formats of [`MV_WR_FORMATS`] that take the streamed kernel by default (`wr` = `None`).
+/// Q8_0 only when forced (`ASSAY_MV_WR=1`): session 14 (research/notes/s14), 8B Q8_0 at 512
+/// context, graphed: streamed 209.5 / 211.6 (without PDL) tok/s vs 269.5 / 270.0 not streamed.
+pub const MV_WR_DEFAULT_FORMATS: [QuantFormat; 1] = [QuantFormat::Q4_0];
 
 /// Quant bytes per block of a format of [`MV_WR_FORMATS`] (formats.cuh's `F::QBYTES`).
 fn wr_quant_bytes(format: QuantFormat) -> Option<usize> {
@@ -162,6 +180,15 @@ impl MatvecKernel {
                 format_suffix(*format),
                 if *glu { "_glu" } else { "" }
             ),
+            MatvecKernel::WrSegs {
+                format,
+                segs,
+                rows_per_warp,
+                depth,
+            } => format!(
+                "matvec_{}_seg{segs}_wr_r{rows_per_warp}_d{depth}",
+                format_suffix(*format)
+            ),
             MatvecKernel::MultiRow {
                 format,
                 rows_per_warp,
@@ -193,17 +220,21 @@ impl MatvecKernel {
             MatvecKernel::MultiRow { rows_per_warp, .. }
             | MatvecKernel::GluMultiRow { rows_per_warp, .. }
             | MatvecKernel::Pair { rows_per_warp, .. }
-            | MatvecKernel::Wr { rows_per_warp, .. } => (*rows_per_warp * MV_WARPS) as usize,
+            | MatvecKernel::Wr { rows_per_warp, .. }
+            | MatvecKernel::WrSegs { rows_per_warp, .. } => (*rows_per_warp * MV_WARPS) as usize,
         }
     }
 
     /// Blocks of a launch over `rows` rows on `dev`: one per [`MatvecKernel::rows_per_block`]
     /// rows, at most [`MV_WR_BLOCKS_PER_SM`] per SM for the persistent streamed kernel (its
-    /// warps then walk the row groups round-robin; the grid changes no bit).
+    /// warps then walk the row groups round-robin; the grid changes no bit). For
+    /// [`MatvecKernel::WrSegs`], `rows` is [`mv_seg_rows`] of the matrices' rows.
     pub fn blocks(&self, rows: usize, dev: &DeviceFacts) -> usize {
         let need = rows.div_ceil(self.rows_per_block());
         match self {
-            MatvecKernel::Wr { .. } => need.min(dev.sm_count as usize * MV_WR_BLOCKS_PER_SM),
+            MatvecKernel::Wr { .. } | MatvecKernel::WrSegs { .. } => {
+                need.min(dev.sm_count as usize * MV_WR_BLOCKS_PER_SM)
+            }
             _ => need,
         }
     }
@@ -217,7 +248,7 @@ impl MatvecKernel {
             | MatvecKernel::GluMultiRow {
                 tokens_per_pass, ..
             } => *tokens_per_pass as usize,
-            MatvecKernel::Pair { .. } | MatvecKernel::Wr { .. } => 1,
+            MatvecKernel::Pair { .. } | MatvecKernel::Wr { .. } | MatvecKernel::WrSegs { .. } => 1,
         }
     }
 
@@ -230,6 +261,12 @@ impl MatvecKernel {
                 rows_per_warp,
                 depth,
             } => mv_wr_shared_bytes(format, glu, rows_per_warp, depth, k),
+            MatvecKernel::WrSegs {
+                format,
+                rows_per_warp,
+                depth,
+                ..
+            } => mv_wr_shared_bytes(format, false, rows_per_warp, depth, k),
             _ => mv_shared_bytes(self.tokens_per_pass(), k),
         }
     }
@@ -291,6 +328,16 @@ impl std::fmt::Display for MatvecKernel {
                 "matvec_{}/{}wr(r={rows_per_warp},d={depth},warps={MV_WARPS})",
                 format_suffix(*format),
                 if *glu { "glu-" } else { "" }
+            ),
+            MatvecKernel::WrSegs {
+                format,
+                segs,
+                rows_per_warp,
+                depth,
+            } => write!(
+                f,
+                "matvec_{}/seg{segs}-wr(r={rows_per_warp},d={depth},warps={MV_WARPS})",
+                format_suffix(*format)
             ),
         }
     }
@@ -362,8 +409,8 @@ pub fn choose_matvec(
 /// runs it ([`mv_wr_max_shared_bytes`]) and a ring that fits: the deepest of
 /// [`MV_WR_RD`] ([`MV_WR_GLU_RD`]) whose shared memory leaves room for
 /// [`MV_WR_BLOCKS_PER_SM`] blocks per SM. Where they hold, `wr` decides: `Some(false)`
-/// never, `Some(true)` always, `None` (the default) when the launch has at least 3/4 of a
-/// block per SM (`rows / (rows per warp x MV_WARPS)` blocks): measured on the H200 (132 SMs,
+/// never, `Some(true)` always, `None` (the default) for a format of
+/// [`MV_WR_DEFAULT_FORMATS`] when the launch has at least 3/4 of a block per SM (`rows / (rows per warp x MV_WARPS)` blocks): measured on the H200 (132 SMs,
 /// research/notes/matvec/), Llama-3.1-8B's gate + up (1792 blocks), down and q / o (128
 /// blocks each) gain (30.9 -> 25.7, 20.9 -> 14.4, 7.1 -> 6.1 us) while k (32 blocks: most
 /// SMs idle) loses (3.3 -> 5.1 us).
@@ -391,7 +438,76 @@ fn choose_matvec_wr(
         })
         .find(|c| c.shared_bytes(k) <= max)?;
     let blocks = rows.div_ceil(kernel.rows_per_block());
-    (wr == Some(true) || 4 * blocks >= 3 * dev.sm_count as usize).then_some(kernel)
+    let by_default =
+        MV_WR_DEFAULT_FORMATS.contains(&format) && 4 * blocks >= 3 * dev.sm_count as usize;
+    (wr == Some(true) || by_default).then_some(kernel)
+}
+
+/// The rows of the group space of a segmented streamed launch ([`MatvecKernel::WrSegs`]) over
+/// matrices of `rows` rows each: each matrix's rows rounded up to a multiple of
+/// `rows_per_warp` (a row group never holds rows of two matrices), added.
+pub fn mv_seg_rows(rows_per_warp: u32, rows: &[usize]) -> usize {
+    let r = rows_per_warp.max(1) as usize;
+    rows.iter().map(|n| n.div_ceil(r) * r).sum()
+}
+
+/// Choose the segmented streamed kernel ([`MatvecKernel::WrSegs`]) for matrices of `rows`
+/// rows each (q, k and v), all `k` values wide in `format`, on the same `ntok` vectors, or
+/// `None` for their own launches (the same bits either way). Every matrix passes the
+/// shape checks of [`choose_matvec`] first (errors). Requirements: [`MV_WR_SEGS`] matrices
+/// of at least one row, one token, k a multiple of [`MV_WR_K_STEP`], a format of
+/// [`MV_WR_FORMATS`], a device that runs the streamed kernel ([`mv_wr_max_shared_bytes`]:
+/// compute capability 9.0), a ring of [`MV_WR_RD`] that fits beside x (the plain streamed
+/// kernel's rule), and a group space that the kernel's 32-bit row indices hold. Where they
+/// hold, `qkv` (`ASSAY_MV_QKV`) decides: `Some(false)` never, `Some(true)` always, `None`
+/// (the default) for a format of [`MV_WR_DEFAULT_FORMATS`] unless `wr` (`ASSAY_MV_WR`) is
+/// `Some(false)`, when the launch has at least 3/4 of a block per SM (the plain streamed
+/// kernel's occupancy rule, on the segments' row groups together: Llama-3.1-8B's
+/// 4096 + 1024 + 1024 rows make 192 blocks of 32 rows on the H200's 132 SMs).
+pub fn choose_matvec_segs(
+    format: QuantFormat,
+    rows: &[usize],
+    k: usize,
+    ntok: usize,
+    dev: &DeviceFacts,
+    qkv: Option<bool>,
+    wr: Option<bool>,
+) -> Result<Option<MatvecKernel>, CudaError> {
+    for &r in rows {
+        check_matvec(format, r, k, ntok)?;
+    }
+    let Some(max) = mv_wr_max_shared_bytes(dev.compute_capability) else {
+        return Ok(None);
+    };
+    if qkv == Some(false)
+        || rows.len() != MV_WR_SEGS
+        || ntok != 1
+        || k % MV_WR_K_STEP != 0
+        || !MV_WR_FORMATS.contains(&format)
+    {
+        return Ok(None);
+    }
+    let Some(kernel) = MV_WR_RD
+        .iter()
+        .map(|&(rows_per_warp, depth)| MatvecKernel::WrSegs {
+            format,
+            segs: MV_WR_SEGS as u32,
+            rows_per_warp,
+            depth,
+        })
+        .find(|c| c.shared_bytes(k) <= max)
+    else {
+        return Ok(None);
+    };
+    let total = mv_seg_rows(kernel.rows_per_block() as u32 / MV_WARPS, rows);
+    if total > i32::MAX as usize {
+        return Ok(None);
+    }
+    let blocks = total.div_ceil(kernel.rows_per_block());
+    let by_default = wr != Some(false)
+        && MV_WR_DEFAULT_FORMATS.contains(&format)
+        && 4 * blocks >= 3 * dev.sm_count as usize;
+    Ok((qkv == Some(true) || by_default).then_some(kernel))
 }
 
 /// What [`choose_matvec`] and [`choose_matvec_glu`] share: the shape checks
@@ -556,7 +672,8 @@ mod tests {
             MatvecKernel::MultiRow { rows_per_warp, .. } => rows_per_warp,
             MatvecKernel::GluMultiRow { .. }
             | MatvecKernel::Pair { .. }
-            | MatvecKernel::Wr { .. } => 0,
+            | MatvecKernel::Wr { .. }
+            | MatvecKernel::WrSegs { .. } => 0,
         };
         assert_eq!(r(1024, &H200), 1);
         assert_eq!(r(4096, &H200), 2);
@@ -781,11 +898,16 @@ mod tests {
                 .entry(),
             "matvec_q4_0_r2"
         );
-        // Q8_0 (32 quant bytes per chunk): the shallower rings.
-        let q8 = choose_matvec(QuantFormat::Q8_0, 4096, 4096, 1, &H200, None).unwrap();
+        // Q8_0 (32 quant bytes per chunk): the shallower rings, only when forced; by
+        // default today's entry points (measured faster, MV_WR_DEFAULT_FORMATS).
+        let q8 = choose_matvec(QuantFormat::Q8_0, 4096, 4096, 1, &H200, Some(true)).unwrap();
         assert_eq!(q8.entry(), "matvec_q8_0_wr_r4_d2");
-        let g8 = choose_matvec_glu(QuantFormat::Q8_0, 14336, 4096, 1, &H200, None).unwrap();
+        let g8 = choose_matvec_glu(QuantFormat::Q8_0, 14336, 4096, 1, &H200, Some(true)).unwrap();
         assert_eq!(g8.entry(), "matvec_q8_0_glu_wr_r1_d4");
+        let q8 = choose_matvec(QuantFormat::Q8_0, 4096, 4096, 1, &H200, None).unwrap();
+        assert_eq!(q8.entry(), "matvec_q8_0_r2");
+        let g8 = choose_matvec_glu(QuantFormat::Q8_0, 14336, 4096, 1, &H200, None).unwrap();
+        assert_eq!(g8.entry(), "matvec_q8_0_glu_r2");
     }
 
     #[test]
@@ -838,12 +960,19 @@ mod tests {
         for f in MV_WR_FORMATS {
             for k in (1..=16).map(|m| m * MV_WR_K_STEP) {
                 for rows in [1, 67, 4096, 14336] {
+                    let segs = [rows, 67, 5];
                     let cs = [
                         choose_matvec(f, rows, k, 1, &H200, Some(true)).unwrap(),
                         choose_matvec_glu(f, rows, k, 1, &H200, Some(true)).unwrap(),
+                        choose_matvec_segs(f, &segs, k, 1, &H200, Some(true), None)
+                            .unwrap()
+                            .unwrap_or(MatvecKernel::Pair {
+                                format: f,
+                                rows_per_warp: 1,
+                            }),
                     ];
                     for c in cs {
-                        if let MatvecKernel::Wr { .. } = c {
+                        if let MatvecKernel::Wr { .. } | MatvecKernel::WrSegs { .. } = c {
                             assert!(listed.contains(&c.entry()), "{}", c.entry());
                             assert!(is_matvec_wr_entry(&c.entry()));
                             assert!(c.shared_bytes(k) <= max, "{c} k={k}");
@@ -858,7 +987,7 @@ mod tests {
         assert_eq!(wr.len(), seen.len());
         assert_eq!(
             wr.len(),
-            MV_WR_FORMATS.len() * (MV_WR_RD.len() + MV_WR_GLU_RD.len())
+            MV_WR_FORMATS.len() * (2 * MV_WR_RD.len() + MV_WR_GLU_RD.len())
         );
         assert!(!is_matvec_wr_entry("matvec_q4_0_r2") && !is_matvec_wr_entry("matvec_q4_0_glu_r1"));
         // The kernel's constants are these ones.
@@ -870,6 +999,11 @@ mod tests {
         }
         for (r, d) in MV_WR_GLU_RD {
             assert!(mv.contains(&format!("    ASSAY_MATVEC_GLU_WR_R(name, F, {r}, {d})")));
+        }
+        for (r, d) in MV_WR_RD {
+            assert!(mv.contains(&format!(
+                "    ASSAY_MATVEC_SEG{MV_WR_SEGS}_WR_R(name, F, {r}, {d})"
+            )));
         }
         let fmts = crate::cuda::sources::source("common/formats.cuh").unwrap();
         for (f, name) in [
@@ -884,6 +1018,119 @@ mod tests {
                 "{f}"
             );
         }
+    }
+
+    #[test]
+    fn q_k_and_v_of_llama_8b_take_one_segmented_streamed_launch_on_the_h200() {
+        let q4 = QuantFormat::Q4_0;
+        let qkv = [4096, 1024, 1024];
+        let seg = |format, depth| MatvecKernel::WrSegs {
+            format,
+            segs: 3,
+            rows_per_warp: 4,
+            depth,
+        };
+        let c = choose_matvec_segs(q4, &qkv, 4096, 1, &H200, None, None)
+            .unwrap()
+            .unwrap();
+        assert_eq!(c, seg(q4, 3));
+        assert_eq!(c.entry(), "matvec_q4_0_seg3_wr_r4_d3");
+        assert_eq!(c.to_string(), "matvec_q4_0/seg3-wr(r=4,d=3,warps=8)");
+        assert!(is_matvec_wr_entry(&c.entry()));
+        assert_eq!(c.tokens_per_pass(), 1);
+        // The plain streamed kernel's ring and shared memory (q alone takes the same).
+        assert_eq!(
+            c.shared_bytes(4096),
+            choose_matvec(q4, 4096, 4096, 1, &H200, None)
+                .unwrap()
+                .shared_bytes(4096)
+        );
+        // 6144 rows: 192 blocks of 32 rows, within the persistent grid's 264.
+        assert_eq!(mv_seg_rows(4, &qkv), 6144);
+        assert_eq!(c.blocks(mv_seg_rows(4, &qkv), &H200), 192);
+        // Row counts not multiples of 4: each matrix padded on its own.
+        assert_eq!(mv_seg_rows(4, &[513, 130, 127]), 516 + 132 + 128);
+        assert_eq!(mv_seg_rows(1, &[513, 130, 127]), 770);
+        // Q8_0: only when forced (ASSAY_MV_QKV=1), with the shallower ring.
+        let q8 = QuantFormat::Q8_0;
+        assert_eq!(
+            choose_matvec_segs(q8, &qkv, 4096, 1, &H200, None, None).unwrap(),
+            None
+        );
+        assert_eq!(
+            choose_matvec_segs(q8, &qkv, 4096, 1, &H200, None, Some(true)).unwrap(),
+            None
+        );
+        assert_eq!(
+            choose_matvec_segs(q8, &qkv, 4096, 1, &H200, Some(true), None).unwrap(),
+            Some(seg(q8, 2))
+        );
+        // The switches: ASSAY_MV_QKV=0 never; ASSAY_MV_WR=0 turns the default off, and
+        // ASSAY_MV_QKV=1 forces it even then.
+        for (qkv_sw, wr_sw, on) in [
+            (Some(false), None, false),
+            (Some(false), Some(true), false),
+            (None, Some(false), false),
+            (Some(true), Some(false), true),
+            (None, Some(true), true),
+        ] {
+            let c = choose_matvec_segs(q4, &qkv, 4096, 1, &H200, qkv_sw, wr_sw).unwrap();
+            assert_eq!(c.is_some(), on, "{qkv_sw:?} {wr_sw:?}");
+        }
+    }
+
+    #[test]
+    fn segmented_streamed_kernel_requirements() {
+        let q4 = QuantFormat::Q4_0;
+        let qkv = [4096, 1024, 1024];
+        for sw in [None, Some(true)] {
+            let none = |fmt, rows: &[usize], k, ntok, dev: &DeviceFacts| {
+                choose_matvec_segs(fmt, rows, k, ntok, dev, sw, None).unwrap()
+            };
+            // Several tokens, k not a multiple of 1024, other formats, other devices, not 3
+            // matrices, x too large for a ring beside it.
+            assert_eq!(none(q4, &qkv, 4096, 2, &H200), None);
+            assert_eq!(none(q4, &qkv, 4096 + 32, 1, &H200), None);
+            assert_eq!(none(QuantFormat::Q4_K, &qkv, 4096, 1, &H200), None);
+            assert_eq!(none(QuantFormat::F16, &qkv, 4096, 1, &H200), None);
+            assert_eq!(none(q4, &qkv, 4096, 1, &RTX), None);
+            for cc in [(8, 0), (8, 9), (10, 0), (12, 0)] {
+                let dev = DeviceFacts {
+                    compute_capability: cc,
+                    sm_count: 132,
+                };
+                assert_eq!(none(q4, &qkv, 4096, 1, &dev), None);
+            }
+            assert_eq!(none(q4, &qkv[..2], 4096, 1, &H200), None);
+            assert_eq!(none(q4, &[4096, 1024, 1024, 1024], 4096, 1, &H200), None);
+            assert_eq!(none(q4, &qkv, 32768, 1, &H200), None);
+            // The shape checks come first, for every matrix.
+            assert!(choose_matvec_segs(q4, &[4096, 0, 1024], 4096, 1, &H200, sw, None).is_err());
+            assert!(choose_matvec_segs(q4, &qkv, 0, 1, &H200, sw, None).is_err());
+            assert!(choose_matvec_segs(q4, &qkv, 4096, 0, &H200, sw, None).is_err());
+        }
+        // By default only with 3/4 of a block per SM (99 blocks of 32 rows on 132 SMs): a
+        // small model's q / k / v stay in their own launches unless forced.
+        let small = [896, 128, 128];
+        assert_eq!(
+            choose_matvec_segs(q4, &small, 1024, 1, &H200, None, None).unwrap(),
+            None
+        );
+        assert!(
+            choose_matvec_segs(q4, &small, 1024, 1, &H200, Some(true), None)
+                .unwrap()
+                .is_some()
+        );
+        let at = |rows: [usize; 3]| {
+            choose_matvec_segs(q4, &rows, 1024, 1, &H200, None, None)
+                .unwrap()
+                .is_some()
+        };
+        assert!(at([99 * 32 - 2 * 4, 4, 4]));
+        assert!(!at([98 * 32 - 2 * 4, 4, 4]));
+        // Padding counts: 3129 + 1 + 1 rows are 98 blocks' worth, but padded per matrix
+        // (3132 + 4 + 4) they make 99.
+        assert!(at([98 * 32 - 7, 1, 1]));
     }
 
     #[test]

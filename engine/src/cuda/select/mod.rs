@@ -20,7 +20,7 @@ use super::CudaError;
 use super::sources::consts::{
     ATT_MAX_GROUP, ATT_MAX_HD, ATT_SPLIT, ATT_WARPS, MV_BATCH_GLU_ROWS_PER_WARP,
     MV_BATCH_ROWS_PER_WARP, MV_BATCH_TOK, MV_LAUNCH_MAX_TOK, MV_PAIR_ROWS_PER_WARP, MV_TILE,
-    MV_WARPS, MV_WR_BLOCKS_PER_SM, MV_WR_GLU_RD, MV_WR_RD,
+    MV_WARPS, MV_WR_BLOCKS_PER_SM, MV_WR_GLU_RD, MV_WR_RD, MV_WR_SEGS,
 };
 use super::sources::consts::{MMV_N, MMV_NT, MMV_WARPS};
 use crate::quant::QuantFormat;

@@ -80,20 +80,21 @@ pub(super) fn wgmma_cases(
 }
 
 /// Whether section 4's TMA kernel takes products of `format` (`rows` x `k`) on this device,
-/// read in place (F16), decoded in the loop (Q4_0) or through the scratch (any format: f16).
+/// read in place (F16), decoded or converted in the registers (Q4_0, Q8_0, BF16) or through
+/// the scratch (any format: f16).
 pub(super) fn tm_applies(gpu: &Gpu, format: QuantFormat, rows: usize, k: usize) -> bool {
     let cc = gpu.info().compute_capability;
     select::gemmt_tm(cc, 1, QuantFormat::F16, k, &[rows])
         || select::gemmt_tm(cc, 1, format, k, &[rows])
 }
 
-/// Section 4's TMA kernel (sm_90a, x in one part; F16 and Q4_0 in place, any format through
-/// the scratch) against section 3 and the mma.sync pass `mma` of [`FULL`] rows: the same
-/// bits for every epilogue (plain + bias, residual, the norm, gate + up with either
-/// activation), both tiles (128 and 256 tokens per block), decoded in the loop == through
-/// the scratch, a group of three products (segment boundaries inside a block), and passes of
-/// the sizes of [`PASS_SIZES`] of at least a tile (partial token tiles: x's box read past n
-/// as zeros: 129 and 299 tokens).
+/// Section 4's TMA kernel (sm_90a, x in one part; F16, Q4_0, Q8_0 and BF16 in place, any
+/// format through the scratch) against section 3 and the mma.sync pass `mma` of [`FULL`]
+/// rows: the same bits for every epilogue (plain + bias, residual, the norm, gate + up with
+/// either activation), both tiles (128 and 256 tokens per block), decoded in the registers
+/// == through the scratch, a group of three products (segment boundaries inside a block),
+/// and passes of the sizes of [`PASS_SIZES`] of at least a tile (partial token tiles: x's
+/// box read past n as zeros: 129 and 299 tokens).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn tm_cases(
     cx: &mut Ctx<'_>,
@@ -117,8 +118,8 @@ pub(super) fn tm_cases(
         tm: Some(true),
         ..sec3
     };
-    // In place (F16) or decoded in the loop (Q4_0) when the kernel takes the format as it
-    // lies, else through the scratch (as f16).
+    // In place (F16) or decoded / converted in the registers (Q4_0, Q8_0, BF16) when the
+    // kernel takes the format as it lies, else through the scratch (as f16).
     let direct = select::gemmt_tm(cc, 1, format, k, &[rows]);
     let tm = GemmtOpts {
         scratch_decode: !direct,
