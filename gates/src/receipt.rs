@@ -167,6 +167,41 @@ pub struct Roofline {
     pub limit_tokens_per_s: f64,
 }
 
+/// The bf16 GEMM rate of a prefill cell, measured in the same run as its arms: the model's
+/// linear-layer shapes at M = the prompt's tokens, timed with torch (cuBLAS). Half of it over
+/// 2 x params FLOPs per token is the cell's target ([`prefill_target_tok_s`]). A reference
+/// that could not be measured keeps its reason in `absent`, with no samples.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GemmRef {
+    /// Why there is no measurement (no torch, no CUDA, the timing failed); `None` when
+    /// measured.
+    pub absent: Option<String>,
+    /// TFLOP/s of every timed rep (warm-up excluded), in run order.
+    pub samples: Vec<f64>,
+    pub stats: Option<Stats>,
+    /// The median of `samples`: the rate the target uses.
+    pub tflops: Option<f64>,
+    /// The products of one rep, e.g. `512x4096 -> 6144 x32 (q+k+v)`: M x K -> N, x layers.
+    pub shapes: Vec<String>,
+    /// FLOPs of one rep (2 M N K summed over the products).
+    pub flops_per_rep: f64,
+    /// Parameters of the model (every tensor's elements): 2 x params FLOPs per token.
+    pub params: u64,
+    /// How it was timed (API, timer, warm-up).
+    pub method: String,
+    /// `torch.__version__` and its CUDA version.
+    pub torch: Option<String>,
+    /// The device torch timed on.
+    pub device: Option<String>,
+}
+
+/// The prefill target of issue 8: half the measured bf16 GEMM rate (`tflops`, TFLOP/s)
+/// over 2 x `params` FLOPs per token, in tokens/s.
+pub fn prefill_target_tok_s(tflops: f64, params: u64) -> f64 {
+    0.5 * tflops * 1e12 / (2.0 * params as f64)
+}
+
 /// One receipt row.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -183,6 +218,13 @@ pub struct Receipt {
     pub workload: Workload,
     pub arms: Vec<Arm>,
     pub roofline: Option<Roofline>,
+    /// Prefill cells: the bf16 GEMM reference measured in the same run (absent from rows
+    /// written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gemm_ref: Option<GemmRef>,
+    /// Prefill cells: [`prefill_target_tok_s`] of the GEMM reference, when it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_tok_s: Option<f64>,
     pub verdict: Verdict,
     /// Human lines: what was checked, numbers seen.
     pub detail: Vec<String>,
@@ -303,6 +345,23 @@ pub fn validate(r: &Receipt) -> Vec<String> {
             bad.push("roofline limit != bandwidth / bytes per token".into());
         }
     }
+    if let Some(g) = &r.gemm_ref {
+        bad.extend(validate_gemm_ref(g));
+    }
+    let target = r
+        .gemm_ref
+        .as_ref()
+        .and_then(|g| g.tflops.map(|t| prefill_target_tok_s(t, g.params)));
+    match (r.target_tok_s, target) {
+        (Some(t), Some(want)) if !close(t, want) => {
+            bad.push(format!(
+                "target_tok_s {t} != 0.5 x GEMM rate / (2 x params) = {want}"
+            ));
+        }
+        (Some(_), None) => bad.push("target_tok_s without a measured GEMM reference".into()),
+        (None, Some(_)) => bad.push("a measured GEMM reference without target_tok_s".into()),
+        _ => {}
+    }
     match &r.verdict {
         Verdict::Red { failures } if failures.is_empty() => {
             bad.push("red verdict without a failure".into());
@@ -314,6 +373,40 @@ pub fn validate(r: &Receipt) -> Vec<String> {
     }
     if !r.wall_s.is_finite() || r.wall_s < 0.0 {
         bad.push(format!("wall_s {} is not a duration", r.wall_s));
+    }
+    bad
+}
+
+/// The rules of a GEMM reference: either absent with a reason and no samples, or N >= 5
+/// positive samples whose stats and median it records, over positive FLOPs and params.
+pub fn validate_gemm_ref(g: &GemmRef) -> Vec<String> {
+    let mut bad = Vec::new();
+    if let Some(why) = &g.absent {
+        if why.trim().is_empty() {
+            bad.push("gemm_ref absent without a reason".into());
+        }
+        if !g.samples.is_empty() || g.tflops.is_some() {
+            bad.push("gemm_ref absent but with samples".into());
+        }
+        return bad;
+    }
+    if g.samples.len() < 5 {
+        bad.push(format!(
+            "gemm_ref: {} samples (a measurement needs N >= 5)",
+            g.samples.len()
+        ));
+    }
+    if g.samples.iter().any(|v| !v.is_finite() || *v <= 0.0) {
+        bad.push("gemm_ref: samples must be positive".into());
+    }
+    if g.stats != Stats::of(&g.samples) {
+        bad.push("gemm_ref: stats do not match its samples".into());
+    }
+    if g.tflops != g.stats.map(|s| s.median) {
+        bad.push("gemm_ref: tflops is not the median of its samples".into());
+    }
+    if !g.flops_per_rep.is_finite() || g.flops_per_rep <= 0.0 || g.params == 0 {
+        bad.push("gemm_ref: flops_per_rep and params must be positive".into());
     }
     bad
 }

@@ -42,6 +42,8 @@ fn receipt(kind: Kind) -> Receipt {
             bandwidth_method: "memcpy".into(),
             limit_tokens_per_s: 100.0,
         }),
+        gemm_ref: None,
+        target_tok_s: None,
         verdict: Verdict::Green,
         detail: vec![],
         wall_s: 1.5,
@@ -189,4 +191,127 @@ fn verdicts_serialize_with_a_status_tag() {
             reason: "no GPU".into()
         }
     );
+}
+
+/// A measured GEMM reference of 5 reps over an 8B-shaped model's parameters.
+fn gemm_ref() -> GemmRef {
+    let samples = vec![780.0, 790.0, 800.0, 785.0, 795.0];
+    let stats = Stats::of(&samples);
+    GemmRef {
+        absent: None,
+        tflops: stats.map(|s| s.median),
+        stats,
+        samples,
+        shapes: vec!["512x4096 -> 6144 x32".into()],
+        flops_per_rep: 7.1e12,
+        params: 8_030_261_248,
+        method: "torch.mm bf16 (cuBLAS)".into(),
+        torch: Some("2.11.0 (CUDA 12.8)".into()),
+        device: Some("NVIDIA H200".into()),
+    }
+}
+
+#[test]
+fn the_prefill_target_is_half_the_gemm_rate_over_two_flops_per_param() {
+    // Issue 8's numbers: ~790 TFLOP/s and 8.03 B params make ~25k tok/s.
+    let t = prefill_target_tok_s(790.0, 8_030_261_248);
+    assert!((t - 24_594.5).abs() < 0.1, "{t}");
+    assert_eq!(prefill_target_tok_s(4.0, 1_000_000_000_000), 1.0);
+}
+
+#[test]
+fn a_gemm_reference_round_trips_and_old_rows_stay_byte_identical() {
+    let mut r = receipt(Kind::Bench);
+    // A row without the new fields serializes without them, so rows written before they
+    // existed read back, and write back, unchanged.
+    let old = serde_json::to_string(&r).unwrap();
+    assert!(
+        !old.contains("gemm_ref") && !old.contains("target_tok_s"),
+        "{old}"
+    );
+    let back = parse_line(&old).unwrap();
+    assert_eq!((back.gemm_ref.as_ref(), back.target_tok_s), (None, None));
+    assert_eq!(serde_json::to_string(&back).unwrap(), old);
+
+    r.gemm_ref = Some(gemm_ref());
+    r.target_tok_s = Some(prefill_target_tok_s(790.0, 8_030_261_248));
+    assert_eq!(validate(&r), Vec::<String>::new());
+    let line = serde_json::to_string(&r).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["gemm_ref"]["tflops"], serde_json::json!(790.0));
+    assert_eq!(v["gemm_ref"]["params"], serde_json::json!(8_030_261_248u64));
+    assert_eq!(v["gemm_ref"]["device"], serde_json::json!("NVIDIA H200"));
+    assert_eq!(v["gemm_ref"]["samples"].as_array().map(Vec::len), Some(5));
+    assert!(v["target_tok_s"].as_f64().is_some_and(|t| t > 24_594.0));
+    assert_eq!(parse_line(&line).unwrap(), r);
+
+    // Absent with its reason: no samples, no target; it round trips too.
+    r.gemm_ref = Some(GemmRef {
+        absent: Some("torch not importable".into()),
+        samples: vec![],
+        stats: None,
+        tflops: None,
+        torch: None,
+        device: None,
+        ..gemm_ref()
+    });
+    r.target_tok_s = None;
+    assert_eq!(validate(&r), Vec::<String>::new());
+    let line = serde_json::to_string(&r).unwrap();
+    assert!(
+        line.contains(r#""absent":"torch not importable""#),
+        "{line}"
+    );
+    assert_eq!(parse_line(&line).unwrap(), r);
+}
+
+#[test]
+fn each_gemm_reference_rule_catches_its_fault() {
+    type Fault = fn(&mut Receipt);
+    let faults: [(&str, &str, Fault); 8] = [
+        ("target off", "target_tok_s", |r| {
+            r.target_tok_s = Some(30_000.0)
+        }),
+        ("target missing", "without target_tok_s", |r| {
+            r.target_tok_s = None
+        }),
+        ("target without a reference", "without a measured", |r| {
+            r.gemm_ref = None
+        }),
+        ("stats", "stats do not match", |r| {
+            if let Some(g) = r.gemm_ref.as_mut() {
+                g.samples[0] = 1.0;
+            }
+        }),
+        ("median", "not the median", |r| {
+            if let Some(g) = r.gemm_ref.as_mut() {
+                g.tflops = Some(800.0);
+            }
+        }),
+        ("N >= 5", "N >= 5", |r| {
+            if let Some(g) = r.gemm_ref.as_mut() {
+                g.samples.truncate(4);
+                g.stats = Stats::of(&g.samples);
+                g.tflops = g.stats.map(|s| s.median);
+            }
+        }),
+        ("absent with samples", "absent but with samples", |r| {
+            if let Some(g) = r.gemm_ref.as_mut() {
+                g.absent = Some("no torch".into());
+            }
+        }),
+        ("params", "params must be positive", |r| {
+            if let Some(g) = r.gemm_ref.as_mut() {
+                g.params = 0;
+            }
+        }),
+    ];
+    for (what, says, fault) in faults {
+        let mut r = receipt(Kind::Bench);
+        r.gemm_ref = Some(gemm_ref());
+        r.target_tok_s = Some(prefill_target_tok_s(790.0, 8_030_261_248));
+        fault(&mut r);
+        let bad = validate(&r).join("; ");
+        assert!(bad.contains(says), "fault {what}: {bad:?}");
+    }
 }

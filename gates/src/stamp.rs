@@ -61,6 +61,8 @@ impl Stamp {
             workload: Workload::default(),
             arms: Vec::new(),
             roofline: None,
+            gemm_ref: None,
+            target_tok_s: None,
             verdict,
             detail: Vec::new(),
             wall_s: 0.0,

@@ -7,14 +7,20 @@
 //! run, interleaved ([`arms`]), and its receipt holds every arm's raw samples and roofline
 //! fraction against the same limit.
 //!
+//! A prefill cell on the GPU also times the bf16 GEMM rate of its model's linear-layer
+//! shapes after its arms, in the same run ([`gemm_ref`], torch), and records it with the
+//! issue's target (half that rate over 2 x params FLOPs per token) in the same receipt.
+//!
 //! Files: [`cells`] (board definitions), [`roofline`] (bytes per token, bandwidth),
 //! [`arms`] (arm selection, interleaving), [`runner`] (the CPU reference arm), [`gpu`]
-//! (the CUDA arm, device bandwidth), [`llamacpp`] (the llama.cpp arm), [`llama_server`]
+//! (the CUDA arm, device bandwidth), [`gemm_ref`] (the bf16 GEMM reference of prefill
+//! cells), [`llamacpp`] (the llama.cpp arm), [`llama_server`]
 //! (llama-server start / readiness / stop, for pairings), [`serve_load`] (`assay serve`
 //! under concurrent streamed load: TTFT, per-stream and aggregate tok/s).
 
 pub mod arms;
 pub mod cells;
+pub mod gemm_ref;
 pub mod gpu;
 pub mod llamacpp;
 // llama-server as the competitor of `harness pair` (issue 12); parts of it are used only there.
@@ -87,6 +93,13 @@ pub struct BenchArgs {
     /// The `assay` binary serve cells start (default: `assay` next to this harness).
     #[arg(long, env = "ASSAY_BIN")]
     pub assay_bin: Option<PathBuf>,
+    /// Prefill cells on the GPU: do not time the bf16 GEMM reference after the arms (the
+    /// receipt records it as absent, so the cell has no target).
+    #[arg(long)]
+    pub no_gemm_ref: bool,
+    /// The Python (with torch and CUDA) that times the bf16 GEMM reference.
+    #[arg(long, env = "ASSAY_TORCH_PYTHON", default_value = "python3")]
+    pub torch_python: PathBuf,
 }
 
 /// Our engine on the cell's device.
@@ -375,7 +388,23 @@ fn run_cell(
             },
         ));
     }
+    // The arms are done: free their device memory before the GEMM reference runs.
+    drop(ours);
+    drop(llama);
+    let gemm_ref = (cell.mode == Mode::Prefill && cell.device == DeviceKind::Gpu).then(|| {
+        let req = gemm_ref::Request::of_model(model.header(), cell.prompt_tokens as u64, runs);
+        if args.no_gemm_ref {
+            req.absent("not measured: --no-gemm-ref".into())
+        } else {
+            req.measure(
+                args.torch_python.as_os_str(),
+                Duration::from_secs(args.arm_timeout_s),
+            )
+        }
+    });
     let mut r = stamp.receipt(Kind::Bench, &cell.id, Verdict::Green);
+    r.target_tok_s = gemm_ref.as_ref().and_then(gemm_ref::target);
+    r.gemm_ref = gemm_ref;
     r.model = Some(facts);
     r.workload = Workload {
         board: Some(board.to_owned()),
@@ -574,7 +603,7 @@ pub fn line(r: &Receipt) -> String {
             );
         }
     }
-    s
+    s + &gemm_ref::line_suffix(r)
 }
 
 pub fn run(env: &EnvArgs, args: &BenchArgs) -> Result<bool> {

@@ -6,7 +6,9 @@
 use super::*;
 use gates::Verdict;
 use gates::device::{CpuFacts, DeviceFacts, GpuFacts};
-use gates::receipt::{Arm, Build, Kind, Receipt, Roofline, Stats, Workload, append};
+use gates::receipt::{
+    Arm, Build, GemmRef, Kind, Receipt, Roofline, Stats, Workload, append, prefill_target_tok_s,
+};
 use gates::stamp::Stamp;
 
 fn fixture() -> PathBuf {
@@ -229,4 +231,186 @@ fn pair_ratios_say_above_one_when_we_are_ahead() {
     assert!((got[1].2 - 0.8).abs() < 1e-12);
     assert_eq!(render::ratio_cell(got[0].2), "**1.20x**");
     assert_eq!(render::ratio_cell(got[1].2), "0.80x");
+}
+
+/// A prefill receipt of `cell` (assay and llama.cpp at these medians, no roofline), with a
+/// measured GEMM reference of `tflops` when given.
+fn prefill(cell: &str, ours: f64, theirs: f64, tflops: Option<f64>) -> Receipt {
+    let mut r = bench(cell, "2026-12-01T10:00:00Z", &today(), &[ours; 5]);
+    r.workload.board = Some("pf".into());
+    r.workload.mode = Some("prefill".into());
+    r.roofline = None;
+    let arm = |name: &str, engine: &str, v: f64| Arm {
+        name: name.into(),
+        engine: engine.into(),
+        version: "v".into(),
+        flags: vec![],
+        unit: Some("tok/s".into()),
+        samples: vec![v; 5],
+        stats: Stats::of(&[v; 5]),
+        roofline_fraction: None,
+    };
+    r.arms = vec![
+        arm("assay", "assay-cuda", ours),
+        arm("llama.cpp", "llama-bench", theirs),
+    ];
+    if let Some(t) = tflops {
+        let samples = vec![t - 10.0, t, t + 10.0, t - 5.0, t + 5.0];
+        let stats = Stats::of(&samples);
+        r.gemm_ref = Some(GemmRef {
+            absent: None,
+            tflops: stats.map(|s| s.median),
+            stats,
+            samples,
+            shapes: vec!["512x4096 -> 6144 x32 (q+k+v)".into()],
+            flops_per_rep: 7.1e12,
+            params: 8_030_261_248,
+            method: "torch.mm bf16 (cuBLAS)".into(),
+            torch: Some("2.11.0 (CUDA 12.8)".into()),
+            device: Some("NVIDIA H200".into()),
+        });
+        r.target_tok_s = Some(prefill_target_tok_s(t, 8_030_261_248));
+    }
+    r
+}
+
+const PREFILL_BOARD: &str = r#"
+name = "pf"
+title = "Prefill (test)"
+
+[[cell]]
+id = "pf-a"
+label = "A, 512"
+device = "gpu"
+mode = "prefill"
+synth = { arch = "llama", shape = "llama-3.1-8b", quant = "Q4_0" }
+prompt_tokens = 512
+gen_tokens = 16
+arms = ["assay", "llama.cpp"]
+
+[[cell]]
+id = "pf-b"
+label = "B, 2048"
+device = "gpu"
+mode = "prefill"
+synth = { arch = "llama", shape = "llama-3.1-8b", quant = "Q8_0" }
+prompt_tokens = 2048
+gen_tokens = 16
+arms = ["assay", "llama.cpp"]
+"#;
+
+/// Regenerate a README holding only the `pf` board from these receipts (written to a
+/// file, so the polars selection reads the new fields too).
+fn regenerate_prefill(receipts: &[Receipt]) -> Generated {
+    let t = tempfile::tempdir().unwrap();
+    let boards = t.path().join("boards");
+    std::fs::create_dir_all(&boards).unwrap();
+    std::fs::write(boards.join("pf.toml"), PREFILL_BOARD).unwrap();
+    let research = t.path().join("research");
+    for r in receipts {
+        append(&research.join("bench.jsonl"), r).unwrap();
+    }
+    let readme = t.path().join("README.md");
+    std::fs::write(&readme, "<!-- board:pf:begin -->\n<!-- board:pf:end -->\n").unwrap();
+    regenerate(
+        &BoardPaths {
+            readme,
+            receipts: research,
+            boards,
+        },
+        &today(),
+    )
+    .unwrap()
+}
+
+#[test]
+fn a_prefill_receipt_with_a_gemm_reference_shows_the_target_and_fractions() {
+    // A: 790 TFLOP/s -> target 24594.5 tok/s; assay at 27000 passes it, llama.cpp not.
+    let t = prefill_target_tok_s(790.0, 8_030_261_248);
+    let mut absent = prefill("pf-b", 20_000.0, 9_000.0, None);
+    absent.gemm_ref = Some(GemmRef {
+        absent: Some("torch not importable".into()),
+        samples: vec![],
+        stats: None,
+        tflops: None,
+        torch: None,
+        device: None,
+        shapes: vec![],
+        flops_per_rep: 0.0,
+        params: 8_030_261_248,
+        method: "not run".into(),
+    });
+    let g = regenerate_prefill(&[prefill("pf-a", 27_000.0, 9_000.0, Some(790.0)), absent]);
+    let md = &g.readme;
+    let frac = |v: f64| format!("{:.1}% of target", 100.0 * v / t);
+    assert!(
+        md.contains(&format!(
+            "| A, 512 | assay assay-cuda | 27000.00 | 27000.00 – 27000.00 | 5 | 24594.5 target | {} |",
+            frac(27_000.0)
+        )),
+        "{md}"
+    );
+    assert!(frac(27_000.0) == "109.8% of target" && frac(9_000.0) == "36.6% of target");
+    assert!(md.contains("| A, 512 | llama.cpp llama-bench | 9000.00 | 9000.00 – 9000.00 | 5 | 24594.5 target | 36.6% of target |"), "{md}");
+    // B has no target: the limit columns stay empty, the list says why.
+    assert!(
+        md.contains("| B, 2048 | assay assay-cuda | 20000.00 | 20000.00 – 20000.00 | 5 | — | — |"),
+        "{md}"
+    );
+    assert!(md.contains("Target (issue 8): half the bf16 GEMM rate measured in the same run"));
+    assert!(md.contains(
+        "- A, 512: 790.0 TFLOP/s (780.0 – 800.0, N=5; 2.11.0 (CUDA 12.8), NVIDIA H200), 8.030 B params: target 24594.5 tok/s"
+    ), "{md}");
+    assert!(
+        md.contains("- B, 2048: not measured (torch not importable)"),
+        "{md}"
+    );
+    // Not every shown receipt has a target: the plot stays in tokens/s.
+    let svg = &g.plots[0].1;
+    assert!(svg.contains("tokens/s (median)") && !svg.contains("% of the target"));
+
+    // Every shown receipt has one: the plot is in % of the target.
+    let g = regenerate_prefill(&[
+        prefill("pf-a", 27_000.0, 9_000.0, Some(790.0)),
+        prefill("pf-b", 20_000.0, 9_000.0, Some(800.0)),
+    ]);
+    let svg = &g.plots[0].1;
+    assert!(svg.contains("% of the target (half the bf16 GEMM rate, same run)"));
+    // A file mixing rows with and without the field (older rows) selects and renders both.
+    let g = regenerate_prefill(&[
+        prefill("pf-b", 20_000.0, 9_000.0, None),
+        prefill("pf-a", 27_000.0, 9_000.0, Some(790.0)),
+    ]);
+    assert_eq!(g.counts[0], ("pf".to_owned(), 2, 0));
+    assert!(g.readme.contains("| 24594.5 target | 109.8% of target |"));
+    assert!(
+        g.readme.contains(
+            "| B, 2048 | llama.cpp llama-bench | 9000.00 | 9000.00 – 9000.00 | 5 | — | — |"
+        )
+    );
+    assert!(
+        svg.contains("\n109.8\n") && svg.contains("\n36.6\n"),
+        "{svg}"
+    );
+}
+
+#[test]
+fn a_prefill_receipt_without_the_field_renders_as_before() {
+    let g = regenerate_prefill(&[prefill("pf-a", 27_000.0, 9_000.0, None)]);
+    let md = &g.readme;
+    assert!(md.contains("| A, 512 | assay assay-cuda | 27000.00 | 27000.00 – 27000.00 | 5 | — | — | NVIDIA H200 | 2026-12-01T10:00:00Z `0123456789` |"), "{md}");
+    assert!(md.contains("| B, 2048 | assay, llama.cpp | stale: no current receipt | | | | | | |"));
+    assert!(!md.contains("target") && !md.contains("Target"), "{md}");
+    assert!(md.contains("\n\n![pf](boards/pf.svg)"));
+    assert!(g.plots[0].1.contains("tokens/s (median)"));
+    // The list under the table is empty without a reference.
+    let b: crate::bench::cells::Board = toml::from_str(PREFILL_BOARD).unwrap();
+    let r = prefill("pf-a", 27_000.0, 9_000.0, None);
+    let shown = std::collections::BTreeMap::from([("pf-a".to_owned(), &r)]);
+    assert_eq!(render::gemm_notes(&b, &shown), "");
+    assert_eq!(
+        render::target_cells(25_000.0, Some(12_500.0)),
+        ("25000.0 target".to_owned(), "50.0% of target".to_owned())
+    );
+    assert_eq!(render::target_cells(25_000.0, None).1, "—");
 }

@@ -1,7 +1,8 @@
 //! The SVG plot of one board (plotters, SVG backend, no font backend: text sizes are
 //! estimated, so the bytes depend only on the receipts). One horizontal bar per (cell,
-//! arm): the fraction of the roofline when every shown row has one, else tokens/s. Stale
-//! cells keep their place with a `stale` label and no bar.
+//! arm): the fraction of the roofline when every shown row has one, else the fraction of
+//! the prefill target when every shown receipt has one, else tokens/s. Stale cells keep
+//! their place with a `stale` label and no bar.
 
 use std::collections::BTreeMap;
 
@@ -16,10 +17,22 @@ struct Bar {
     value: Option<f64>,
 }
 
-fn bars(board: &Board, shown: &BTreeMap<String, &Receipt>) -> (Vec<Bar>, bool) {
+/// What the bars measure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Axis {
+    /// % of the memory roofline.
+    Roofline,
+    /// % of the prefill target (half the bf16 GEMM rate).
+    Target,
+    /// tokens/s.
+    Rate,
+}
+
+fn bars(board: &Board, shown: &BTreeMap<String, &Receipt>) -> (Vec<Bar>, Axis) {
     let roofline = shown
         .values()
         .all(|r| r.arms.iter().all(|a| a.roofline_fraction.is_some()));
+    let target = !roofline && !shown.is_empty() && shown.values().all(|r| r.target_tok_s.is_some());
     let mut out = Vec::new();
     for c in &board.cells {
         match shown.get(&c.id) {
@@ -31,6 +44,8 @@ fn bars(board: &Board, shown: &BTreeMap<String, &Receipt>) -> (Vec<Bar>, bool) {
                 for a in &r.arms {
                     let v = if roofline {
                         a.roofline_fraction.map(|f| 100.0 * f)
+                    } else if let (true, Some(t)) = (target, r.target_tok_s) {
+                        a.stats.map(|s| 100.0 * s.median / t)
                     } else {
                         a.stats.map(|s| s.median)
                     };
@@ -42,27 +57,36 @@ fn bars(board: &Board, shown: &BTreeMap<String, &Receipt>) -> (Vec<Bar>, bool) {
             }
         }
     }
-    (out, roofline && !shown.is_empty())
+    let axis = if roofline && !shown.is_empty() {
+        Axis::Roofline
+    } else if target {
+        Axis::Target
+    } else {
+        Axis::Rate
+    };
+    (out, axis)
 }
 
 /// The SVG text of `board`'s plot.
 pub fn board_svg(board: &Board, shown: &BTreeMap<String, &Receipt>) -> Result<String> {
-    let (bars, roofline) = bars(board, shown);
+    let (bars, axis) = bars(board, shown);
     let n = bars.len().max(1);
     let height = 80 + 28 * n as u32;
-    let xmax = if roofline {
-        100.0
-    } else {
-        bars.iter().filter_map(|b| b.value).fold(1.0f64, f64::max) * 1.1
+    let top = bars.iter().filter_map(|b| b.value).fold(1.0f64, f64::max) * 1.1;
+    let xmax = match axis {
+        Axis::Roofline => 100.0,
+        // A target can be passed: the axis reaches past 100% then.
+        Axis::Target => top.max(110.0),
+        Axis::Rate => top,
     };
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (900, height)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| anyhow!("plot: {e}"))?;
-        let x_desc = if roofline {
-            "% of the memory roofline (same run)"
-        } else {
-            "tokens/s (median)"
+        let x_desc = match axis {
+            Axis::Roofline => "% of the memory roofline (same run)",
+            Axis::Target => "% of the target (half the bf16 GEMM rate, same run)",
+            Axis::Rate => "tokens/s (median)",
         };
         let mut chart = ChartBuilder::on(&root)
             .caption(&board.title, ("sans-serif", 18))

@@ -3,6 +3,9 @@
 //! current receipt is one `stale` row with no number. A pairing receipt (`kind = pair`)
 //! also gets a ratio row per metric: ours over theirs for rates, theirs over ours for TTFT,
 //! so above 1 means we are ahead; bold at 1.1x and above, losses shown as plainly.
+//! A prefill receipt with a bf16 GEMM reference shows its target in the limit column and
+//! each arm's fraction of it, and a list under the table gives each cell's measured rate
+//! (or why it is absent); receipts without one render as before.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -55,15 +58,18 @@ pub fn board_markdown(board: &Board, shown: &BTreeMap<String, &Receipt>, svg: &s
                 ),
                 None => ("—".into(), "—".into()),
             };
-            let limit = r
-                .roofline
-                .as_ref()
-                .map(|x| format!("{:.1}", x.limit_tokens_per_s))
-                .unwrap_or_else(|| "—".into());
-            let frac = a
-                .roofline_fraction
-                .map(|f| format!("{:.1}%", 100.0 * f))
-                .unwrap_or_else(|| "—".into());
+            let (limit, frac) = match (&r.roofline, r.target_tok_s) {
+                (None, Some(t)) => target_cells(t, a.stats.map(|x| x.median)),
+                _ => (
+                    r.roofline
+                        .as_ref()
+                        .map(|x| format!("{:.1}", x.limit_tokens_per_s))
+                        .unwrap_or_else(|| "—".into()),
+                    a.roofline_fraction
+                        .map(|f| format!("{:.1}%", 100.0 * f))
+                        .unwrap_or_else(|| "—".into()),
+                ),
+            };
             let _ = writeln!(
                 s,
                 "| {} | {} {} | {med} | {range} | {} | {limit} | {frac} | {} | {} `{}` |",
@@ -87,8 +93,57 @@ pub fn board_markdown(board: &Board, shown: &BTreeMap<String, &Receipt>, svg: &s
             }
         }
     }
+    s.push_str(&gemm_notes(board, shown));
     let _ = writeln!(s, "\n![{}]({svg})", board.name);
     s
+}
+
+/// The limit and fraction cells of an arm against a prefill target `t`.
+pub fn target_cells(t: f64, median: Option<f64>) -> (String, String) {
+    (
+        format!("{t:.1} target"),
+        median
+            .map(|m| format!("{:.1}% of target", 100.0 * m / t))
+            .unwrap_or_else(|| "—".into()),
+    )
+}
+
+/// Under the table, when a shown receipt has a GEMM reference: what the target is, and per
+/// such cell the rate measured (or why not); empty otherwise.
+pub fn gemm_notes(board: &Board, shown: &BTreeMap<String, &Receipt>) -> String {
+    let mut lines = Vec::new();
+    for c in &board.cells {
+        let Some((r, g)) = shown
+            .get(&c.id)
+            .and_then(|r| r.gemm_ref.as_ref().map(|g| (r, g)))
+        else {
+            continue;
+        };
+        match (&g.absent, g.stats, r.target_tok_s) {
+            (Some(why), _, _) => lines.push(format!("- {}: not measured ({why})", c.label)),
+            (None, Some(st), Some(t)) => lines.push(format!(
+                "- {}: {:.1} TFLOP/s ({:.1} – {:.1}, N={}; {}, {}), {:.3} B params: target {t:.1} tok/s",
+                c.label,
+                st.median,
+                st.min,
+                st.max,
+                g.samples.len(),
+                g.torch.as_deref().unwrap_or("torch"),
+                g.device.as_deref().unwrap_or("?"),
+                g.params as f64 / 1e9,
+            )),
+            _ => {}
+        }
+    }
+    if lines.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\nTarget (issue 8): half the bf16 GEMM rate measured in the same run, over 2 x params \
+         FLOPs per token. The rate: torch bf16 products of the model's linear layers (q+k+v, o, \
+         gate+up, down) at M = the prompt's tokens, CUDA-event timed, median of N reps:\n\n{}\n",
+        lines.join("\n")
+    )
 }
 
 /// The ratio rows of a pairing receipt: for each metric `m` with arms `assay m` and
