@@ -293,6 +293,34 @@ impl Request {
         }
     }
 
+    /// [`Request::measure`], once per process for the same products, prompt length and
+    /// reps: a later cell of the run with the same linear shapes (another format of the
+    /// same model shape) takes the measured reference (its own parameter count), so that a
+    /// board run pays the Python start-up and the timing once per prompt length. Absent
+    /// references are not kept (the next cell tries again).
+    pub fn measure_cached(&self, python: &OsStr, timeout: Duration) -> GemmRef {
+        static DONE: std::sync::Mutex<Vec<(String, GemmRef)>> = std::sync::Mutex::new(Vec::new());
+        let key = match &self.gemms {
+            Ok(g) => self.json(g),
+            Err(e) => return self.absent(e.clone()),
+        };
+        if let Ok(done) = DONE.lock()
+            && let Some((_, g)) = done.iter().find(|(k, _)| *k == key)
+        {
+            let mut g = g.clone();
+            g.params = self.params;
+            g.method = format!("{} (measured once in this run for these shapes)", g.method);
+            return g;
+        }
+        let g = self.measure(python, timeout);
+        if g.absent.is_none()
+            && let Ok(mut done) = DONE.lock()
+        {
+            done.push((key, g.clone()));
+        }
+        g
+    }
+
     /// Run the script with `python` (waiting at most `timeout`) and make the reference.
     pub fn measure(&self, python: &OsStr, timeout: Duration) -> GemmRef {
         let gemms = match &self.gemms {

@@ -425,3 +425,49 @@ fn the_request_of_a_gguf_reads_its_products_and_parameter_count() {
     assert_eq!(req.params, params);
     assert_eq!((req.m, req.reps), (128, 7));
 }
+
+#[test]
+fn a_run_measures_each_prompt_length_once_and_keeps_no_absence() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = tempfile::tempdir().unwrap();
+    let timeout = Duration::from_secs(60);
+    // A "python" that counts its runs and answers with fixed rep times; m is unique to
+    // this test so that no other test's cached reference is found.
+    let count = t.path().join("runs");
+    let py = t.path().join("python");
+    std::fs::write(
+        &py,
+        format!(
+            "#!/bin/sh\necho run >> '{}'\necho 'GEMM_REF {{\"cuda\": \"12.8\", \"device\": \"Fake\", \"method\": \"fake\", \"ms\": [1.0, 1.0, 1.0, 1.0, 1.0], \"torch\": \"9.9\"}}'\n",
+            count.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&py, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let req = |m: u64, params: u64| Request {
+        m,
+        gemms: Ok(vec![gemm("q+k+v", 16, 32, 2)]),
+        params,
+        reps: 5,
+    };
+    let runs = || std::fs::read_to_string(&count).map_or(0, |s| s.lines().count());
+    let a = req(7919, 1000).measure_cached(py.as_os_str(), timeout);
+    assert_eq!(a.absent, None, "{a:?}");
+    assert_eq!(runs(), 1);
+    // The same products and length, another model's parameter count: no second run.
+    let b = req(7919, 2000).measure_cached(py.as_os_str(), timeout);
+    assert_eq!(runs(), 1);
+    assert_eq!(b.samples, a.samples);
+    assert_eq!(b.params, 2000);
+    assert!(b.method.contains("measured once in this run"));
+    assert!(gates::receipt::validate_gemm_ref(&b).is_empty());
+    // Another prompt length runs again.
+    req(7920, 1000).measure_cached(py.as_os_str(), timeout);
+    assert_eq!(runs(), 2);
+    // An absence is not kept: a python that fails, then the length is tried again.
+    let bad = t.path().join("missing-python");
+    let c = req(7921, 1000).measure_cached(bad.as_os_str(), timeout);
+    assert!(c.absent.is_some());
+    req(7921, 1000).measure_cached(py.as_os_str(), timeout);
+    assert_eq!(runs(), 3);
+}

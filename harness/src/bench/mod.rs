@@ -396,7 +396,7 @@ fn run_cell(
         if args.no_gemm_ref {
             req.absent("not measured: --no-gemm-ref".into())
         } else {
-            req.measure(
+            req.measure_cached(
                 args.torch_python.as_os_str(),
                 Duration::from_secs(args.arm_timeout_s),
             )
