@@ -283,6 +283,9 @@ fn pair_cell(
         let draft = crate::bench::draft_path(env, cell)?;
         flags.extend(serve_load::spec_flags(spec, draft.as_deref())?);
     }
+    // The cell's own server flags (e.g. `--batched-decode --mmv` for the concurrency
+    // cells), recorded with the arm's flags.
+    flags.extend(cell.serve_flags.iter().cloned());
     let log = std::env::temp_dir().join(format!("assay-serve-pair-{}.log", cell.id));
     let mut ours = AssayServer::start(&bin, &path, &flags, &log, timeout)?;
     let our_target = ours.target();

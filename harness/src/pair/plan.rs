@@ -64,6 +64,22 @@ pub const DECODE_TOK_S: f64 = 330.0;
 /// board serve-h200 at 112c4d7: c4 318.6, c16 315.6, c64 298.0 tok/s; session 4's c64 was
 /// 131.4).
 pub const AGGREGATE_TOK_S: f64 = 298.0;
+/// Aggregate decode with `--batched-decode` (session 15, serve-h200 at 4edf334: c16 555.5,
+/// c64 514.7 tok/s).
+pub const AGGREGATE_BATCHED_TOK_S: f64 = 510.0;
+/// Aggregate decode with `--batched-decode --mmv` (session 15's second window, logs: c16
+/// 1251.9, c64 1159.5 tok/s).
+pub const AGGREGATE_MMV_TOK_S: f64 = 1150.0;
+
+/// The aggregate decode rate of concurrent streams served with `flags`.
+pub fn aggregate_tok_s(flags: &[String]) -> f64 {
+    let has = |f: &str| flags.iter().any(|x| x == f);
+    match (has("--batched-decode"), has("--mmv")) {
+        (true, true) => AGGREGATE_MMV_TOK_S,
+        (true, false) => AGGREGATE_BATCHED_TOK_S,
+        _ => AGGREGATE_TOK_S,
+    }
+}
 /// Prefill at one stream, 8B (session 14's pair h200-llama8b-q4_0-p2k at 112c4d7: 17240
 /// tok/s on 2048 tokens through the server, the warpgroup-MMA prompt pass; session 8: 2860).
 pub const PREFILL_TOK_S: f64 = 17000.0;
@@ -136,13 +152,21 @@ fn reference() -> Result<Sizes> {
 
 /// Seconds of one wave of `c` streams, `p` prompt + `g` generated tokens, at `scale`
 /// (decode: reference bytes per token / this one's; prefill: reference parameters / this
-/// one's).
-pub fn wave_s(c: usize, p: usize, g: usize, decode_scale: f64, prefill_scale: f64) -> f64 {
+/// one's), concurrent streams decoding at `aggregate` tok/s ([`aggregate_tok_s`] of the
+/// cell's server flags).
+pub fn wave_s(
+    c: usize,
+    p: usize,
+    g: usize,
+    decode_scale: f64,
+    prefill_scale: f64,
+    aggregate: f64,
+) -> f64 {
     let (c, p, g) = (c as f64, p as f64, g as f64);
     if c <= 1.0 {
         p / (PREFILL_TOK_S * prefill_scale) + g / (DECODE_TOK_S * decode_scale)
     } else {
-        c * p / (PREFILL_BATCHED_TOK_S * prefill_scale) + c * g / (AGGREGATE_TOK_S * decode_scale)
+        c * p / (PREFILL_BATCHED_TOK_S * prefill_scale) + c * g / (aggregate * decode_scale)
     }
 }
 
@@ -250,6 +274,7 @@ pub fn estimate(cell: &Cell, vs: Competitor, made: &mut BTreeSet<String>) -> Res
         cell.gen_tokens,
         refs.token_bytes / ours.token_bytes,
         refs.params / ours.params,
+        aggregate_tok_s(&cell.serve_flags),
     );
     let timed_s = 2.0 * waves * wave + AGREE_S + ours.file_bytes / 1e9 / HASH_GB_S;
     Ok(CellEstimate {
@@ -498,7 +523,7 @@ mod tests {
         assert_eq!(c64.synth_s, 0.0);
         // One arm of the c=64 128 + 64 serve cell: 90.3 s wall measured (session 14,
         // serve-llama8b-q4_0-c64 at 112c4d7; session 4: 198.6 s).
-        let arm = ASSAY_START_S + 6.0 * wave_s(64, 128, 64, 1.0, 1.0);
+        let arm = ASSAY_START_S + 6.0 * wave_s(64, 128, 64, 1.0, 1.0, AGGREGATE_TOK_S);
         assert!((70.0..130.0).contains(&arm), "{arm}");
         // Bigger checkpoints decode slower: a Q8_0 wave is longer than a Q4_0 one.
         let q8 = estimate(
@@ -577,6 +602,28 @@ mod tests {
         assert!((p.total_s() - only_d.total_s()).abs() < 1e-9);
         let text = render(&p, Competitor::LlamaCpp, None);
         assert!(text.contains("1 runnable, 2 blocked"), "{text}");
+    }
+
+    #[test]
+    fn the_server_flags_pick_the_aggregate_rate() {
+        let f = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(aggregate_tok_s(&[]), AGGREGATE_TOK_S);
+        assert_eq!(
+            aggregate_tok_s(&f(&["--batched-decode"])),
+            AGGREGATE_BATCHED_TOK_S
+        );
+        assert_eq!(
+            aggregate_tok_s(&f(&["--batched-decode", "--mmv"])),
+            AGGREGATE_MMV_TOK_S
+        );
+        // --mmv alone serves one sequence at a time: the default's rate.
+        assert_eq!(aggregate_tok_s(&f(&["--mmv"])), AGGREGATE_TOK_S);
+        // A c64 cell with the tensor-core batched flags is estimated faster.
+        let mut c = cell("x", L8, "Q4_0", 512, 128, 64);
+        let slow = estimate(&c, Competitor::LlamaCpp, &mut BTreeSet::new()).unwrap();
+        c.serve_flags = f(&["--batched-decode", "--mmv"]);
+        let fast = estimate(&c, Competitor::LlamaCpp, &mut BTreeSet::new()).unwrap();
+        assert!(fast.timed_s < slow.timed_s / 2.0, "{fast:?} vs {slow:?}");
     }
 
     #[test]
