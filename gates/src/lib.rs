@@ -14,6 +14,7 @@ pub mod clock;
 pub mod cpu_gates;
 pub mod decode_check;
 pub mod device;
+pub mod fixtures;
 pub mod gpu_gates;
 pub mod graph_check;
 pub mod identity;

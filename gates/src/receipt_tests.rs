@@ -1,7 +1,6 @@
 //! Tests of the receipt schema: round trip, validation rules, unknown fields, versions.
 
 use super::*;
-use crate::device::{CpuFacts, DeviceFacts};
 
 fn receipt(kind: Kind) -> Receipt {
     Receipt {
@@ -9,21 +8,8 @@ fn receipt(kind: Kind) -> Receipt {
         kind,
         name: "cell-a".into(),
         time: "2026-11-29T10:00:00Z".into(),
-        build: Build {
-            commit: "0123456789abcdef0123456789abcdef01234567".into(),
-            dirty: false,
-            kernel_identity: "a".repeat(64),
-            engine_identity: "b".repeat(64),
-            harness: "0.1.0 release".into(),
-        },
-        device: DeviceFacts {
-            os: "linux-x86_64".into(),
-            cpu: CpuFacts {
-                model: "cpu".into(),
-                logical_cores: 2,
-            },
-            gpus: Vec::new(),
-        },
+        build: crate::fixtures::build(),
+        device: crate::fixtures::cpu_device(),
         model: None,
         workload: Workload::default(),
         arms: vec![Arm {
@@ -195,20 +181,10 @@ fn verdicts_serialize_with_a_status_tag() {
 
 /// A measured GEMM reference of 5 reps over an 8B-shaped model's parameters.
 fn gemm_ref() -> GemmRef {
-    let samples = vec![780.0, 790.0, 800.0, 785.0, 795.0];
-    let stats = Stats::of(&samples);
-    GemmRef {
-        absent: None,
-        tflops: stats.map(|s| s.median),
-        stats,
-        samples,
-        shapes: vec!["512x4096 -> 6144 x32".into()],
-        flops_per_rep: 7.1e12,
-        params: 8_030_261_248,
-        method: "torch.mm bf16 (cuBLAS)".into(),
-        torch: Some("2.11.0 (CUDA 12.8)".into()),
-        device: Some("NVIDIA H200".into()),
-    }
+    crate::fixtures::gemm_ref(
+        vec![780.0, 790.0, 800.0, 785.0, 795.0],
+        "512x4096 -> 6144 x32",
+    )
 }
 
 #[test]

@@ -5,7 +5,7 @@
 use super::*;
 use crate::synth::shapes::{Arch, find};
 use crate::synth::tensors::inventory;
-use gates::receipt::{Arm, Kind};
+use gates::receipt::Kind;
 
 fn gemms_of(arch: Arch, shape: &str, vocab: usize) -> (Vec<Gemm>, u64) {
     let s = find(shape, arch).unwrap();
@@ -65,25 +65,7 @@ fn other_shapes_fuse_the_same_way_and_biases_and_norms_are_left_out() {
 }
 
 fn stamp() -> gates::stamp::Stamp {
-    use gates::device::{CpuFacts, DeviceFacts};
-    gates::stamp::Stamp {
-        time: "2026-12-01T00:00:00Z".into(),
-        build: gates::receipt::Build {
-            commit: "0123456789abcdef0123456789abcdef01234567".into(),
-            dirty: false,
-            kernel_identity: "a".repeat(64),
-            engine_identity: "b".repeat(64),
-            harness: "0.1.0 release".into(),
-        },
-        device: DeviceFacts {
-            os: "linux-x86_64".into(),
-            cpu: CpuFacts {
-                model: "cpu".into(),
-                logical_cores: 2,
-            },
-            gpus: vec![],
-        },
-    }
+    gates::fixtures::stamp("2026-12-01T00:00:00Z")
 }
 
 fn request() -> Request {
@@ -205,16 +187,7 @@ fn the_console_line_gives_the_rate_target_and_each_arms_fraction() {
     let g = req.gemm_ref(parse_reply(GOOD));
     let t = target(&g).unwrap();
     let mut r = stamp().receipt(Kind::Bench, "prefill-x", gates::Verdict::Green);
-    let arm = |name: &str, v: f64| Arm {
-        name: name.into(),
-        engine: "e".into(),
-        version: "v".into(),
-        flags: vec![],
-        unit: Some("tok/s".into()),
-        samples: vec![v; 5],
-        stats: Stats::of(&[v; 5]),
-        roofline_fraction: None,
-    };
+    let arm = |name: &str, v: f64| gates::fixtures::arm(name, "e", v);
     r.arms = vec![arm("assay", t), arm("llama.cpp", t / 4.0)];
     assert_eq!(line_suffix(&r), "");
     r.gemm_ref = Some(g);

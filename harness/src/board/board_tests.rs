@@ -240,35 +240,16 @@ fn prefill(cell: &str, ours: f64, theirs: f64, tflops: Option<f64>) -> Receipt {
     r.workload.board = Some("pf".into());
     r.workload.mode = Some("prefill".into());
     r.roofline = None;
-    let arm = |name: &str, engine: &str, v: f64| Arm {
-        name: name.into(),
-        engine: engine.into(),
-        version: "v".into(),
-        flags: vec![],
-        unit: Some("tok/s".into()),
-        samples: vec![v; 5],
-        stats: Stats::of(&[v; 5]),
-        roofline_fraction: None,
-    };
+    let arm = |name: &str, engine: &str, v: f64| gates::fixtures::arm(name, engine, v);
     r.arms = vec![
         arm("assay", "assay-cuda", ours),
         arm("llama.cpp", "llama-bench", theirs),
     ];
     if let Some(t) = tflops {
-        let samples = vec![t - 10.0, t, t + 10.0, t - 5.0, t + 5.0];
-        let stats = Stats::of(&samples);
-        r.gemm_ref = Some(GemmRef {
-            absent: None,
-            tflops: stats.map(|s| s.median),
-            stats,
-            samples,
-            shapes: vec!["512x4096 -> 6144 x32 (q+k+v)".into()],
-            flops_per_rep: 7.1e12,
-            params: 8_030_261_248,
-            method: "torch.mm bf16 (cuBLAS)".into(),
-            torch: Some("2.11.0 (CUDA 12.8)".into()),
-            device: Some("NVIDIA H200".into()),
-        });
+        r.gemm_ref = Some(gates::fixtures::gemm_ref(
+            vec![t - 10.0, t, t + 10.0, t - 5.0, t + 5.0],
+            "512x4096 -> 6144 x32 (q+k+v)",
+        ));
         r.target_tok_s = Some(prefill_target_tok_s(t, 8_030_261_248));
     }
     r
