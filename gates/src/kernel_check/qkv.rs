@@ -86,6 +86,15 @@ type Dp<'a> = &'a dyn DevicePtr<f32>;
 type Outs = Vec<[Vec<f32>; 3]>;
 
 impl Inputs {
+    /// The three outputs (q, k, v rows), poisoned.
+    fn outputs(&self, gpu: &Gpu) -> Result<Vec<CudaSlice<f32>>, String> {
+        self.rows
+            .iter()
+            .map(|&r| poison(gpu, r))
+            .collect::<Result<_, _>>()
+            .map_err(e2s)
+    }
+
     fn biases(&self, on: bool) -> [Option<Dp<'_>>; 3] {
         [0, 1, 2].map(|s| on.then_some(&self.bias[s] as Dp))
     }
@@ -104,12 +113,7 @@ fn run_segs(gpu: &Gpu, inp: &Inputs, opts: MatvecOpts) -> Result<(Outs, MatvecKe
     let mut outs = Vec::new();
     let mut kernel = None;
     for (_, b, n) in EPILOGUES {
-        let mut y: Vec<CudaSlice<f32>> = inp
-            .rows
-            .iter()
-            .map(|&r| poison(gpu, r))
-            .collect::<Result<_, _>>()
-            .map_err(e2s)?;
+        let mut y = inp.outputs(gpu)?;
         let [y0, y1, y2] = &mut y[..] else {
             return Err("three outputs".into());
         };
@@ -151,12 +155,7 @@ fn run_separate(
     let mut kernels = None;
     for (_, b, n) in EPILOGUES {
         let bias = inp.biases(b);
-        let mut y: Vec<CudaSlice<f32>> = inp
-            .rows
-            .iter()
-            .map(|&r| poison(gpu, r))
-            .collect::<Result<_, _>>()
-            .map_err(e2s)?;
+        let mut y = inp.outputs(gpu)?;
         let [y0, y1, y2] = &mut y[..] else {
             return Err("three outputs".into());
         };
