@@ -599,10 +599,11 @@ impl CudaDecoder {
             bt: &self.bt,
         };
         let mut o = take(bufs, spec.out)?;
-        let r = if flash.is_some() {
+        let r = if let Some(variant) = flash {
             // The prompt pass: every row in one tensor-core launch.
-            ops::attention_prefill(
+            ops::attention_prefill_with(
                 gpu,
+                variant,
                 get(bufs, spec.q)?,
                 &kv,
                 &self.pos,
@@ -733,6 +734,13 @@ pub(super) fn get(
 /// silently measure the other kernel).
 pub(super) fn mv_wr_switch_from(v: Option<&str>) -> Result<Option<bool>, String> {
     switch_from("ASSAY_MV_WR", v)
+}
+
+/// `ASSAY_MV_WRT` ([`ops::MatvecOpts::wrt`]): `1` (the multi-token streamed matvec for 2 or
+/// more token vectors wherever its requirements hold); `0`, unset, empty or `auto`: never
+/// (not yet run on a GPU). Anything else is an error.
+pub(super) fn mv_wrt_switch_from(v: Option<&str>) -> Result<bool, String> {
+    Ok(switch_from("ASSAY_MV_WRT", v)? == Some(true))
 }
 
 /// `ASSAY_MV_QKV` ([`ops::MatvecOpts::qkv`]): `0` (q, k and v in their own launches, as

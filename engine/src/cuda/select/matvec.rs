@@ -58,6 +58,19 @@ pub enum MatvecKernel {
         rows_per_warp: u32,
         depth: u32,
     },
+    /// The multi-token streamed kernel (`matvec_<fmt>_wrt<NT>_r<R>_d<D>`, gate + up:
+    /// `matvec_<fmt>_glu_wrt<NT>_r<R>_d<D>`, NT = `tokens`): [`MatvecKernel::Wr`]'s stream
+    /// (each weight byte read once per launch) for up to `tokens` token vectors, each
+    /// (token, row) with the one-token bits; x read from global memory (not staged), the
+    /// shared memory the ring alone ([`mv_wrt_shared_bytes`]). Q4_0 on compute capability
+    /// 9.0, only when asked (`ASSAY_MV_WRT=1`; [`choose_matvec_wrt`]). NOT yet run on a GPU.
+    WrTok {
+        format: QuantFormat,
+        glu: bool,
+        tokens: u32,
+        rows_per_warp: u32,
+        depth: u32,
+    },
 }
 
 /// Most x chunks a matvec block stages per token group of `tokens_per_pass` tokens:
@@ -148,10 +161,27 @@ pub fn mv_wr_shared_bytes(
     k / 32 * MV_WR_XS * 4 + MV_WARPS as usize * depth as usize * units * 32 * chunk
 }
 
-/// Whether `name` is an entry point of the streamed kernel (its shared memory limit is set
-/// apart: [`mv_wr_max_shared_bytes`]).
+/// Dynamic shared memory of a multi-token streamed launch ([`MatvecKernel::WrTok`]; matvec.cu's
+/// `matvec_wr_body` with NT > 1): the ring alone (x is read from global memory), per warp
+/// `depth` slots of `units` rows x 32 lanes x (the chunk's quant bytes + 4).
+pub fn mv_wrt_shared_bytes(
+    format: QuantFormat,
+    glu: bool,
+    rows_per_warp: u32,
+    depth: u32,
+) -> usize {
+    let units = rows_per_warp as usize * if glu { 2 } else { 1 };
+    let chunk = wr_quant_bytes(format).unwrap_or(0) + 4;
+    MV_WARPS as usize * depth as usize * units * 32 * chunk
+}
+
+/// Formats of the multi-token streamed kernel ([`MatvecKernel::WrTok`]).
+pub const MV_WRT_FORMATS: [QuantFormat; 1] = [QuantFormat::Q4_0];
+
+/// Whether `name` is an entry point of the streamed kernel, one token or several (its shared
+/// memory limit is set apart: [`mv_wr_max_shared_bytes`]).
 pub fn is_matvec_wr_entry(name: &str) -> bool {
-    name.starts_with("matvec_") && name.contains("_wr_r")
+    name.starts_with("matvec_") && (name.contains("_wr_r") || name.contains("_wrt"))
 }
 
 /// Whether a kernel taking `tokens_per_pass` token vectors per pass runs the batched body
@@ -189,6 +219,17 @@ impl MatvecKernel {
                 "matvec_{}_seg{segs}_wr_r{rows_per_warp}_d{depth}",
                 format_suffix(*format)
             ),
+            MatvecKernel::WrTok {
+                format,
+                glu,
+                tokens,
+                rows_per_warp,
+                depth,
+            } => format!(
+                "matvec_{}{}_wrt{tokens}_r{rows_per_warp}_d{depth}",
+                format_suffix(*format),
+                if *glu { "_glu" } else { "" }
+            ),
             MatvecKernel::MultiRow {
                 format,
                 rows_per_warp,
@@ -221,7 +262,8 @@ impl MatvecKernel {
             | MatvecKernel::GluMultiRow { rows_per_warp, .. }
             | MatvecKernel::Pair { rows_per_warp, .. }
             | MatvecKernel::Wr { rows_per_warp, .. }
-            | MatvecKernel::WrSegs { rows_per_warp, .. } => (*rows_per_warp * MV_WARPS) as usize,
+            | MatvecKernel::WrSegs { rows_per_warp, .. }
+            | MatvecKernel::WrTok { rows_per_warp, .. } => (*rows_per_warp * MV_WARPS) as usize,
         }
     }
 
@@ -232,7 +274,7 @@ impl MatvecKernel {
     pub fn blocks(&self, rows: usize, dev: &DeviceFacts) -> usize {
         let need = rows.div_ceil(self.rows_per_block());
         match self {
-            MatvecKernel::Wr { .. } | MatvecKernel::WrSegs { .. } => {
+            MatvecKernel::Wr { .. } | MatvecKernel::WrSegs { .. } | MatvecKernel::WrTok { .. } => {
                 need.min(dev.sm_count as usize * MV_WR_BLOCKS_PER_SM)
             }
             _ => need,
@@ -248,6 +290,7 @@ impl MatvecKernel {
             | MatvecKernel::GluMultiRow {
                 tokens_per_pass, ..
             } => *tokens_per_pass as usize,
+            MatvecKernel::WrTok { tokens, .. } => *tokens as usize,
             MatvecKernel::Pair { .. } | MatvecKernel::Wr { .. } | MatvecKernel::WrSegs { .. } => 1,
         }
     }
@@ -267,6 +310,13 @@ impl MatvecKernel {
                 depth,
                 ..
             } => mv_wr_shared_bytes(format, false, rows_per_warp, depth, k),
+            MatvecKernel::WrTok {
+                format,
+                glu,
+                rows_per_warp,
+                depth,
+                ..
+            } => mv_wrt_shared_bytes(format, glu, rows_per_warp, depth),
             _ => mv_shared_bytes(self.tokens_per_pass(), k),
         }
     }
@@ -339,6 +389,18 @@ impl std::fmt::Display for MatvecKernel {
                 "matvec_{}/seg{segs}-wr(r={rows_per_warp},d={depth},warps={MV_WARPS})",
                 format_suffix(*format)
             ),
+            MatvecKernel::WrTok {
+                format,
+                glu,
+                tokens,
+                rows_per_warp,
+                depth,
+            } => write!(
+                f,
+                "matvec_{}/{}wr(r={rows_per_warp},d={depth},warps={MV_WARPS},tok={tokens})",
+                format_suffix(*format),
+                if *glu { "glu-" } else { "" }
+            ),
         }
     }
 }
@@ -389,10 +451,28 @@ pub fn choose_matvec(
     dev: &DeviceFacts,
     wr: Option<bool>,
 ) -> Result<MatvecKernel, CudaError> {
+    choose_matvec_tok(format, rows, k, ntok, dev, wr, false)
+}
+
+/// [`choose_matvec`], with `wrt` (`ASSAY_MV_WRT=1`): 2 or more token vectors take the
+/// multi-token streamed kernel where [`choose_matvec_wrt`] has one (off by default: never
+/// run on a GPU yet).
+pub fn choose_matvec_tok(
+    format: QuantFormat,
+    rows: usize,
+    k: usize,
+    ntok: usize,
+    dev: &DeviceFacts,
+    wr: Option<bool>,
+    wrt: bool,
+) -> Result<MatvecKernel, CudaError> {
     let (rows_per_warp, tokens_per_pass) =
         matvec_grouping(format, rows, k, ntok, MV_BATCH_ROWS_PER_WARP[0], || {
             matvec_rows_per_warp(rows, dev.sm_count).min(one_token_rows_cap(format))
         })?;
+    if let Some(kernel) = choose_matvec_wrt(format, k, ntok, false, dev, wrt) {
+        return Ok(kernel);
+    }
     Ok(
         choose_matvec_wr(format, rows, k, ntok, false, dev, wr).unwrap_or(MatvecKernel::MultiRow {
             format,
@@ -400,6 +480,39 @@ pub fn choose_matvec(
             tokens_per_pass,
         }),
     )
+}
+
+/// The multi-token streamed kernel ([`MatvecKernel::WrTok`]) for a product of a weight of
+/// `k` columns in `format` (gate + up for `glu`) on `ntok` vectors, on a shape that
+/// [`check_matvec`] accepted, or `None`. Only when `wrt` asks (`ASSAY_MV_WRT=1`), and where:
+/// 2 or more tokens, at most the most of [`MV_WRT_TRD`] ([`MV_WRT_GLU_TRD`]), k a multiple
+/// of [`MV_WR_K_STEP`], a format of [`MV_WRT_FORMATS`], a device that runs the streamed
+/// kernel ([`mv_wr_max_shared_bytes`]: compute capability 9.0) and a ring that fits. It takes
+/// the entry with the fewest tokens that holds `ntok` (fewer accumulators).
+pub fn choose_matvec_wrt(
+    format: QuantFormat,
+    k: usize,
+    ntok: usize,
+    glu: bool,
+    dev: &DeviceFacts,
+    wrt: bool,
+) -> Option<MatvecKernel> {
+    let max = mv_wr_max_shared_bytes(dev.compute_capability)?;
+    if !wrt || ntok < 2 || k % MV_WR_K_STEP != 0 || !MV_WRT_FORMATS.contains(&format) {
+        return None;
+    }
+    let configs: &[(u32, u32, u32)] = if glu { &MV_WRT_GLU_TRD } else { &MV_WRT_TRD };
+    configs
+        .iter()
+        .filter(|&&(tokens, _, _)| ntok <= tokens as usize)
+        .map(|&(tokens, rows_per_warp, depth)| MatvecKernel::WrTok {
+            format,
+            glu,
+            tokens,
+            rows_per_warp,
+            depth,
+        })
+        .find(|c| c.shared_bytes(k) <= max)
 }
 
 /// The streamed one-token kernel ([`MatvecKernel::Wr`]) for a product of a `rows x k`
@@ -569,10 +682,27 @@ pub fn choose_matvec_glu(
     dev: &DeviceFacts,
     wr: Option<bool>,
 ) -> Result<MatvecKernel, CudaError> {
+    choose_matvec_glu_tok(format, rows, k, ntok, dev, wr, false)
+}
+
+/// [`choose_matvec_glu`], with `wrt` (`ASSAY_MV_WRT=1`): 2 or more token vectors take the
+/// multi-token streamed gate + up kernel where [`choose_matvec_wrt`] has one.
+pub fn choose_matvec_glu_tok(
+    format: QuantFormat,
+    rows: usize,
+    k: usize,
+    ntok: usize,
+    dev: &DeviceFacts,
+    wr: Option<bool>,
+    wrt: bool,
+) -> Result<MatvecKernel, CudaError> {
     let (rows_per_warp, tokens_per_pass) =
         matvec_grouping(format, rows, k, ntok, MV_BATCH_GLU_ROWS_PER_WARP[0], || {
             matvec_rows_per_warp(2 * rows, dev.sm_count).min(one_token_rows_cap(format) / 2)
         })?;
+    if let Some(kernel) = choose_matvec_wrt(format, k, ntok, true, dev, wrt) {
+        return Ok(kernel);
+    }
     Ok(
         choose_matvec_wr(format, rows, k, ntok, true, dev, wr).unwrap_or(
             MatvecKernel::GluMultiRow {
@@ -673,7 +803,8 @@ mod tests {
             MatvecKernel::GluMultiRow { .. }
             | MatvecKernel::Pair { .. }
             | MatvecKernel::Wr { .. }
-            | MatvecKernel::WrSegs { .. } => 0,
+            | MatvecKernel::WrSegs { .. }
+            | MatvecKernel::WrTok { .. } => 0,
         };
         assert_eq!(r(1024, &H200), 1);
         assert_eq!(r(4096, &H200), 2);
@@ -982,8 +1113,12 @@ mod tests {
                 }
             }
         }
-        // Every streamed entry point is reachable, and only they are streamed entries.
-        let wr: Vec<&String> = listed.iter().filter(|e| is_matvec_wr_entry(e)).collect();
+        // Every streamed entry point is reachable, and only they are streamed entries (the
+        // multi-token ones, `_wrt`: multi_token_streamed_only_when_asked).
+        let wr: Vec<&String> = listed
+            .iter()
+            .filter(|e| is_matvec_wr_entry(e) && !e.contains("_wrt"))
+            .collect();
         assert_eq!(wr.len(), seen.len());
         assert_eq!(
             wr.len(),
@@ -1147,5 +1282,86 @@ mod tests {
         let listed = Family::Matvec.entry_points();
         assert!(listed.iter().all(|e| !e.contains("_o")), "{listed:?}");
         assert!(listed.contains(&c.entry()));
+    }
+
+    /// The multi-token streamed kernel: only when asked, 2..=8 tokens, Q4_0, sm_90, on
+    /// Llama-3.1-8B's shapes; the fewest tokens that hold ntok; nothing else changes.
+    #[test]
+    fn multi_token_streamed_only_when_asked() {
+        use crate::cuda::sources::Family;
+        let q4 = QuantFormat::Q4_0;
+        // (rows, k, glu): q 4096 x 4096, k / v 1024 x 4096, gate / up 14336 x 4096 (GLU),
+        // down 4096 x 14336.
+        let shapes = [
+            (4096, 4096, false),
+            (1024, 4096, false),
+            (14336, 4096, true),
+            (4096, 14336, false),
+        ];
+        let listed = Family::Matvec.entry_points();
+        for (rows, k, glu) in shapes {
+            for ntok in 1..=9 {
+                let pick = |dev: &DeviceFacts, wrt: bool, format: QuantFormat| {
+                    if glu {
+                        choose_matvec_glu_tok(format, rows, k, ntok, dev, None, wrt)
+                    } else {
+                        choose_matvec_tok(format, rows, k, ntok, dev, None, wrt)
+                    }
+                };
+                let today = if glu {
+                    choose_matvec_glu(q4, rows, k, ntok, &H200, None)
+                } else {
+                    choose_matvec(q4, rows, k, ntok, &H200, None)
+                };
+                // Off: today's choice, whatever ntok.
+                assert_eq!(pick(&H200, false, q4).ok(), today.as_ref().ok().copied());
+                let on = pick(&H200, true, q4);
+                match ntok {
+                    1 => assert_eq!(on.ok(), today.ok()),
+                    2..=8 => {
+                        let c = on.unwrap();
+                        let want = if ntok <= 4 { 4 } else { 8 };
+                        assert_eq!(
+                            c,
+                            MatvecKernel::WrTok {
+                                format: q4,
+                                glu,
+                                tokens: want,
+                                rows_per_warp: if glu { 1 } else { 2 },
+                                depth: 4,
+                            }
+                        );
+                        assert_eq!(c.tokens_per_pass(), want as usize);
+                        assert!(listed.contains(&c.entry()), "{}", c.entry());
+                        assert!(is_matvec_wr_entry(&c.entry()));
+                        assert!(c.shared_bytes(k) <= mv_wr_max_shared_bytes((9, 0)).unwrap());
+                        assert_eq!(
+                            c.blocks(rows, &H200),
+                            (rows.div_ceil(c.rows_per_block())).min(264)
+                        );
+                        // Not on other devices, not for other formats.
+                        assert_eq!(pick(&RTX, true, q4).ok(), pick(&RTX, false, q4).ok());
+                        let q8 = QuantFormat::Q8_0;
+                        assert_eq!(pick(&H200, true, q8).ok(), pick(&H200, false, q8).ok());
+                    }
+                    // Past the most tokens of an entry: today's choice.
+                    _ => assert_eq!(on.ok(), today.ok()),
+                }
+            }
+        }
+        // The ring alone: 8 warps x 4 slots x 2 units x 32 lanes x 20 bytes.
+        assert_eq!(mv_wrt_shared_bytes(q4, false, 2, 4), 40960);
+        assert_eq!(mv_wrt_shared_bytes(q4, true, 1, 4), 40960);
+        assert_eq!(
+            MatvecKernel::WrTok {
+                format: q4,
+                glu: true,
+                tokens: 8,
+                rows_per_warp: 1,
+                depth: 4
+            }
+            .entry(),
+            "matvec_q4_0_glu_wrt8_r1_d4"
+        );
     }
 }
