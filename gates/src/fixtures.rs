@@ -69,3 +69,13 @@ pub fn arm(name: &str, engine: &str, v: f64) -> Arm {
         roofline_fraction: None,
     }
 }
+
+/// A bf16 GEMM reference recorded as absent for `why` (no samples, no rate).
+pub fn gemm_ref_absent(why: &str) -> GemmRef {
+    GemmRef {
+        absent: Some(why.into()),
+        torch: None,
+        device: None,
+        ..gemm_ref(Vec::new(), "512x4096 -> 6144 x32")
+    }
+}

@@ -222,15 +222,7 @@ fn a_gemm_reference_round_trips_and_old_rows_stay_byte_identical() {
     assert_eq!(parse_line(&line).unwrap(), r);
 
     // Absent with its reason: no samples, no target; it round trips too.
-    r.gemm_ref = Some(GemmRef {
-        absent: Some("torch not importable".into()),
-        samples: vec![],
-        stats: None,
-        tflops: None,
-        torch: None,
-        device: None,
-        ..gemm_ref()
-    });
+    r.gemm_ref = Some(crate::fixtures::gemm_ref_absent("torch not importable"));
     r.target_tok_s = None;
     assert_eq!(validate(&r), Vec::<String>::new());
     let line = serde_json::to_string(&r).unwrap();

@@ -408,9 +408,17 @@ fn cases_of(
             ));
         }
         if select::gemmt_wgmma(cc, parts, FULL) {
-            wgmma::wgmma_cases(&mut cx, &x, &res, &full, format, name, &tag, lines)?;
+            let wc = wgmma::WCase {
+                x: &x,
+                res: &res,
+                mma: &full,
+                format,
+                name,
+                tag: &tag,
+            };
+            wgmma::wgmma_cases(&mut cx, &wc, lines)?;
             if wgmma::tm_applies(gpu, format, rows, k) {
-                wgmma::tm_cases(&mut cx, &x, &res, &full, format, name, &tag, lines)?;
+                wgmma::tm_cases(&mut cx, &wc, lines)?;
             }
         }
         let (grouped, alone3) = cx.run_group(&x, FULL, opts)?;

@@ -298,15 +298,12 @@ fn cases_of(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use engine::cuda::sources::Family;
+    use crate::kernel_check::wr::{H200, matvec_entries};
     use std::collections::BTreeSet;
 
     #[test]
     fn the_shapes_reach_every_segmented_entry_point() {
-        let h200 = DeviceFacts {
-            compute_capability: (9, 0),
-            sm_count: 132,
-        };
+        let h200 = H200;
         let mut seen = BTreeSet::new();
         for f in select::MV_WR_FORMATS {
             for (rows, k) in SHAPES {
@@ -317,11 +314,7 @@ mod tests {
                 }
             }
         }
-        let all: BTreeSet<String> = Family::Matvec
-            .entry_points()
-            .into_iter()
-            .filter(|e| e.contains("_seg"))
-            .collect();
+        let all = matvec_entries(|e| e.contains("_seg"));
         assert_eq!(seen, all);
         // Every shape runs on the H200 for both formats but the widest (Q4_0 only); the
         // scaled-down ones have rows that are not multiples of 4, at k = 1024 and 2048.

@@ -229,18 +229,32 @@ fn cases_of(
     Ok(())
 }
 
+/// The H200's facts for the selection tests of the streamed cases (here and in qkv.rs).
+#[cfg(test)]
+pub(super) const H200: DeviceFacts = DeviceFacts {
+    compute_capability: (9, 0),
+    sm_count: 132,
+};
+
+/// The matvec family's entry points that `keep` keeps (the selection tests' "every entry
+/// point is reached").
+#[cfg(test)]
+pub(super) fn matvec_entries(keep: impl Fn(&str) -> bool) -> std::collections::BTreeSet<String> {
+    engine::cuda::sources::Family::Matvec
+        .entry_points()
+        .into_iter()
+        .filter(|e| keep(e))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use engine::cuda::sources::Family;
     use std::collections::BTreeSet;
 
     #[test]
     fn the_shapes_reach_every_streamed_entry_point() {
-        let h200 = DeviceFacts {
-            compute_capability: (9, 0),
-            sm_count: 132,
-        };
+        let h200 = H200;
         let mut seen = BTreeSet::new();
         for f in select::MV_WR_FORMATS {
             for (rows, k) in SHAPES {
@@ -254,11 +268,9 @@ mod tests {
                 }
             }
         }
-        let all: BTreeSet<String> = Family::Matvec
-            .entry_points()
-            .into_iter()
-            .filter(|e| select::is_matvec_wr_entry(e) && !e.contains("_seg") && !e.contains("_wrt"))
-            .collect();
+        let all = matvec_entries(|e| {
+            select::is_matvec_wr_entry(e) && !e.contains("_seg") && !e.contains("_wrt")
+        });
         assert_eq!(seen, all);
         // Partial last row groups (4 rows per warp), rows alone that fit every shape, and
         // a shape with more row groups than the default grid's warps (2 blocks x 132 SMs).

@@ -206,16 +206,12 @@ fn cases_of(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use engine::cuda::select::DeviceFacts;
-    use engine::cuda::sources::Family;
+    use crate::kernel_check::wr::{H200, matvec_entries};
     use std::collections::BTreeSet;
 
     #[test]
     fn the_cases_reach_every_multi_token_entry_point() {
-        let h200 = DeviceFacts {
-            compute_capability: (9, 0),
-            sm_count: 132,
-        };
+        let h200 = H200;
         let mut seen = BTreeSet::new();
         for f in select::MV_WRT_FORMATS {
             for (rows, k) in SHAPES {
@@ -225,16 +221,14 @@ mod tests {
                             seen.insert(c.entry());
                         }
                     }
-                    assert!(select::choose_matvec_wrt(f, k, ntok, false, &h200, true).is_some());
-                    let _ = rows;
+                    assert!(
+                        select::choose_matvec_wrt(f, k, ntok, false, &h200, true).is_some(),
+                        "{f} rows={rows} k={k} ntok={ntok}"
+                    );
                 }
             }
         }
-        let all: BTreeSet<String> = Family::Matvec
-            .entry_points()
-            .into_iter()
-            .filter(|e| e.contains("_wrt"))
-            .collect();
+        let all = matvec_entries(|e| e.contains("_wrt"));
         assert_eq!(seen, all);
         assert!(SHAPES.iter().all(|(rows, _)| rows % 2 == 1));
         assert!(

@@ -7,7 +7,7 @@ use super::*;
 use gates::Verdict;
 use gates::device::{CpuFacts, DeviceFacts, GpuFacts};
 use gates::receipt::{
-    Arm, Build, GemmRef, Kind, Receipt, Roofline, Stats, Workload, append, prefill_target_tok_s,
+    Arm, Build, Kind, Receipt, Roofline, Stats, Workload, append, prefill_target_tok_s,
 };
 use gates::stamp::Stamp;
 
@@ -309,18 +309,7 @@ fn a_prefill_receipt_with_a_gemm_reference_shows_the_target_and_fractions() {
     // A: 790 TFLOP/s -> target 24594.5 tok/s; assay at 27000 passes it, llama.cpp not.
     let t = prefill_target_tok_s(790.0, 8_030_261_248);
     let mut absent = prefill("pf-b", 20_000.0, 9_000.0, None);
-    absent.gemm_ref = Some(GemmRef {
-        absent: Some("torch not importable".into()),
-        samples: vec![],
-        stats: None,
-        tflops: None,
-        torch: None,
-        device: None,
-        shapes: vec![],
-        flops_per_rep: 0.0,
-        params: 8_030_261_248,
-        method: "not run".into(),
-    });
+    absent.gemm_ref = Some(gates::fixtures::gemm_ref_absent("torch not importable"));
     let g = regenerate_prefill(&[prefill("pf-a", 27_000.0, 9_000.0, Some(790.0)), absent]);
     let md = &g.readme;
     let frac = |v: f64| format!("{:.1}% of target", 100.0 * v / t);
