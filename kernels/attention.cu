@@ -561,26 +561,54 @@ extern "C" __global__ void kv_store(const float* __restrict__ k, const float* __
 // `attention_prefill` cases check rows alone vs among a pass, and the CPU reference.
 // The decode path keeps attn_partial (f32 q, no f16 rounding): prompt and decode rows
 // differ in bits, within the `prefill` gate's tolerance.
+//
+// Packed entry points (select.rs: PrefillAttn, attention_prefill_pack), sm_90 only:
+//  * attn_prefill_pk_d64 / _d128: the same arithmetic per (token, head) row — the bits of
+//    attn_prefill_d<HD> (kernel-check compares them) — with a block holding `gp` query
+//    heads of one KV head (gp divides G) for `tt` tokens each (gp x tt <= AP_PK_ROWS
+//    rows, tt a multiple of 16; block row r = head r / tt, token r % tt; warp w its 16
+//    rows, all of one head): a KV block staged once serves gp heads. Tiles run heaviest
+//    first (tile = gridDim.x - 1 - blockIdx.x: the causal tiles at the end see the most
+//    KV blocks), which changes the order blocks are scheduled, not what they compute.
+//  * attn_prefill_pk1_d64 / _d128: the packed layout with q as one f16 part (times
+//    scale x log2(e)) and the softmax in base 2 (exp2f; the softcap applied to S / log2(e)
+//    by the same formula): one MMA per k16 step of q k^T instead of two, half the shared
+//    memory for q (two blocks per SM). Other bits than attn_prefill_d<HD>, within the
+//    `prefill` gate's tolerance; the same invariance (a row's bits depend only on its q,
+//    position and the cache).
 #define AP_BQ 64
 #define AP_WARPS (AP_BQ / 16)
+#define AP_PK_ROWS 128
 
-template <int HD>
+// The body of every prompt-attention entry: QLO (q as f16 hi + lo, two MMAs per k16 step)
+// and EX2 (q pre-scaled by log2(e), exp2f) at compile time; gp heads x tt tokens per block
+// and the tile order (rev: heaviest first) at run time. attn_prefill_d<HD>: QLO, !EX2,
+// gp = 1, tt = AP_BQ, rev = 0.
+template <int HD, bool QLO, bool EX2>
 __device__ __forceinline__ void attn_prefill_body(
     const float* __restrict__ q, const u16* __restrict__ kc, const u16* __restrict__ vc,
     const int* __restrict__ bt, const int* __restrict__ pos, float* __restrict__ out, int n,
-    int nh, int nkv, int cap, int window, float scale, float softcap) {
+    int nh, int nkv, int cap, int window, float scale, float softcap, int gp, int tt,
+    bool rev) {
     constexpr int LD = HD + 8;  // row stride in halves: conflict-free ldmatrix phases
     constexpr int KT = HD / 16; // k16 steps of q k^T
     constexpr int DT = HD / 8;  // n8 tiles of O
     extern __shared__ uint4 ap_raw[];
+    const int rows = gp * tt;   // q rows of the block (heads x tokens)
     u16* sqh = (u16*)ap_raw;
-    u16* sql = sqh + AP_BQ * LD;
-    u16* skv = sql + AP_BQ * LD;  // [stage][K, V][64][LD]
+    u16* sql = sqh + rows * LD; // QLO only
+    u16* skv = sqh + (QLO ? 2 : 1) * rows * LD;  // [stage][K, V][64][LD]
     __shared__ int s_lo, s_hi;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, t = lane & 3;
-    const int t0 = blockIdx.x * AP_BQ, h = blockIdx.y;
-    const int G = nh / nkv, kvh = h / G;
+    const int tile = rev ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
+    const int t0 = tile * tt, h0 = blockIdx.y * gp;
+    const int G = nh / nkv, kvh = h0 / G;
+    // This warp's head and its 16 tokens' offset in the tile.
+    const int hw = h0 + (warp * 16) / tt, tw = (warp * 16) % tt;
+    // Softmax base: e (expf) or 2 (exp2f, q and the softcap scaled by log2(e)).
+    const float qs = EX2 ? scale * 1.4426950408889634f : scale;
+    const float cap_s = EX2 ? softcap * 1.4426950408889634f : softcap;
 
     // The tile's positions: the first a token can see, the last.
     if (tid == 0) {
@@ -588,24 +616,27 @@ __device__ __forceinline__ void attn_prefill_body(
         s_hi = -1;
     }
     __syncthreads();
-    if (tid < AP_BQ && t0 + tid < n) {
+    if (tid < tt && t0 + tid < n) {
         const int p = pos[t0 + tid];
         if (p < cap) {
             atomicMin(&s_lo, window > 0 ? max(0, p - window + 1) : 0);
             atomicMax(&s_hi, p);
         }
     }
-    // q of the tile, times scale, as f16 hi + lo (rows past n: zeros).
-    for (int i = tid; i < AP_BQ * HD / 2; i += blockDim.x) {
+    // q of the tile, times qs, as f16 hi (+ lo) (rows past n: zeros).
+    for (int i = tid; i < rows * HD / 2; i += blockDim.x) {
         const int r = i / (HD / 2), d = 2 * (i % (HD / 2));
+        const int tok = t0 + r % tt, h = h0 + r / tt;
         float2 v = make_float2(0.f, 0.f);
-        if (t0 + r < n) v = *(const float2*)(q + ((u64)(t0 + r) * nh + h) * HD + d);
-        v.x *= scale;
-        v.y *= scale;
+        if (tok < n) v = *(const float2*)(q + ((u64)tok * nh + h) * HD + d);
+        v.x *= qs;
+        v.y *= qs;
         const u16 hx = f32_to_f16(v.x), hy = f32_to_f16(v.y);
-        const u16 lx = f32_to_f16(v.x - f16_to_f32(hx)), ly = f32_to_f16(v.y - f16_to_f32(hy));
         *(u32*)(sqh + r * LD + d) = (u32)hx | ((u32)hy << 16);
-        *(u32*)(sql + r * LD + d) = (u32)lx | ((u32)ly << 16);
+        if (QLO) {
+            const u16 lx = f32_to_f16(v.x - f16_to_f32(hx)), ly = f32_to_f16(v.y - f16_to_f32(hy));
+            *(u32*)(sql + r * LD + d) = (u32)lx | ((u32)ly << 16);
+        }
     }
     __syncthreads();
     const int lo_pos = s_lo, hi_pos = s_hi;
@@ -616,7 +647,7 @@ __device__ __forceinline__ void attn_prefill_body(
     int prow[2];
 #pragma unroll
     for (int e = 0; e < 2; e++) {
-        const int tok = t0 + warp * 16 + g + 8 * e;
+        const int tok = t0 + tw + g + 8 * e;
         const int p = tok < n ? pos[tok] : -1;
         prow[e] = p < cap ? p : -1;
     }
@@ -676,15 +707,15 @@ __device__ __forceinline__ void attn_prefill_body(
             for (int kk = 0; kk < KT; kk++) {
                 u32 ah[4], al[4];
                 gt_ldm4(gt_smem(sqh + a_off + kk * 16), ah[0], ah[1], ah[2], ah[3]);
-                gt_ldm4(gt_smem(sql + a_off + kk * 16), al[0], al[1], al[2], al[3]);
+                if (QLO) gt_ldm4(gt_smem(sql + a_off + kk * 16), al[0], al[1], al[2], al[3]);
 #pragma unroll
                 for (int np = 0; np < 4; np++) {
                     u32 b0, b1, b2, b3;
                     gt_ldm4(gt_smem(sk + k_off + np * 16 * LD + kk * 16), b0, b1, b2, b3);
                     gm_mma(sc[2 * np], ah[0], ah[1], ah[2], ah[3], b0, b1);
-                    gm_mma(sc[2 * np], al[0], al[1], al[2], al[3], b0, b1);
+                    if (QLO) gm_mma(sc[2 * np], al[0], al[1], al[2], al[3], b0, b1);
                     gm_mma(sc[2 * np + 1], ah[0], ah[1], ah[2], ah[3], b2, b3);
-                    gm_mma(sc[2 * np + 1], al[0], al[1], al[2], al[3], b2, b3);
+                    if (QLO) gm_mma(sc[2 * np + 1], al[0], al[1], al[2], al[3], b2, b3);
                 }
             }
             // Mask, cap, row max over the block.
@@ -697,7 +728,7 @@ __device__ __forceinline__ void attn_prefill_body(
                     const int p = prow[r];
                     float v = sc[nt][e];
                     const bool ok = p >= 0 && j <= p && (window <= 0 || j > p - window);
-                    if (ok && softcap > 0.f) v = softcap * tanhf(v / softcap);
+                    if (ok && softcap > 0.f) v = cap_s * tanhf(v / cap_s);
                     v = ok ? v : ASSAY_NEG_INF;
                     sc[nt][e] = v;
                     mb[r] = fmaxf(mb[r], v);
@@ -708,7 +739,7 @@ __device__ __forceinline__ void attn_prefill_body(
                 mb[r] = fmaxf(mb[r], __shfl_xor_sync(0xffffffffu, mb[r], 1));
                 mb[r] = fmaxf(mb[r], __shfl_xor_sync(0xffffffffu, mb[r], 2));
                 mn[r] = fmaxf(m[r], mb[r]);
-                corr[r] = mn[r] == ASSAY_NEG_INF ? 1.f : expf(m[r] - mn[r]);
+                corr[r] = mn[r] == ASSAY_NEG_INF ? 1.f : (EX2 ? exp2f(m[r] - mn[r]) : expf(m[r] - mn[r]));
             }
             // p, the rows' sums, P as f16 A fragments (k16 step kk2: S tiles 2 kk2, 2 kk2 + 1).
             float ps[2] = {0.f, 0.f};
@@ -719,7 +750,8 @@ __device__ __forceinline__ void attn_prefill_body(
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     const int r = e >> 1;
-                    pv[e] = sc[nt][e] == ASSAY_NEG_INF ? 0.f : expf(sc[nt][e] - mn[r]);
+                    pv[e] = sc[nt][e] == ASSAY_NEG_INF ? 0.f
+                            : (EX2 ? exp2f(sc[nt][e] - mn[r]) : expf(sc[nt][e] - mn[r]));
                     ps[r] += pv[e];
                 }
                 const u32 lo01 = (u32)f32_to_f16(pv[0]) | ((u32)f32_to_f16(pv[1]) << 16);
@@ -758,9 +790,9 @@ __device__ __forceinline__ void attn_prefill_body(
     gt_wait<0>();
 #pragma unroll
     for (int r = 0; r < 2; r++) {
-        const int tok = t0 + warp * 16 + g + 8 * r;
+        const int tok = t0 + tw + g + 8 * r;
         if (prow[r] < 0) continue;
-        float* dst = out + ((u64)tok * nh + h) * HD;
+        float* dst = out + ((u64)tok * nh + hw) * HD;
 #pragma unroll
         for (int dt = 0; dt < DT; dt++) {
             float2 v = make_float2(o[dt][2 * r] / l[r], o[dt][2 * r + 1] / l[r]);
@@ -774,8 +806,26 @@ __device__ __forceinline__ void attn_prefill_body(
         const float* __restrict__ q, const u16* __restrict__ kc, const u16* __restrict__ vc,  \
         const int* __restrict__ bt, const int* __restrict__ pos, float* __restrict__ out,     \
         int n, int nh, int nkv, int cap, int window, float scale, float softcap) {            \
-        attn_prefill_body<HD>(q, kc, vc, bt, pos, out, n, nh, nkv, cap, window, scale,        \
-                              softcap);                                                       \
+        attn_prefill_body<HD, true, false>(q, kc, vc, bt, pos, out, n, nh, nkv, cap, window,  \
+                                           scale, softcap, 1, AP_BQ, false);                  \
+    }                                                                                         \
+    extern "C" __global__ void __launch_bounds__(AP_PK_ROWS / 16 * 32)                        \
+        attn_prefill_pk_d##HD(const float* __restrict__ q, const u16* __restrict__ kc,        \
+                              const u16* __restrict__ vc, const int* __restrict__ bt,         \
+                              const int* __restrict__ pos, float* __restrict__ out, int n,    \
+                              int nh, int nkv, int cap, int window, float scale,              \
+                              float softcap, int gp, int tt) {                                \
+        attn_prefill_body<HD, true, false>(q, kc, vc, bt, pos, out, n, nh, nkv, cap, window,  \
+                                           scale, softcap, gp, tt, true);                     \
+    }                                                                                         \
+    extern "C" __global__ void __launch_bounds__(AP_PK_ROWS / 16 * 32, 2)                     \
+        attn_prefill_pk1_d##HD(const float* __restrict__ q, const u16* __restrict__ kc,       \
+                               const u16* __restrict__ vc, const int* __restrict__ bt,        \
+                               const int* __restrict__ pos, float* __restrict__ out, int n,   \
+                               int nh, int nkv, int cap, int window, float scale,             \
+                               float softcap, int gp, int tt) {                               \
+        attn_prefill_body<HD, false, true>(q, kc, vc, bt, pos, out, n, nh, nkv, cap, window,  \
+                                           scale, softcap, gp, tt, true);                     \
     }
 ATTN_PREFILL(64)
 ATTN_PREFILL(128)

@@ -141,6 +141,15 @@ typedef GmFloat<2> GmBF16;
 // smallest power keeping it under 2^15: exact, so f16(v) does not overflow to inf) and
 // xsc[tok] = 2^e, which the GEMM's epilogue multiplies back (exact); other rows: xsc = 1
 // and the bits of a plain staging.
+// One staged value: v scaled down by 2^-e when e != 0, then f16 hi = f16(v) and lo =
+// f16(v - hi).
+__device__ __forceinline__ void gm_split(float v, int e, float down, unsigned short& h,
+                                         unsigned short& l) {
+    if (e != 0) v = __fmul_rn(v, down);
+    h = f32_to_f16(v);
+    l = f32_to_f16(v - f16_to_f32(h));
+}
+
 // 1 / rms of token row xt for the folded norm (nw non-null; 1 otherwise), by the 256
 // threads of the block: matvec.cu's order (f64 sum of f32 squares, fixed butterfly, then
 // the 8 warps' sums in order). red: 8 doubles of shared memory.
@@ -185,12 +194,28 @@ extern "C" __global__ void __launch_bounds__(256)
     }
     const float* xt = x + (u64)tok * k;
     const float inv = gm_stage_inv(xt, k, nw, eps, red);
+    // Four values per thread per step where k and the pointers allow 16-byte loads and
+    // 8-byte stores (block-uniform): each value gets the same statements either way, and
+    // the largest |v| does not depend on the order it is taken in.
+    const bool v4 = (k & 3) == 0 && ((u64)xt & 15) == 0 && ((u64)nw & 15) == 0 &&
+                    ((u64)oh & 7) == 0 && ((u64)ol & 7) == 0;
     // The row's largest |v| (NaN ignored), then its exponent e.
     float mx = 0.f;
-    for (int i = threadIdx.x; i < k; i += 256) {
-        float v = xt[i];
-        if (nw != 0) v = __fmul_rn(__fmul_rn(v, inv), nw[i] + w_off);
-        mx = fmaxf(mx, fabsf(v));
+    if (v4) {
+        for (int i = threadIdx.x; i < (k >> 2); i += 256) {
+            float4 v = ((const float4*)xt)[i];
+            if (nw != 0) v = norm4(v, inv, ((const float4*)nw)[i], w_off);
+            mx = fmaxf(mx, fabsf(v.x));
+            mx = fmaxf(mx, fabsf(v.y));
+            mx = fmaxf(mx, fabsf(v.z));
+            mx = fmaxf(mx, fabsf(v.w));
+        }
+    } else {
+        for (int i = threadIdx.x; i < k; i += 256) {
+            float v = xt[i];
+            if (nw != 0) v = __fmul_rn(__fmul_rn(v, inv), nw[i] + w_off);
+            mx = fmaxf(mx, fabsf(v));
+        }
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
@@ -207,13 +232,27 @@ extern "C" __global__ void __launch_bounds__(256)
     }
     const float down = ldexpf(1.f, -e);
     if (threadIdx.x == 0) xsc[tok] = ldexpf(1.f, e);
-    for (int i = threadIdx.x; i < k; i += 256) {
-        float v = xt[i];
-        if (nw != 0) v = __fmul_rn(__fmul_rn(v, inv), nw[i] + w_off);
-        if (e != 0) v = __fmul_rn(v, down);
-        const u16 h = f32_to_f16(v);
-        oh[i] = h;
-        ol[i] = f32_to_f16(v - f16_to_f32(h));
+    if (v4) {
+        for (int i = threadIdx.x; i < (k >> 2); i += 256) {
+            float4 v = ((const float4*)xt)[i];
+            if (nw != 0) v = norm4(v, inv, ((const float4*)nw)[i], w_off);
+            ushort4 h, l;
+            gm_split(v.x, e, down, h.x, l.x);
+            gm_split(v.y, e, down, h.y, l.y);
+            gm_split(v.z, e, down, h.z, l.z);
+            gm_split(v.w, e, down, h.w, l.w);
+            ((ushort4*)oh)[i] = h;
+            ((ushort4*)ol)[i] = l;
+        }
+    } else {
+        for (int i = threadIdx.x; i < k; i += 256) {
+            float v = xt[i];
+            if (nw != 0) v = __fmul_rn(__fmul_rn(v, inv), nw[i] + w_off);
+            u16 h, l;
+            gm_split(v, e, down, h, l);
+            oh[i] = h;
+            ol[i] = l;
+        }
     }
 }
 

@@ -34,6 +34,10 @@
 // ring of D slots per thread in a persistent grid (the last section of this file), and
 // matvec_<fmt>_seg3_wr_r<R>_d<D>: three matrices of one format and k on one x (q, k and v)
 // in one streamed launch, each row with the bits of its matrix's own launch.
+// Multi-token streamed entry points matvec_q4_0_wrt<NT>_r<R>_d<D> and
+// matvec_q4_0_glu_wrt<NT>_r<R>_d<D> (NT = 4, 8; 1 .. NT tokens, k a multiple of 1024; sm_90,
+// chosen only when asked, ASSAY_MV_WRT=1): the streamed kernel reading each weight byte once
+// per launch for all the tokens, each (token, row) with the one-token bits.
 #include "common/common.cuh"
 #include "common/formats.cuh"
 #include "common/tc.cuh"
@@ -113,16 +117,6 @@ __device__ __forceinline__ float mv_inv_rms(const float* __restrict__ xt, int k,
     return 1.0f / sqrtf(mean + eps);
 }
 
-// Four values of x normalised as norm.cu does it: (x * inv) * (g + w_off), two unfused f32
-// multiplies.
-__device__ __forceinline__ float4 mv_norm4(float4 a, float inv, float4 g, float w_off) {
-    a.x = __fmul_rn(__fmul_rn(a.x, inv), g.x + w_off);
-    a.y = __fmul_rn(__fmul_rn(a.y, inv), g.y + w_off);
-    a.z = __fmul_rn(__fmul_rn(a.z, inv), g.z + w_off);
-    a.w = __fmul_rn(__fmul_rn(a.w, inv), g.w + w_off);
-    return a;
-}
-
 // The epilogue of output y[o] (row `row` of its token) from the row's sums s (of W) and s2
 // (of W2): GLU: act(s) * s2 exactly like `gated_act`; else s (+ bias[row]) (+ res[o]), the
 // residual added by the same single f32 addition as the `add` kernel (res may be y).
@@ -200,7 +194,7 @@ __device__ __forceinline__ void matvec_body(const u8* __restrict__ w, const u8* 
             const float4* gp = (const float4*)(nw + ((u64)c0 << 5));
             for (int e = threadIdx.x; e < tc * 8; e += MV_WARPS * 32) {
                 float4 a = xp[e];
-                if (nw != 0) a = mv_norm4(a, inv, gp[e], w_off);
+                if (nw != 0) a = norm4(a, inv, gp[e], w_off);
                 float* xd = xs_sh + (e >> 3) * MV_XCS + (e & 7) * 4;
                 xd[0] = a.x;
                 xd[1] = a.y;
@@ -345,7 +339,7 @@ __device__ __forceinline__ void matvec_body_tb(const u8* __restrict__ w, const u
                 float* xs = xs_sh + t * tst;
                 for (int e = threadIdx.x; e < tc * 8; e += MV_WARPS * 32) {
                     float4 a = xp[e];
-                    if (nw != 0) a = mv_norm4(a, inv[t], gp[e], w_off);
+                    if (nw != 0) a = norm4(a, inv[t], gp[e], w_off);
                     const int cc = e >> 3, i = (e & 7) * 4;
                     xs[i * xst + cc] = a.x;
                     xs[(i + 1) * xst + cc] = a.y;
@@ -489,7 +483,7 @@ ASSAY_FOR_EACH_FORMAT(ASSAY_MATVEC_TB)
 //  * Arithmetic of a row: lane l adds `F::dotc` of its chunks l, l + 32, ... in order to
 //    the unit's accumulator (`acc += F::dotc(...)`, the statement of matvec_body), the 32
 //    lane sums go through warp_sum, the epilogue is mv_store, and x is staged as
-//    matvec_body stages it (normalised with mv_inv_rms's inv and mv_norm4 when nw != 0):
+//    matvec_body stages it (normalised with mv_inv_rms's inv and norm4 when nw != 0):
 //    matvec_body's contract and bits, whatever R, D, the grid, or the rows sharing the
 //    launch (kernel-check compares these entry points with matvec_<fmt>_r<R> bit for bit,
 //    on several grids and sub-matrices).
@@ -523,17 +517,119 @@ struct MvWrSegs {
     float* y[S];
     int rows[S];
 };
-template <class F, int R, int D, bool GLU, int S = 1>
+// The compute loop of matvec_wr_body for NT > 1 tokens (its comment), after the prologue
+// (the first D - 1 steps issued, pdl_wait): `issue(slot)` issues the next step's loads into
+// a slot of this warp's ring (ringq / rings: the warp's quant and scale rings). Per step:
+// the units' chunks from the ring once (as the one-token loop reads them), then token by
+// token (live tokens only: a block-uniform branch) the chunk's 32 x values, 16-byte loads
+// from global memory, normalised as the staging normalises them, and the one-token
+// statement `acc[t][n] += F::dotc(L[n], xr, 1)` per unit.
+template <class F, int R, int D, bool GLU, int NT, class Issue>
+__device__ __forceinline__ void matvec_wrt_steps(const float* __restrict__ x,
+                                                 const float* __restrict__ bias, const float* res,
+                                                 float* y, int rows, int k, int act,
+                                                 const float* __restrict__ nw, float eps,
+                                                 float w_off, int ntok, int nsteps, int spg,
+                                                 int gw, int gstride, const uint4* ringq,
+                                                 const u32* rings, double* red, Issue& issue) {
+    constexpr int NU = GLU ? 2 * R : R;
+    constexpr int QV = F::QBYTES / 16;
+    const int lane = threadIdx.x & 31;
+    // The inverse RMS of each live token, one block reduction each (block-uniform: every
+    // thread calls it, as matvec_body_tb does).
+    float inv[NT];
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        inv[t] = 1.f;
+        if (nw != 0 && t < ntok) inv[t] = mv_inv_rms(x + (u64)t * k, k, eps, red);
+    }
+    float acc[NT][NU];
+#pragma unroll
+    for (int t = 0; t < NT; t++)
+#pragma unroll
+        for (int n = 0; n < NU; n++) acc[t][n] = 0.f;
+    int cu = 0, cg = gw, slot = 0;  // the step computed: chunk round cu of group cg, its slot
+    for (int st = 0; st < nsteps; st++) {
+        if (st + D - 1 < nsteps) issue(slot == 0 ? D - 1 : slot - 1);
+        gt_commit();
+        gt_wait<D - 1>();  // step st's loads have landed
+        const int c = 32 * cu + lane;
+        typename F::Ld L[NU];
+#pragma unroll
+        for (int n = 0; n < NU; n++) {
+            const int u = slot * NU + n;
+#pragma unroll
+            for (int v = 0; v < QV; v++) u4w(ringq[(u * QV + v) * 32 + lane], L[n].q + 4 * v);
+            L[n].d = f16_to_f32((u16)(rings[u * 32 + lane] >> (16 * (c & 1))));
+        }
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            if (t < ntok) {
+                const float4* xc = (const float4*)(x + (u64)t * k + ((u64)c << 5));
+                const float4* gc = (const float4*)(nw + ((u64)c << 5));
+                float xr[32];
+#pragma unroll
+                for (int v = 0; v < 8; v++) {
+                    float4 a = __ldg(xc + v);
+                    if (nw != 0) a = norm4(a, inv[t], __ldg(gc + v), w_off);
+                    xr[4 * v] = a.x;
+                    xr[4 * v + 1] = a.y;
+                    xr[4 * v + 2] = a.z;
+                    xr[4 * v + 3] = a.w;
+                }
+#pragma unroll
+                for (int n = 0; n < NU; n++) acc[t][n] += F::dotc(L[n], xr, 1);
+            }
+        }
+        slot = slot == D - 1 ? 0 : slot + 1;
+        if (++cu == spg) {  // the group's rows are complete
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                if (t < ntok) {
+#pragma unroll
+                    for (int r = 0; r < R; r++) {
+                        const float s = warp_sum(acc[t][r]);
+                        const float s2 = GLU ? warp_sum(acc[t][GLU ? R + r : r]) : 0.f;
+                        const int row = cg * R + r;
+                        if (lane == 0 && row < rows)
+                            mv_store<GLU>(y, (u64)t * rows + row, row, s, s2, act, bias, res);
+                    }
+                }
+#pragma unroll
+                for (int n = 0; n < NU; n++) acc[t][n] = 0.f;
+            }
+            cu = 0;
+            cg += gstride;
+        }
+    }
+}
+
+// NT > 1 (the multi-token entry points matvec_<fmt>[_glu]_wrt<NT>_r<R>_d<D>, plain and
+// gate + up products, S == 1): `ntok` (1 .. NT) token vectors per launch, x[t] at x + t k,
+// y[t] (and res[t]) at t rows, as matvec_body_tb indexes them. The weights are streamed
+// exactly as for one token (each byte read once per launch); per step a lane takes its
+// units' chunks from the ring once and, for each live token t < ntok, adds
+// `F::dotc(L, xr_t, 1)` to acc[t][n], with xr_t token t's 32 values of the chunk: the
+// statement of the one-token kernel per (token, unit), chunks in the same order, so each
+// (token, row) gets the one-token bits. x is NOT staged in shared memory (NT k floats do
+// not fit beside the ring: 64.5 KB per token at k = 14336 with the MV_WR_XS padding): a
+// lane reads its chunk of each token from global memory (16-byte loads through L1, where
+// the block's warps share it), normalised on the fly by norm4 with the token's
+// mv_inv_rms (the same statements as the staging, so the same values); the shared memory
+// is the ring alone (select.rs: mv_wrt_shared_bytes).
+template <class F, int R, int D, bool GLU, int S = 1, int NT = 1>
 __device__ __forceinline__ void matvec_wr_body(const u8* __restrict__ w, const u8* __restrict__ w2,
                                                const float* __restrict__ x,
                                                const float* __restrict__ bias, const float* res,
                                                float* y, int rows, int k, int act,
                                                const float* __restrict__ nw, float eps,
-                                               float w_off, const MvWrSegs<S>& sg) {
+                                               float w_off, const MvWrSegs<S>& sg,
+                                               int ntok = 1) {
     constexpr int NU = GLU ? 2 * R : R;  // units per row group: R rows of w (then of w2)
     constexpr int QV = F::QBYTES / 16;   // 16-byte pieces of a chunk's quants
     static_assert(D >= 2 && F::QBYTES % 16 == 0 && MV_WR_XS % 4 == 0, "ring and layout");
     static_assert(S >= 1 && (S == 1 || !GLU), "segments: plain products only");
+    static_assert(NT >= 1 && (NT == 1 || S == 1), "several tokens: one matrix (pair) only");
     __shared__ double red[MV_WARPS];
     extern __shared__ uint4 mv_wr_sh[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -541,7 +637,8 @@ __device__ __forceinline__ void matvec_wr_body(const u8* __restrict__ w, const u
     const int spg = nb >> 5;  // steps per row group
     const u64 plane1 = (u64)rows * nb * F::QBYTES;  // byte offset of the scale plane
     float* xs = (float*)mv_wr_sh;
-    uint4* ringq = mv_wr_sh + (u64)nb * (MV_WR_XS / 4);
+    // NT > 1: no staged x, the ring at the start of the shared memory.
+    uint4* ringq = mv_wr_sh + (NT == 1 ? (u64)nb * (MV_WR_XS / 4) : 0);
     u32* rings = (u32*)(ringq + MV_WARPS * D * NU * QV * 32) + warp * (D * NU * 32);
     ringq += warp * (D * NU * QV * 32);
     const u32 sq = gt_smem(ringq) + lane * 16, ss = gt_smem(rings) + lane * 4;
@@ -627,11 +724,16 @@ __device__ __forceinline__ void matvec_wr_body(const u8* __restrict__ w, const u
     // res and y are touched after the wait.
     pdl_wait();
     pdl_trigger();
+    if constexpr (NT > 1) {
+        matvec_wrt_steps<F, R, D, GLU, NT>(x, bias, res, y, rows, k, act, nw, eps, w_off, ntok,
+                                           nsteps, spg, gw, gstride, ringq, rings, red, issue);
+        return;
+    }
     const float inv = nw != 0 ? mv_inv_rms(x, k, eps, red) : 1.f;
     const float4* xv = (const float4*)x;
     for (int e = threadIdx.x; e < nb * 8; e += MV_WARPS * 32) {
         float4 a = xv[e];
-        if (nw != 0) a = mv_norm4(a, inv, ((const float4*)nw)[e], w_off);
+        if (nw != 0) a = norm4(a, inv, ((const float4*)nw)[e], w_off);
         *(float4*)(xs + (e >> 3) * MV_WR_XS + (e & 7) * 4) = a;
     }
     __syncthreads();
@@ -737,6 +839,30 @@ __device__ __forceinline__ void matvec_wr_body(const u8* __restrict__ w, const u
         matvec_wr_body<F, R, D, false, 3>(w0, w0, x, b0, 0, y0, rows0, k, 0, nw, eps, w_off,  \
                                           sg);                                                \
     }
+// The multi-token streamed entry points (matvec_wr_body's NT > 1): the parameters of the
+// one-token ones, ntok (1 .. NT) token vectors.
+#define ASSAY_MATVEC_WRT_R(name, F, NT, R, D)                                                 \
+    extern "C" __global__ void MV_LB_WR matvec_##name##_wrt##NT##_r##R##_d##D(               \
+        const u8* __restrict__ w, u64 row_bytes, const float* __restrict__ x,                 \
+        const float* __restrict__ bias, const float* res, float* y, int rows, int k, int ntok, \
+        const float* __restrict__ nw, float eps, float w_off) {                               \
+        matvec_wr_body<F, R, D, false, 1, NT>(w, w, x, bias, res, y, rows, k, 0, nw, eps,     \
+                                              w_off, MvWrSegs<1>{}, ntok);                    \
+    }
+#define ASSAY_MATVEC_GLU_WRT_R(name, F, NT, R, D)                                             \
+    extern "C" __global__ void MV_LB_WR matvec_##name##_glu_wrt##NT##_r##R##_d##D(           \
+        const u8* __restrict__ wg, const u8* __restrict__ wu, u64 row_bytes,                  \
+        const float* __restrict__ x, float* y, int rows, int k, int ntok, int act,            \
+        const float* __restrict__ nw, float eps, float w_off) {                               \
+        matvec_wr_body<F, R, D, true, 1, NT>(wg, wu, x, 0, 0, y, rows, k, act, nw, eps, w_off, \
+                                             MvWrSegs<1>{}, ntok);                            \
+    }
+// (NT, R, D) of each: sources.rs MV_WRT_TRD / MV_WRT_GLU_TRD.
+#define ASSAY_MATVEC_WRT(name, F)               \
+    ASSAY_MATVEC_WRT_R(name, F, 4, 2, 4)        \
+    ASSAY_MATVEC_WRT_R(name, F, 8, 2, 4)        \
+    ASSAY_MATVEC_GLU_WRT_R(name, F, 4, 1, 4)    \
+    ASSAY_MATVEC_GLU_WRT_R(name, F, 8, 1, 4)
 // (R, D) of each: sources.rs MV_WR_RD (plain and segmented) / MV_WR_GLU_RD.
 #define ASSAY_MATVEC_WR(name, F)            \
     ASSAY_MATVEC_WR_R(name, F, 4, 3)        \
@@ -748,4 +874,5 @@ __device__ __forceinline__ void matvec_wr_body(const u8* __restrict__ w, const u
 #if MV_PART != 2
 ASSAY_MATVEC_WR(q4_0, FmtQ4_0)
 ASSAY_MATVEC_WR(q8_0, FmtQ8_0)
+ASSAY_MATVEC_WRT(q4_0, FmtQ4_0)
 #endif

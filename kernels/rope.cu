@@ -43,27 +43,35 @@ extern "C" __global__ void rope(float* __restrict__ x, const int* __restrict__ p
 // Grid (ntok, ceil(items / blockDim.x)); items per token, in this order: the nh*half pairs
 // of q, the nkv*half pairs of k, the nkv*(hd - n_rot) dims of k past n_rot, the nkv*hd
 // values of v.
-// The block's items of token t (position pi) of rope_kv, into caches kc / vc of `cap`
-// positions: the body of rope_kv and of rope_kv_rows.
-__device__ __forceinline__ void rope_kv_tok(float* __restrict__ q, float* __restrict__ k,
-                                            const float* __restrict__ v, u16* __restrict__ kc,
-                                            u16* __restrict__ vc, const int* __restrict__ bt,
-                                            int t, int pi,
-                                            const double* __restrict__ tab, double freq_scale,
-                                            int nh, int nkv, int hd, int n_rot, int neox,
-                                            int cap) {
+// Item idx of token t (position pi) of rope_kv, into caches kc / vc of `cap` positions: the
+// body of rope_kv, rope_kv_rows and rope_kv_pass. sc / cs: the token's sin and cos of pair
+// i (as f32, from the f64 angle below) when a block computed them once for all heads
+// (rope_kv_pass), else null (computed here): the same bits either way.
+__device__ __forceinline__ void rope_kv_item(float* __restrict__ q, float* __restrict__ k,
+                                             const float* __restrict__ v, u16* __restrict__ kc,
+                                             u16* __restrict__ vc, const int* __restrict__ bt,
+                                             int t, int pi, int idx,
+                                             const double* __restrict__ tab, double freq_scale,
+                                             int nh, int nkv, int hd, int n_rot, int neox,
+                                             int cap, const float* sn, const float* cs) {
     const int half = n_rot >> 1;
     const int nq = nh * half, nk = nkv * half, nrest = nkv * (hd - n_rot), nv = nkv * hd;
-    int idx = blockIdx.y * blockDim.x + threadIdx.x;
     const bool store = pi >= 0 && pi < cap;
     if (idx < nq + nk) {
         const bool is_k = idx >= nq;
         if (is_k) idx -= nq;
         const int h = idx / half, i = idx - h * half;
-        const double theta = (double)pi * freq_scale * tab[i] / tab[half + i];
-        double sd, cd;
-        sincos(theta, &sd, &cd);
-        const float s = (float)sd, c = (float)cd;
+        float s, c;
+        if (sn != 0) {
+            s = sn[i];
+            c = cs[i];
+        } else {
+            const double theta = (double)pi * freq_scale * tab[i] / tab[half + i];
+            double sd, cd;
+            sincos(theta, &sd, &cd);
+            s = (float)sd;
+            c = (float)cd;
+        }
         float* xh = (is_k ? k + ((u64)t * nkv + h) * hd : q + ((u64)t * nh + h) * hd);
         const int i0 = neox ? i : 2 * i;
         const int i1 = neox ? i + half : 2 * i + 1;
@@ -94,6 +102,19 @@ __device__ __forceinline__ void rope_kv_tok(float* __restrict__ q, float* __rest
     }
 }
 
+// The block's item of token t of rope_kv and rope_kv_rows (grid (ntok, ceil(items /
+// blockDim.x))), each thread one item, angles computed per item.
+__device__ __forceinline__ void rope_kv_tok(float* __restrict__ q, float* __restrict__ k,
+                                            const float* __restrict__ v, u16* __restrict__ kc,
+                                            u16* __restrict__ vc, const int* __restrict__ bt,
+                                            int t, int pi,
+                                            const double* __restrict__ tab, double freq_scale,
+                                            int nh, int nkv, int hd, int n_rot, int neox,
+                                            int cap) {
+    rope_kv_item(q, k, v, kc, vc, bt, t, pi, blockIdx.y * blockDim.x + threadIdx.x, tab,
+                 freq_scale, nh, nkv, hd, n_rot, neox, cap, 0, 0);
+}
+
 extern "C" __global__ void rope_kv(float* __restrict__ q, float* __restrict__ k,
                                    const float* __restrict__ v, u16* __restrict__ kc,
                                    u16* __restrict__ vc, const int* __restrict__ bt,
@@ -121,4 +142,38 @@ extern "C" __global__ void rope_kv_rows(float* __restrict__ q, float* __restrict
     u16* vc = reinterpret_cast<u16*>(kvp[3 * t + 1]);
     const int* bt = reinterpret_cast<const int*>(kvp[3 * t + 2]);
     rope_kv_tok(q, k, v, kc, vc, bt, t, pos[t], tab, freq_scale, nh, nkv, hd, n_rot, neox, caps[t]);
+}
+
+// rope_kv_pass: rope_kv for a prompt pass (many tokens): one block per token (grid (ntok),
+// ROPE_PASS_THREADS threads looping over the token's items), the token's n_rot / 2 angles'
+// sin and cos computed once in shared memory for all its heads (by the same f64 expression
+// and f32 rounding as rope_kv), so every value gets rope_kv's bits with n_rot / 2 instead
+// of (nh + nkv) n_rot / 2 f64 sincos per token. n_rot <= 2 ROPE_PASS_MAX_HALF.
+#ifndef ROPE_PASS_THREADS
+#define ROPE_PASS_THREADS 256
+#endif
+#ifndef ROPE_PASS_MAX_HALF
+#define ROPE_PASS_MAX_HALF 256
+#endif
+extern "C" __global__ void __launch_bounds__(ROPE_PASS_THREADS)
+    rope_kv_pass(float* __restrict__ q, float* __restrict__ k, const float* __restrict__ v,
+                 u16* __restrict__ kc, u16* __restrict__ vc, const int* __restrict__ bt,
+                 const int* __restrict__ pos, const double* __restrict__ tab,
+                 double freq_scale, int nh, int nkv, int hd, int n_rot, int neox, int cap) {
+    pdl_wait();
+    pdl_trigger();
+    __shared__ float sn[ROPE_PASS_MAX_HALF], cs[ROPE_PASS_MAX_HALF];
+    const int t = blockIdx.x, pi = pos[t], half = n_rot >> 1;
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+        const double theta = (double)pi * freq_scale * tab[i] / tab[half + i];
+        double sd, cd;
+        sincos(theta, &sd, &cd);
+        sn[i] = (float)sd;
+        cs[i] = (float)cd;
+    }
+    __syncthreads();
+    const int items = (nh + nkv) * half + nkv * (hd - n_rot) + nkv * hd;
+    for (int idx = threadIdx.x; idx < items; idx += blockDim.x)
+        rope_kv_item(q, k, v, kc, vc, bt, t, pi, idx, tab, freq_scale, nh, nkv, hd, n_rot, neox,
+                     cap, sn, cs);
 }

@@ -1,8 +1,8 @@
 //! Every entry point a kernel family lists is defined in its source, and every kernel a
 //! source defines outside a macro is listed, including the entry points the kernels' macros
-//! make (per-format matvec / mmv, `matvec_<fmt>[_glu]_wr_r<R>_d<D>`, `gemmt_dq_<fmt>`,
-//! `gemmt_<kind>[_glu]_m<BM>_p<P>`, `gemmt_<kind>[_glu]_w<BN>`, `gemmt_<kind>[_glu]_tm<TN>`,
-//! `attn_prefill_d<HD>`).
+//! make (per-format matvec / mmv, `matvec_<fmt>[_glu]_wr_r<R>_d<D>`,
+//! `matvec_<fmt>[_glu]_wrt<NT>_r<R>_d<D>`, `gemmt_dq_<fmt>`, `gemmt_<kind>[_glu]_m<BM>_p<P>`,
+//! `gemmt_<kind>[_glu]_w<BN>`, `gemmt_<kind>[_glu]_tm<TN>`, `attn_prefill_d<HD>`).
 //!
 //! It lives here, as an integration test, since session 11 (the unit-test copy in
 //! `engine/src` was deleted).
@@ -155,13 +155,51 @@ fn every_entry_point_is_defined_in_its_family() {
                         .lines()
                         .any(|l| l.starts_with(&format!("ASSAY_MATVEC_WR({fmt},")))
             });
-            // attention.cu: `attn_prefill_d##HD(` by ATTN_PREFILL(HD).
-            let by_prefill = name.strip_prefix("attn_prefill_d").is_some_and(|hd| {
-                src.contains("attn_prefill_d##HD(")
-                    && src.lines().any(|l| l == format!("ATTN_PREFILL({hd})"))
+            // matvec.cu's multi-token streamed kernel: `matvec_##name##[_glu]_wrt##NT##_r##R##_d##D(`
+            // by the `ASSAY_MATVEC_[GLU_]WRT_R(name, F, NT, R, D)` lines of ASSAY_MATVEC_WRT,
+            // instantiated by `ASSAY_MATVEC_WRT(fmt, ...)`.
+            let by_wrt = name.strip_prefix("matvec_").is_some_and(|rest| {
+                let Some((body, trd)) = rest.split_once("_wrt") else {
+                    return false;
+                };
+                let Some((t, rd)) = trd.split_once("_r") else {
+                    return false;
+                };
+                let Some((r, d)) = rd.split_once("_d") else {
+                    return false;
+                };
+                let (fmt, tail, inst) = if let Some(f) = body.strip_suffix("_glu") {
+                    (
+                        f,
+                        "matvec_##name##_glu_wrt##NT##_r##R##_d##D(",
+                        "ASSAY_MATVEC_GLU_WRT_R",
+                    )
+                } else {
+                    (
+                        body,
+                        "matvec_##name##_wrt##NT##_r##R##_d##D(",
+                        "ASSAY_MATVEC_WRT_R",
+                    )
+                };
+                src.contains(tail)
+                    && src.contains(&format!("    {inst}(name, F, {t}, {r}, {d})"))
+                    && src
+                        .lines()
+                        .any(|l| l.starts_with(&format!("ASSAY_MATVEC_WRT({fmt},")))
             });
+            // attention.cu: `attn_prefill_d##HD(`, `attn_prefill_pk_d##HD(` and
+            // `attn_prefill_pk1_d##HD(` by ATTN_PREFILL(HD).
+            let by_prefill = ["attn_prefill_d", "attn_prefill_pk_d", "attn_prefill_pk1_d"]
+                .iter()
+                .any(|prefix| {
+                    name.strip_prefix(prefix).is_some_and(|hd| {
+                        hd.chars().all(|c| c.is_ascii_digit())
+                            && src.contains(&format!("{prefix}##HD("))
+                            && src.lines().any(|l| l == format!("ATTN_PREFILL({hd})"))
+                    })
+                });
             assert!(
-                direct || by_macro || by_mmv || by_x1 || by_gemmt || by_wr || by_prefill,
+                direct || by_macro || by_mmv || by_x1 || by_gemmt || by_wr || by_wrt || by_prefill,
                 "{name} is not defined in {}",
                 f.file()
             );

@@ -65,6 +65,16 @@ __device__ __forceinline__ float warp_max(float v) {
 
 // Gated-MLP activations (elementwise.cu's gated_act and matvec's fused gate/up epilogue:
 // one definition, so both give the same bits).
+// Four values of x normalised as norm.cu does it: (x * inv) * (g + w_off), two unfused f32
+// multiplies each (the folded RMSNorm of matvec.cu and of gemm.cu's staging).
+__device__ __forceinline__ float4 norm4(float4 a, float inv, float4 g, float w_off) {
+    a.x = __fmul_rn(__fmul_rn(a.x, inv), g.x + w_off);
+    a.y = __fmul_rn(__fmul_rn(a.y, inv), g.y + w_off);
+    a.z = __fmul_rn(__fmul_rn(a.z, inv), g.z + w_off);
+    a.w = __fmul_rn(__fmul_rn(a.w, inv), g.w + w_off);
+    return a;
+}
+
 __device__ __forceinline__ float silu(float g) { return g / (1.0f + expf(-g)); }
 __device__ __forceinline__ float gelu_tanh(float g) {
     const float k0 = 0.7978845608028654f;  // sqrt(2/pi)

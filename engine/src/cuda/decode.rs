@@ -300,6 +300,8 @@ impl CudaDecoder {
                 wr_grid: None,
                 qkv: exec::mv_qkv_switch_from(std::env::var("ASSAY_MV_QKV").ok().as_deref())
                     .map_err(|e| shape_err("decoder", e))?,
+                wrt: exec::mv_wrt_switch_from(std::env::var("ASSAY_MV_WRT").ok().as_deref())
+                    .map_err(|e| shape_err("decoder", e))?,
             },
             batch: None,
             tokens: gpu.zeros(MAX_ROWS)?,

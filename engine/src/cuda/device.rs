@@ -157,6 +157,10 @@ impl Gpu {
                             .then_some(select::GEMMTM_MAX_SHARED_BYTES)
                     }
                     Family::Gemmt => Some(select::GEMMT_MMA_MAX_SHARED_BYTES),
+                    // The packed prompt-attention entries only where they run (sm_90).
+                    Family::Attention if select::is_attention_prefill_pk_entry(&name) => {
+                        (cc.0 >= 9).then_some(select::ATT_PREFILL_PK_MAX_SHARED_BYTES)
+                    }
                     // attn_prefill_d*: q and two stages of K and V rows.
                     Family::Attention => Some(select::ATT_PREFILL_MAX_SHARED_BYTES),
                     _ => None,

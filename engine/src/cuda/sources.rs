@@ -74,6 +74,12 @@ pub mod consts {
     /// The same for the gate + up entry points (`matvec_<fmt>_glu_wr_r<R>_d<D>`: 1 row of
     /// each matrix per warp, depth 6 at k = 4096).
     pub const MV_WR_GLU_RD: [(u32, u32); 2] = [(1, 6), (1, 4)];
+    /// (tokens, rows per warp, ring depth) of the multi-token streamed entry points
+    /// (`matvec_q4_0_wrt<NT>_r<R>_d<D>`, `select::MatvecKernel::WrTok`; Q4_0 only):
+    /// `select` takes the fewest tokens that hold the launch's token vectors.
+    pub const MV_WRT_TRD: [(u32, u32, u32); 2] = [(4, 2, 4), (8, 2, 4)];
+    /// The same for the gate + up entry points (`matvec_q4_0_glu_wrt<NT>_r<R>_d<D>`).
+    pub const MV_WRT_GLU_TRD: [(u32, u32, u32); 2] = [(4, 1, 4), (8, 1, 4)];
     /// Blocks per SM of the streamed entry points (`MV_WR_MINB` in matvec.cu: compiled for
     /// it, at most 128 registers): a launch's grid is at most this many per SM, and its shared
     /// memory leaves room for them.
@@ -148,6 +154,11 @@ pub mod consts {
     pub const MMV_NT: [usize; 4] = [1, 2, 4, 8];
     const _: () = assert!(MMV_N == 8 * 8);
     const _: () = assert!(MV_LAUNCH_MAX_TOK >= MV_MAX_TOK);
+    /// Threads per block of `rope_kv_pass` (rope.cu `ROPE_PASS_THREADS`).
+    pub const ROPE_PASS_THREADS: u32 = 256;
+    /// Most angle pairs per token `rope_kv_pass` holds in shared memory (rope.cu
+    /// `ROPE_PASS_MAX_HALF`: n_rot <= 512).
+    pub const ROPE_PASS_MAX_HALF: usize = 256;
     /// Threads per RMSNorm block.
     pub const NORM_THREADS: u32 = 256;
     // A norm folded into a matvec (matvec.cu) repeats norm.cu's reduction with the
@@ -355,12 +366,13 @@ impl Family {
                 format!("-DSAMPLE_THREADS={SAMPLE_THREADS}"),
                 format!("-DSAMPLE_CAP={SAMPLE_CAP}"),
             ],
-            Family::Argmax
-            | Family::Elementwise
-            | Family::Embed
-            | Family::Gemmt
-            | Family::Mask
-            | Family::Rope => Vec::new(),
+            Family::Rope => vec![
+                format!("-DROPE_PASS_THREADS={ROPE_PASS_THREADS}"),
+                format!("-DROPE_PASS_MAX_HALF={ROPE_PASS_MAX_HALF}"),
+            ],
+            Family::Argmax | Family::Elementwise | Family::Embed | Family::Gemmt | Family::Mask => {
+                Vec::new()
+            }
         }
     }
 
@@ -388,6 +400,10 @@ impl Family {
                     "attn_rows_d256".into(),
                     "attn_prefill_d64".into(),
                     "attn_prefill_d128".into(),
+                    "attn_prefill_pk_d64".into(),
+                    "attn_prefill_pk_d128".into(),
+                    "attn_prefill_pk1_d64".into(),
+                    "attn_prefill_pk1_d128".into(),
                 ]
             }
             Family::Elementwise => {
@@ -485,6 +501,17 @@ impl Family {
                     });
                     plain.chain(glu).chain(segs)
                 }))
+                // The multi-token streamed kernel (Q4_0 only).
+                .chain({
+                    let s = super::select::format_suffix(crate::quant::QuantFormat::Q4_0);
+                    let plain = consts::MV_WRT_TRD
+                        .iter()
+                        .map(move |(t, r, d)| format!("matvec_{s}_wrt{t}_r{r}_d{d}"));
+                    let glu = consts::MV_WRT_GLU_TRD
+                        .iter()
+                        .map(move |(t, r, d)| format!("matvec_{s}_glu_wrt{t}_r{r}_d{d}"));
+                    plain.chain(glu)
+                })
                 .collect(),
             Family::MatvecBatch => per_format("matvec")
                 .into_iter()
@@ -500,7 +527,12 @@ impl Family {
                 })
                 .collect(),
             Family::Norm => vec!["rmsnorm".into()],
-            Family::Rope => vec!["rope".into(), "rope_kv".into(), "rope_kv_rows".into()],
+            Family::Rope => vec![
+                "rope".into(),
+                "rope_kv".into(),
+                "rope_kv_rows".into(),
+                "rope_kv_pass".into(),
+            ],
             Family::Sample => vec!["sample_row".into()],
         }
     }

@@ -231,15 +231,21 @@ pub(super) fn fused_attention_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<Ch
         bool,
         usize,
     );
-    let shapes: [Shape; 4] = [
+    // From select::ROPE_KV_PASS_MIN_TOK tokens a launch takes `rope_kv_pass` (one block per
+    // token, its angles once for all heads): the last three shapes.
+    let shapes: [Shape; 7] = [
         (1, 32, 8, 128, 128, RopeStyle::Normal, 500_000.0, true, 700),
         (3, 14, 2, 64, 64, RopeStyle::Neox, 1_000_000.0, false, 300),
         (2, 4, 1, 256, 128, RopeStyle::Neox, 10000.0, false, 40),
         (8, 9, 3, 64, 64, RopeStyle::Normal, 10000.0, false, 1000),
+        (40, 32, 8, 128, 128, RopeStyle::Normal, 500_000.0, true, 700),
+        (64, 14, 2, 64, 64, RopeStyle::Neox, 1_000_000.0, false, 300),
+        (33, 4, 1, 256, 128, RopeStyle::Neox, 10000.0, false, 40),
     ];
     for (ntok, nh, nkv, hd, n_rot, style, base, ff, cap) in shapes {
         let name = format!(
-            "rope_kv ntok={ntok} heads={nh}/{nkv} head_dim={hd} n_rot={n_rot} {style:?} cap={cap}"
+            "{} ntok={ntok} heads={nh}/{nkv} head_dim={hd} n_rot={n_rot} {style:?} cap={cap}",
+            engine::cuda::select::rope_kv_entry(ntok)
         );
         case(lines, "fusion", name, |name| {
             let q = rand_vec(rng, ntok * nh * hd, 1.0);

@@ -5,6 +5,7 @@ use super::attention::Paged;
 use super::cases::*;
 use super::{CheckLine, compare_f32};
 use engine::cuda::ops::{self, AttnShape};
+use engine::cuda::select::{self, PrefillAttn};
 use engine::cuda::{Gpu, cpu};
 use half::f16;
 
@@ -60,13 +61,14 @@ pub(super) fn prefill_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>
                 v: &dv,
                 bt: &dbt,
             };
-            // Rows a .. b as one pass.
-            let pass = |a: usize, b: usize| -> Result<Vec<f32>, String> {
+            // Rows a .. b as one pass of variant v.
+            let pass_v = |v: PrefillAttn, a: usize, b: usize| -> Result<Vec<f32>, String> {
                 let dq = gpu.upload(&q[a * nh * hd..b * nh * hd]).map_err(e2s)?;
                 let dp = gpu.upload(&pos[a..b]).map_err(e2s)?;
                 let mut out = poison(gpu, (b - a) * nh * hd).map_err(e2s)?;
-                ops::attention_prefill(
+                ops::attention_prefill_with(
                     gpu,
+                    v,
                     &dq,
                     &kv,
                     &dp,
@@ -78,6 +80,7 @@ pub(super) fn prefill_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>
                 .map_err(e2s)?;
                 gpu.download(&out).map_err(e2s)
             };
+            let pass = |a: usize, b: usize| pass_v(PrefillAttn::Flash, a, b);
             let got = pass(0, n)?;
             let mut res = vec![compare_f32(
                 "attention_prefill",
@@ -110,6 +113,54 @@ pub(super) fn prefill_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>
                 &two,
                 &got,
             ));
+            // The packed variants (sm_90): Packed gives Flash's bits; PackedF16 its own,
+            // against the reference and row by row against itself.
+            let w_tok = w;
+            for v in [PrefillAttn::Packed, PrefillAttn::PackedF16] {
+                if select::attention_prefill_entry_for(v, hd, cc).is_none() {
+                    continue;
+                }
+                let vn = v.name();
+                let whole = pass_v(v, 0, n)?;
+                if v == PrefillAttn::Packed {
+                    res.push(compare_f32(
+                        "batch_invariance",
+                        format!("attention_prefill {vn} == flash {name}"),
+                        &whole,
+                        &got,
+                    ));
+                } else {
+                    res.push(compare_f32(
+                        "attention_prefill_f16q",
+                        format!("{vn} {name}"),
+                        &whole,
+                        &want,
+                    ));
+                }
+                let mut alone = Vec::new();
+                let mut among = Vec::new();
+                for t in [0, 1, 15, 16, 31, 32, 63, 64, n / 2, n - 1] {
+                    alone.extend(pass_v(v, t, t + 1)?);
+                    among.extend_from_slice(&whole[t * w_tok..(t + 1) * w_tok]);
+                }
+                res.push(compare_f32(
+                    "batch_invariance",
+                    format!("attention_prefill {vn} {name}: rows alone == in the pass of {n}"),
+                    &alone,
+                    &among,
+                ));
+                let mut two = pass_v(v, 0, mid)?;
+                two.extend(pass_v(v, mid, n)?);
+                res.push(compare_f32(
+                    "batch_invariance",
+                    format!(
+                        "attention_prefill {vn} {name}: passes of {mid} + {} == one pass",
+                        n - mid
+                    ),
+                    &two,
+                    &whole,
+                ));
+            }
             Ok(res)
         });
     }

@@ -13,7 +13,7 @@ use engine::quant::QuantFormat;
 use half::f16;
 
 /// Every op name the cases report under (each must have one tolerance).
-pub const OPS: [&str; 22] = [
+pub const OPS: [&str; 23] = [
     "matvec",
     "gemm",
     "gemm_f16x",
@@ -25,6 +25,7 @@ pub const OPS: [&str; 22] = [
     "rope",
     "attention",
     "attention_prefill",
+    "attention_prefill_f16q",
     "gated_act",
     "add",
     "scale",
@@ -237,6 +238,7 @@ pub fn run_all(gpu: &Gpu, seed: u64, only: &[String]) -> Vec<CheckLine> {
     if want("matvec") {
         super::batch::run_all(gpu, &mut rng_for("matvec_batch"), &mut lines);
         super::wr::run_all(gpu, &mut rng_for("matvec_wr"), &mut lines);
+        super::wrt::run_all(gpu, &mut rng_for("matvec_wrt"), &mut lines);
         super::qkv::run_all(gpu, &mut rng_for("matvec_qkv"), &mut lines);
     }
     // (group, name of the generator's seed, cases)

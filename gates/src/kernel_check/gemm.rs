@@ -21,7 +21,7 @@
 //! other row-group settings.
 
 use super::cases::{ProductCase, ProductInputs as Inputs, dot_scales, e2s, poison};
-use super::{CheckLine, Rng, compare_f32, compare_f32_scaled};
+use super::{CheckLine, Rng, compare_exact, compare_f32, compare_f32_scaled};
 use engine::cuda::cudarc::driver::DevicePtr;
 use engine::cuda::ops::{self, Activation, GemmOpts, GemmX, XParts};
 use engine::cuda::sources::consts::GEMM_N;
@@ -233,6 +233,30 @@ fn cases_of(
         format!("gemm {name}: rmsnorm folded into the staging == rmsnorm kernel + staging"),
         &folded.norm,
         &separate,
+    ));
+    // gemm_stage_x's 16-byte path (x aligned) against its scalar path (the same x one
+    // float off its alignment), norm folded: the same staging, so the same product bits.
+    let mut shifted = vec![0f32];
+    shifted.extend_from_slice(&x);
+    let dxs = gpu.upload(&shifted).map_err(e2s)?;
+    let norm = Some(ops::NormIn {
+        weight: &inp.norm_w,
+        eps: 1e-5,
+        w_offset: 0.0,
+    });
+    let mut by_path = Vec::new();
+    for src in [dx.slice(0..x.len()), dxs.slice(1..shifted.len())] {
+        ops::gemm_stage_x_for(gpu, format, &src, GEMM_N, k, norm, &mut xs).map_err(e2s)?;
+        let mut y = poison(gpu, GEMM_N * rows).map_err(e2s)?;
+        ops::gemm(gpu, &inp.w, &xs, GEMM_N, bias_d, false, &mut y, opts).map_err(e2s)?;
+        by_path.push(gpu.download(&y).map_err(e2s)?);
+    }
+    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<u32>>();
+    lines.push(compare_exact(
+        "fusion",
+        format!("gemm {name}: x staged by 16-byte loads == by scalar loads (x misaligned)"),
+        &bits(&by_path[0]),
+        &bits(&by_path[1]),
     ));
     huge_rows(gpu, &inp, &mut xs, &w, &x, &res, &folded, name, lines)
 }

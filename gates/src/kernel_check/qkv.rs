@@ -150,6 +150,7 @@ fn run_separate(
         wr,
         wr_grid: None,
         qkv: Some(false),
+        wrt: false,
     };
     let mut outs = Vec::new();
     let mut kernels = None;
@@ -249,6 +250,7 @@ fn cases_of(
         wr: None,
         wr_grid: grid,
         qkv: Some(true),
+        wrt: false,
     };
     let (seg, sk) = run_segs(gpu, &inp, forced(None))?;
     for (wr, what) in [(Some(false), "today's"), (Some(true), "streamed")] {

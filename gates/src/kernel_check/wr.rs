@@ -28,7 +28,7 @@ use engine::quant::QuantFormat;
 pub(super) const SHAPES: [(usize, usize); 4] = [(67, 1024), (133, 3072), (37, 14336), (9001, 1024)];
 
 /// The epilogues compared, in the order [`run`] returns them.
-const EPILOGUES: [&str; 7] = [
+pub(super) const EPILOGUES: [&str; 7] = [
     "plain",
     "+bias",
     "residual",
@@ -132,6 +132,7 @@ fn run_streamed(
         wr: Some(true),
         wr_grid: grid,
         qkv: None,
+        wrt: false,
     };
     let (outs, kernels) = run(gpu, inp, x, res, opts)?;
     if let Some(c) = kernels
@@ -158,6 +159,7 @@ fn cases_of(
         wr: Some(false),
         wr_grid: None,
         qkv: None,
+        wrt: false,
     };
     let (today, tk) = run(gpu, &case.dev, &case.x, &case.res, today_opts)?;
     if let Some(c) = tk.iter().find(|c| matches!(c, MatvecKernel::Wr { .. })) {
@@ -266,7 +268,9 @@ mod tests {
                 }
             }
         }
-        let all = matvec_entries(|e| select::is_matvec_wr_entry(e) && !e.contains("_seg"));
+        let all = matvec_entries(|e| {
+            select::is_matvec_wr_entry(e) && !e.contains("_seg") && !e.contains("_wrt")
+        });
         assert_eq!(seen, all);
         // Partial last row groups (4 rows per warp), rows alone that fit every shape, and
         // a shape with more row groups than the default grid's warps (2 blocks x 132 SMs).

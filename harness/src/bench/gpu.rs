@@ -315,8 +315,14 @@ impl GpuArm {
             // The prompt pass's attention on the decode kernel (ASSAY_PREFILL_ATTN=split;
             // the default since session 11 is the tensor-core attention where the head
             // size has it).
-            if !self.dec.prefill_flash() {
-                flags.push("attn=split".into());
+            // A variant other than the default (ASSAY_PREFILL_ATTN=flash|flash2|flash3; the
+            // default since session 16 is flash3 on sm_90) records its name.
+            match self.dec.prefill_attn_variant() {
+                None => flags.push("attn=split".into()),
+                Some(v) if v != engine::cuda::select::DEFAULT_PREFILL_ATTN => {
+                    flags.push(format!("attn={}", v.name()))
+                }
+                Some(_) => {}
             }
             // Q4_0 / Q8_0 decoded into the scratch first (ASSAY_GEMMT_FUSED=0).
             if !self.dec.prefill_fused_decode() {

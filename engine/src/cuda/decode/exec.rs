@@ -8,6 +8,7 @@ use super::super::sources::consts::MV_LAUNCH_MAX_TOK;
 use super::super::{CudaError, DeviceWeight};
 use super::{CudaDecoder, DevWeight, Feed, fuse, model_err};
 use crate::arch::{self, AttentionSpec, BufId, Op, WeightId};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 impl CudaDecoder {
@@ -134,10 +135,7 @@ impl CudaDecoder {
                 })();
                 put(bufs, *out, o);
                 let choice = r?;
-                let name = &program.weight(*weight).name;
-                if !choices.contains_key(name) {
-                    choices.insert(name.clone(), choice);
-                }
+                note_choice(choices, program, [*weight], choice);
                 Ok(())
             }
             Op::Rope { x, rope: spec } => {
@@ -298,10 +296,7 @@ impl CudaDecoder {
                 ..
             } => {
                 let w = w_ref(mats, matrix(weights, weight)?)?;
-                let bias = match bias {
-                    Some(b) => Some(vector(weights, b)? as &dyn DevicePtr<f32>),
-                    None => None,
-                };
+                let bias = opt_vector(weights, bias)?;
                 let residual = matches!(f, fuse::Fused::Residual { .. });
                 let (xb, wx, wy) = (get(bufs, x)?, width(x), width(out));
                 let mut last = Err(model_err("no rows"));
@@ -324,12 +319,7 @@ impl CudaDecoder {
         })();
         put(bufs, out, o);
         let choice = r?;
-        for w in used {
-            let name = &program.weight(w).name;
-            if !choices.contains_key(name) {
-                choices.insert(name.clone(), choice);
-            }
-        }
+        note_choice(choices, program, used, choice);
         Ok(())
     }
 
@@ -350,12 +340,7 @@ impl CudaDecoder {
         } = self;
         let gpu = &**gpu;
         let norm = norm_in(weights, pr.norm)?;
-        let bias = |b: Option<WeightId>| -> Result<Option<&dyn DevicePtr<f32>>, CudaError> {
-            match b {
-                Some(b) => Ok(Some(vector(weights, b)? as &dyn DevicePtr<f32>)),
-                None => Ok(None),
-            }
-        };
+        let bias = |b: Option<WeightId>| opt_vector(weights, b);
         let (wa, wb) = (
             w_ref(mats, matrix(weights, pr.a.0)?)?,
             w_ref(mats, matrix(weights, pr.b.0)?)?,
@@ -381,12 +366,7 @@ impl CudaDecoder {
         })();
         put(bufs, pr.a.2, ya);
         let choice = r?;
-        for w in [pr.a.0, pr.b.0] {
-            let name = &program.weight(w).name;
-            if !choices.contains_key(name) {
-                choices.insert(name.clone(), choice);
-            }
-        }
+        note_choice(choices, program, [pr.a.0, pr.b.0], choice);
         Ok(())
     }
 
@@ -416,12 +396,7 @@ impl CudaDecoder {
         } = self;
         let gpu = &**gpu;
         let norm = norm_in(weights, t.norm)?;
-        let bias = |b: Option<WeightId>| -> Result<Option<&dyn DevicePtr<f32>>, CudaError> {
-            match b {
-                Some(b) => Ok(Some(vector(weights, b)? as &dyn DevicePtr<f32>)),
-                None => Ok(None),
-            }
-        };
+        let bias = |b: Option<WeightId>| opt_vector(weights, b);
         let ws = [
             w_ref(mats, matrix(weights, t.m[0].0)?)?,
             w_ref(mats, matrix(weights, t.m[1].0)?)?,
@@ -455,12 +430,7 @@ impl CudaDecoder {
         let Some(choice) = r? else {
             return Ok(false);
         };
-        for m in &t.m {
-            let name = &program.weight(m.0).name;
-            if !choices.contains_key(name) {
-                choices.insert(name.clone(), choice);
-            }
-        }
+        note_choice(choices, program, t.m.iter().map(|m| m.0), choice);
         Ok(true)
     }
 
@@ -599,10 +569,11 @@ impl CudaDecoder {
             bt: &self.bt,
         };
         let mut o = take(bufs, spec.out)?;
-        let r = if flash.is_some() {
+        let r = if let Some(variant) = flash {
             // The prompt pass: every row in one tensor-core launch.
-            ops::attention_prefill(
+            ops::attention_prefill_with(
                 gpu,
+                variant,
                 get(bufs, spec.q)?,
                 &kv,
                 &self.pos,
@@ -676,6 +647,32 @@ pub(super) fn matrix(weights: &[DevWeight], id: WeightId) -> Result<usize, CudaE
     }
 }
 
+/// A bias vector, if the unit has one.
+fn opt_vector(
+    weights: &[DevWeight],
+    id: Option<WeightId>,
+) -> Result<Option<&dyn DevicePtr<f32>>, CudaError> {
+    match id {
+        Some(b) => Ok(Some(vector(weights, b)? as &dyn DevicePtr<f32>)),
+        None => Ok(None),
+    }
+}
+
+/// Record `choice` as the kernel of the weights `ws` that have none yet (a weight reports
+/// the first launch it took part in).
+pub(super) fn note_choice<C: Copy>(
+    choices: &mut HashMap<String, C>,
+    program: &arch::Program,
+    ws: impl IntoIterator<Item = WeightId>,
+    choice: C,
+) {
+    for w in ws {
+        choices
+            .entry(program.weight(w).name.clone())
+            .or_insert(choice);
+    }
+}
+
 pub(super) fn vector(weights: &[DevWeight], id: WeightId) -> Result<&CudaSlice<f32>, CudaError> {
     match weights.get(id.0 as usize) {
         Some(DevWeight::Vector(d, _)) => Ok(d),
@@ -733,6 +730,13 @@ pub(super) fn get(
 /// silently measure the other kernel).
 pub(super) fn mv_wr_switch_from(v: Option<&str>) -> Result<Option<bool>, String> {
     switch_from("ASSAY_MV_WR", v)
+}
+
+/// `ASSAY_MV_WRT` ([`ops::MatvecOpts::wrt`]): `1` (the multi-token streamed matvec for 2 or
+/// more token vectors wherever its requirements hold); `0`, unset, empty or `auto`: never
+/// (not yet run on a GPU). Anything else is an error.
+pub(super) fn mv_wrt_switch_from(v: Option<&str>) -> Result<bool, String> {
+    Ok(switch_from("ASSAY_MV_WRT", v)? == Some(true))
 }
 
 /// `ASSAY_MV_QKV` ([`ops::MatvecOpts::qkv`]): `0` (q, k and v in their own launches, as

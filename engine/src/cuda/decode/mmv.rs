@@ -324,12 +324,7 @@ impl CudaDecoder {
                     };
                     put(bufs, oa, ya);
                     let choice = r?;
-                    for w in [wa, wb] {
-                        let name = &program.weight(w).name;
-                        if !mmv.choices.contains_key(name) {
-                            mmv.choices.insert(name.clone(), choice);
-                        }
-                    }
+                    super::exec::note_choice(&mut mmv.choices, program, [wa, wb], choice);
                     continue;
                 }
             }
@@ -396,12 +391,12 @@ impl CudaDecoder {
                 })();
                 put(bufs, out, o);
                 let choice = r?;
-                for w in used.into_iter().flatten() {
-                    let name = &program.weight(w).name;
-                    if !mmv.choices.contains_key(name) {
-                        mmv.choices.insert(name.clone(), choice);
-                    }
-                }
+                super::exec::note_choice(
+                    &mut mmv.choices,
+                    program,
+                    used.into_iter().flatten(),
+                    choice,
+                );
             }
         }
         Ok(())

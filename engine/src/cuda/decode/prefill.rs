@@ -122,8 +122,9 @@ pub(super) struct PrefillState {
     /// The tiled kernel's tile height (`ASSAY_GEMMT_TILE`), `None`: chosen per launch.
     tile_m: Option<usize>,
     /// The pass's attention on tensor cores where the head size has it
-    /// (`ASSAY_PREFILL_ATTN=flash`, the default) or the decode kernel (`split`).
-    flash: bool,
+    /// (`ASSAY_PREFILL_ATTN`: `flash`, `flash2`, `flash3`, [`select::PrefillAttn`]; unset
+    /// [`select::DEFAULT_PREFILL_ATTN`]) or the decode kernel (`split`: `None`).
+    flash: Option<select::PrefillAttn>,
     /// Q4_0 / Q8_0 decoded inside the tiled GEMM's loop (`ASSAY_GEMMT_FUSED`, default 1)
     /// rather than into the scratch first (0; the same bits).
     fused: bool,
@@ -157,16 +158,20 @@ fn kernel_from_env() -> Result<GemmKernel, CudaError> {
     }
 }
 
-/// `ASSAY_PREFILL_ATTN`: `flash` (default: the tensor-core attention of the prompt pass,
-/// where the head size has it) or `split` (the decode kernel, row by row).
-fn flash_from_env() -> Result<bool, CudaError> {
+/// `ASSAY_PREFILL_ATTN`: `flash` (the tensor-core attention of the prompt pass, where the
+/// head size has it), `flash2` / `flash3` (its packed variants, sm_90; elsewhere `flash`;
+/// unset: [`select::DEFAULT_PREFILL_ATTN`]), or `split` (the decode kernel, row by row:
+/// `None`).
+fn flash_from_env() -> Result<Option<select::PrefillAttn>, CudaError> {
     match std::env::var("ASSAY_PREFILL_ATTN").as_deref() {
-        Err(_) | Ok("flash") => Ok(true),
-        Ok("split") => Ok(false),
-        Ok(v) => Err(shape_err(
-            "decoder",
-            format!("ASSAY_PREFILL_ATTN={v:?}: expected flash or split"),
-        )),
+        Err(_) => Ok(Some(select::DEFAULT_PREFILL_ATTN)),
+        Ok("split") => Ok(None),
+        Ok(v) => select::PrefillAttn::parse(v).map(Some).ok_or_else(|| {
+            shape_err(
+                "decoder",
+                format!("ASSAY_PREFILL_ATTN={v:?}: expected flash, flash2, flash3 or split"),
+            )
+        }),
     }
 }
 
@@ -486,14 +491,20 @@ impl CudaDecoder {
         self.prefill.active
     }
 
-    /// The prompt pass's tensor-core attention entry for heads of `head_dim`, while the
-    /// body runs the GEMM path and it is on (`ASSAY_PREFILL_ATTN`); `None`: the decode
-    /// kernel.
-    pub(super) fn prefill_attention(&self, head_dim: usize) -> Option<&'static str> {
-        if !(self.prefill.active && self.prefill.flash) {
+    /// The prompt pass's tensor-core attention variant for heads of `head_dim`, while the
+    /// body runs the GEMM path and it is on (`ASSAY_PREFILL_ATTN`); a packed variant the
+    /// device lacks falls back to `flash`; `None`: the decode kernel.
+    pub(super) fn prefill_attention(&self, head_dim: usize) -> Option<select::PrefillAttn> {
+        if !self.prefill.active {
             return None;
         }
-        select::attention_prefill_entry(head_dim, self.gpu.info().compute_capability)
+        let v = self.prefill.flash?;
+        let cc = self.gpu.info().compute_capability;
+        if select::attention_prefill_entry_for(v, head_dim, cc).is_some() {
+            Some(v)
+        } else {
+            select::attention_prefill_entry(head_dim, cc).map(|_| select::PrefillAttn::Flash)
+        }
     }
 
     /// Whether Q4_0 / Q8_0 products decode inside the tiled GEMM (`ASSAY_GEMMT_FUSED`).
@@ -515,13 +526,24 @@ impl CudaDecoder {
 
     /// Whether prompt passes take the tensor-core attention (`ASSAY_PREFILL_ATTN`).
     pub fn prefill_flash(&self) -> bool {
+        self.prefill.flash.is_some()
+    }
+
+    /// The prompt pass's tensor-core attention variant asked for (`ASSAY_PREFILL_ATTN`;
+    /// `None`: the decode kernel).
+    pub fn prefill_attn_variant(&self) -> Option<select::PrefillAttn> {
         self.prefill.flash
     }
 
     /// Choose the prompt pass's attention: tensor cores (where the head size has it) or
     /// the decode kernel.
     pub fn set_prefill_flash(&mut self, on: bool) {
-        self.prefill.flash = on;
+        self.prefill.flash = on.then_some(select::DEFAULT_PREFILL_ATTN);
+    }
+
+    /// Choose the prompt pass's attention variant (`None`: the decode kernel).
+    pub fn set_prefill_attn_variant(&mut self, v: Option<select::PrefillAttn>) {
+        self.prefill.flash = v;
     }
 
     /// The staging buffers, made on first use for the widest matrix.

@@ -21,6 +21,10 @@ pub struct MatvecOpts {
     /// `ASSAY_MV_QKV`, [`matvec_segs`]): `None` where [`select::choose_matvec_segs`] takes
     /// it, `Some(false)` never, `Some(true)` wherever its requirements hold.
     pub qkv: Option<bool>,
+    /// The multi-token streamed kernel ([`MatvecKernel::WrTok`], `ASSAY_MV_WRT=1`) for 2 or
+    /// more token vectors where [`select::choose_matvec_wrt`] has one; `false` (the default):
+    /// never (not yet run on a GPU).
+    pub wrt: bool,
 }
 
 /// `y[t] = W x[t] (+ bias)` for `ntok` token vectors: x is `[ntok][w.cols]`, y is
@@ -102,10 +106,16 @@ fn matvec_cfg(
     opts: MatvecOpts,
 ) -> Result<LaunchConfig, CudaError> {
     let blocks = match (choice, opts.wr_grid) {
-        (MatvecKernel::Wr { .. } | MatvecKernel::WrSegs { .. }, Some(0)) => {
+        (
+            MatvecKernel::Wr { .. } | MatvecKernel::WrSegs { .. } | MatvecKernel::WrTok { .. },
+            Some(0),
+        ) => {
             return Err(crate::cuda::shape_err("matvec", "a grid of 0 blocks"));
         }
-        (MatvecKernel::Wr { .. } | MatvecKernel::WrSegs { .. }, Some(g)) => g as usize,
+        (
+            MatvecKernel::Wr { .. } | MatvecKernel::WrSegs { .. } | MatvecKernel::WrTok { .. },
+            Some(g),
+        ) => g as usize,
         _ => choice.blocks(rows, &gpu.facts()),
     };
     let blocks =
@@ -130,7 +140,15 @@ fn matvec_impl(
     y: &mut dyn DevicePtrMut<f32>,
 ) -> Result<MatvecKernel, CudaError> {
     const OP: &str = "matvec";
-    let choice = select::choose_matvec(w.format, w.rows, w.cols, ntok, &gpu.facts(), opts.wr)?;
+    let choice = select::choose_matvec_tok(
+        w.format,
+        w.rows,
+        w.cols,
+        ntok,
+        &gpu.facts(),
+        opts.wr,
+        opts.wrt,
+    )?;
     need(OP, "x", x.len(), ntok * w.cols)?;
     need(OP, "y", y.len(), ntok * w.rows)?;
     need(OP, "weight", w.data.len(), w.rows * w.row_bytes)?;
@@ -192,8 +210,15 @@ pub fn matvec_glu(
             ),
         ));
     }
-    let choice =
-        select::choose_matvec_glu(wg.format, wg.rows, wg.cols, ntok, &gpu.facts(), opts.wr)?;
+    let choice = select::choose_matvec_glu_tok(
+        wg.format,
+        wg.rows,
+        wg.cols,
+        ntok,
+        &gpu.facts(),
+        opts.wr,
+        opts.wrt,
+    )?;
     need(OP, "x", x.len(), ntok * wg.cols)?;
     need(OP, "y", y.len(), ntok * wg.rows)?;
     need(OP, "gate weight", wg.data.len(), wg.rows * wg.row_bytes)?;

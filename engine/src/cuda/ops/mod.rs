@@ -22,7 +22,7 @@ mod sample;
 pub use attention::{
     AttnScratch, AttnShape, KvView, attention, attention_rows, attention_two_pass,
 };
-pub use attention_prefill::attention_prefill;
+pub use attention_prefill::{attention_prefill, attention_prefill_with};
 pub use gemm::{GemmOpts, GemmX, XParts, XStaging, gemm, gemm_glu, gemm_stage_x, gemm_stage_x_for};
 pub use gemmt::{GemmtOpts, GemmtScratch, GemmtSeg, gemmt, gemmt_glu, gemmt_group, gemmt_stage_x};
 pub use kv::{
@@ -428,6 +428,7 @@ pub const PDL_KERNELS: &[&str] = &[
     "kv_store",
     "attn_combine",
     "rope_kv_rows",
+    "rope_kv_pass",
     "rmsnorm",
     "argmax_rows",
 ];

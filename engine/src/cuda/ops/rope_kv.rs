@@ -5,7 +5,7 @@
 
 use super::kv::{KvRowsDev, check_pages};
 use super::{Arg, RopeStyle, RopeTable, int, launch, need, rd, wr};
-use crate::cuda::{CudaError, Gpu};
+use crate::cuda::{CudaError, Gpu, select};
 use cudarc::driver::{DevicePtr, DevicePtrMut, LaunchConfig};
 use half::f16;
 
@@ -123,7 +123,22 @@ pub fn rope_kv(
     ];
     args.extend(rope_kv_tail(OP, gpu, table, style, s)?);
     args.push(Arg::I32(int(OP, "capacity", s.capacity)?));
-    launch(gpu, "rope_kv", cfg, &args)
+    // rope_kv_pass for prompt passes (its angle table holds n_rot / 2 <= ROPE_PASS_MAX_HALF).
+    let entry = if table.n_rot / 2 <= select::ROPE_PASS_MAX_HALF {
+        select::rope_kv_entry(s.ntok)
+    } else {
+        "rope_kv"
+    };
+    let cfg = if entry == "rope_kv_pass" {
+        LaunchConfig {
+            grid_dim: (int(OP, "ntok", s.ntok)? as u32, 1, 1),
+            block_dim: (select::ROPE_PASS_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        }
+    } else {
+        cfg
+    };
+    launch(gpu, entry, cfg, &args)
 }
 
 /// The checks that [`rope_kv`] and [`rope_kv_rows`] share (n_rot; q, k, v, pos and table

@@ -120,6 +120,115 @@ pub fn attention_prefill_entry(head_dim: usize, cc: (i32, i32)) -> Option<&'stat
     }
 }
 
+/// The prompt pass's tensor-core attention variants (`kernels/attention.cu`,
+/// `ASSAY_PREFILL_ATTN=flash|flash2|flash3`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PrefillAttn {
+    /// `attn_prefill_d<hd>`: one query head and [`ATT_PREFILL_BQ`] tokens per block, q as
+    /// f16 hi + lo.
+    Flash,
+    /// `attn_prefill_pk_d<hd>`: the bits of [`PrefillAttn::Flash`], with the query heads
+    /// of a KV head packed into one block ([`attention_prefill_pack`]) and the heaviest
+    /// causal tiles first. sm_90 only.
+    Packed,
+    /// `attn_prefill_pk1_d<hd>`: the packed layout with q as one f16 part and a base-2
+    /// softmax (other bits, within the `prefill` gate's tolerance). sm_90 only.
+    PackedF16,
+}
+
+impl PrefillAttn {
+    /// `ASSAY_PREFILL_ATTN`'s word for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            PrefillAttn::Flash => "flash",
+            PrefillAttn::Packed => "flash2",
+            PrefillAttn::PackedF16 => "flash3",
+        }
+    }
+
+    /// The variant of an `ASSAY_PREFILL_ATTN` word (`split` is not a variant: `None`).
+    pub fn parse(word: &str) -> Option<Self> {
+        match word {
+            "flash" => Some(PrefillAttn::Flash),
+            "flash2" => Some(PrefillAttn::Packed),
+            "flash3" => Some(PrefillAttn::PackedF16),
+            _ => None,
+        }
+    }
+}
+
+/// The prompt pass's attention when `ASSAY_PREFILL_ATTN` is unset: `flash3`
+/// ([`PrefillAttn::PackedF16`]; on devices without the packed entries the decoder falls back
+/// to [`PrefillAttn::Flash`]). H200, 8B Q4_0, same binary (research/notes/s15/mini): prompt
+/// tok/s at 512 / 2048 / 8192 tokens flash 27787 / 25694 / 19187, flash2 27937 / 25838 /
+/// 19585, flash3 28225 / 26619 / 21108; kernel-check, the prefill and chunking gates green.
+pub const DEFAULT_PREFILL_ATTN: PrefillAttn = PrefillAttn::PackedF16;
+
+/// Most q rows (query heads x tokens) of a packed prompt-attention block (`AP_PK_ROWS`).
+pub const ATT_PREFILL_PK_ROWS: usize = 128;
+
+/// The packing of a packed prompt-attention block for `n_heads` query heads over
+/// `n_kv_heads`: `(gp, tt)`, gp query heads of one KV head (the largest divisor of the
+/// group size G = n_heads / n_kv_heads with at most 8) times tt tokens (16 x (8 / gp),
+/// a multiple of 16 so that a warp's 16 rows are one head's), gp x tt <=
+/// [`ATT_PREFILL_PK_ROWS`]. `None` when the heads do not share the KV heads evenly.
+pub fn attention_prefill_pack(n_heads: usize, n_kv_heads: usize) -> Option<(usize, usize)> {
+    if n_kv_heads == 0 || n_heads == 0 || n_heads % n_kv_heads != 0 {
+        return None;
+    }
+    let g = n_heads / n_kv_heads;
+    let gp = (1..=8.min(g)).rev().find(|d| g % d == 0)?;
+    Some((gp, 16 * (8 / gp)))
+}
+
+/// The entry of a prompt-attention variant for heads of `head_dim` on a device of compute
+/// capability `cc`; `None` where it has none (the packed ones run on sm_90 only: their
+/// shared memory exceeds other devices' opt-in limits).
+pub fn attention_prefill_entry_for(
+    v: PrefillAttn,
+    head_dim: usize,
+    cc: (i32, i32),
+) -> Option<&'static str> {
+    if v != PrefillAttn::Flash && cc.0 < 9 {
+        return None;
+    }
+    attention_prefill_entry(head_dim, cc)?;
+    Some(match (v, head_dim) {
+        (PrefillAttn::Flash, 64) => "attn_prefill_d64",
+        (PrefillAttn::Flash, _) => "attn_prefill_d128",
+        (PrefillAttn::Packed, 64) => "attn_prefill_pk_d64",
+        (PrefillAttn::Packed, _) => "attn_prefill_pk_d128",
+        (PrefillAttn::PackedF16, 64) => "attn_prefill_pk1_d64",
+        (PrefillAttn::PackedF16, _) => "attn_prefill_pk1_d128",
+    })
+}
+
+/// Whether `name` is a packed prompt-attention entry (its shared-memory limit is set only
+/// on sm_90).
+pub fn is_attention_prefill_pk_entry(name: &str) -> bool {
+    name.starts_with("attn_prefill_pk")
+}
+
+/// Dynamic shared memory of a prompt-attention variant's launch for heads of `head_dim`
+/// and `rows` q rows per block (the packed ones: gp x tt).
+pub const fn attention_prefill_variant_shared_bytes(
+    v: PrefillAttn,
+    head_dim: usize,
+    rows: usize,
+) -> usize {
+    let ld = head_dim + 8;
+    let kv = 2 * 2 * crate::cuda::sources::consts::ATT_SPLIT;
+    match v {
+        PrefillAttn::Flash => attention_prefill_shared_bytes(head_dim),
+        PrefillAttn::Packed => (2 * rows + kv) * ld * 2,
+        PrefillAttn::PackedF16 => (rows + kv) * ld * 2,
+    }
+}
+
+/// The most the packed entries use (their limit on sm_90).
+pub const ATT_PREFILL_PK_MAX_SHARED_BYTES: usize =
+    attention_prefill_variant_shared_bytes(PrefillAttn::Packed, 128, ATT_PREFILL_PK_ROWS);
+
 pub fn choose_attention(
     head_dim: usize,
     n_heads: usize,
@@ -272,5 +381,79 @@ mod tests {
         assert_eq!(attention_prefill_shared_bytes(128), 6 * 64 * 136 * 2);
         // Two blocks per SM on the H200 (227 KiB).
         const { assert!(2 * ATT_PREFILL_MAX_SHARED_BYTES <= 227 * 1024) };
+    }
+
+    #[test]
+    fn prefill_attention_variants() {
+        for v in [
+            PrefillAttn::Flash,
+            PrefillAttn::Packed,
+            PrefillAttn::PackedF16,
+        ] {
+            assert_eq!(PrefillAttn::parse(v.name()), Some(v));
+        }
+        assert_eq!(PrefillAttn::parse("split"), None);
+        assert_eq!(
+            attention_prefill_entry_for(PrefillAttn::Packed, 128, (9, 0)),
+            Some("attn_prefill_pk_d128")
+        );
+        assert_eq!(
+            attention_prefill_entry_for(PrefillAttn::PackedF16, 64, (9, 0)),
+            Some("attn_prefill_pk1_d64")
+        );
+        // Packed: sm_90 only; Flash as before.
+        assert_eq!(
+            attention_prefill_entry_for(PrefillAttn::Packed, 128, (8, 0)),
+            None
+        );
+        assert_eq!(
+            attention_prefill_entry_for(PrefillAttn::Flash, 128, (8, 0)),
+            Some("attn_prefill_d128")
+        );
+        assert_eq!(
+            attention_prefill_entry_for(PrefillAttn::PackedF16, 256, (9, 0)),
+            None
+        );
+        assert!(is_attention_prefill_pk_entry("attn_prefill_pk1_d128"));
+        assert!(!is_attention_prefill_pk_entry("attn_prefill_d128"));
+    }
+
+    #[test]
+    fn default_prefill_attention_runs_where_flash_does_on_sm90() {
+        for hd in ATT_PREFILL_HEAD_DIMS {
+            assert!(attention_prefill_entry_for(DEFAULT_PREFILL_ATTN, hd, (9, 0)).is_some());
+        }
+    }
+
+    #[test]
+    fn prefill_attention_packing() {
+        // Llama-3.1-8B: G = 4, 4 heads x 32 tokens.
+        assert_eq!(attention_prefill_pack(32, 8), Some((4, 32)));
+        // SmolLM2-135M: G = 3; Qwen2.5 0.5B: G = 7; 1.5B: G = 6; MHA; G = 16.
+        assert_eq!(attention_prefill_pack(9, 3), Some((3, 32)));
+        assert_eq!(attention_prefill_pack(14, 2), Some((7, 16)));
+        assert_eq!(attention_prefill_pack(12, 2), Some((6, 16)));
+        assert_eq!(attention_prefill_pack(8, 8), Some((1, 128)));
+        assert_eq!(attention_prefill_pack(32, 2), Some((8, 16)));
+        assert_eq!(attention_prefill_pack(10, 4), None);
+        assert_eq!(attention_prefill_pack(0, 0), None);
+        for nkv in 1..=8 {
+            for g in 1..=32 {
+                let (gp, tt) = attention_prefill_pack(g * nkv, nkv).unwrap();
+                assert_eq!(g % gp, 0);
+                assert_eq!(tt % 16, 0);
+                assert!(gp * tt <= ATT_PREFILL_PK_ROWS && gp * tt >= 64, "g={g}");
+            }
+        }
+        // Packed (hi + lo): one block per SM at 128 rows of 128 dims; PackedF16: two.
+        assert_eq!(
+            ATT_PREFILL_PK_MAX_SHARED_BYTES,
+            (2 * 128 + 4 * 64) * 136 * 2
+        );
+        const { assert!(ATT_PREFILL_PK_MAX_SHARED_BYTES <= 227 * 1024) };
+        assert!(
+            2 * attention_prefill_variant_shared_bytes(PrefillAttn::PackedF16, 128, 128)
+                <= 227 * 1024
+        );
     }
 }

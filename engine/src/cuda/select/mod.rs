@@ -20,7 +20,7 @@ use super::CudaError;
 use super::sources::consts::{
     ATT_MAX_GROUP, ATT_MAX_HD, ATT_SPLIT, ATT_WARPS, MV_BATCH_GLU_ROWS_PER_WARP,
     MV_BATCH_ROWS_PER_WARP, MV_BATCH_TOK, MV_LAUNCH_MAX_TOK, MV_PAIR_ROWS_PER_WARP, MV_TILE,
-    MV_WARPS, MV_WR_BLOCKS_PER_SM, MV_WR_GLU_RD, MV_WR_RD, MV_WR_SEGS,
+    MV_WARPS, MV_WR_BLOCKS_PER_SM, MV_WR_GLU_RD, MV_WR_RD, MV_WR_SEGS, MV_WRT_GLU_TRD, MV_WRT_TRD,
 };
 use super::sources::consts::{MMV_N, MMV_NT, MMV_WARPS};
 use crate::quant::QuantFormat;
@@ -98,8 +98,40 @@ pub fn arch_for(cc: (i32, i32)) -> String {
     }
 }
 
+/// The `rope_kv` entry of a launch of `ntok` tokens: `rope_kv_pass` (one block per token,
+/// the token's angles computed once for all its heads) from [`ROPE_KV_PASS_MIN_TOK`]
+/// tokens, else `rope_kv` (a block row of one-item threads per token: more blocks for the
+/// few tokens of a decode step or a verification). The same bits either way (kernel-check).
+pub fn rope_kv_entry(ntok: usize) -> &'static str {
+    if ntok >= ROPE_KV_PASS_MIN_TOK {
+        "rope_kv_pass"
+    } else {
+        "rope_kv"
+    }
+}
+
+/// The fewest tokens a `rope_kv` launch takes `rope_kv_pass` for ([`rope_kv_entry`]).
+pub const ROPE_KV_PASS_MIN_TOK: usize = 32;
+
+pub use super::sources::consts::{ROPE_PASS_MAX_HALF, ROPE_PASS_THREADS};
+
 #[cfg(test)]
 pub(crate) mod tests {
+
+    #[test]
+    fn rope_kv_takes_the_pass_kernel_for_prompt_passes() {
+        assert_eq!(super::rope_kv_entry(1), "rope_kv");
+        assert_eq!(super::rope_kv_entry(9), "rope_kv");
+        assert_eq!(
+            super::rope_kv_entry(super::ROPE_KV_PASS_MIN_TOK - 1),
+            "rope_kv"
+        );
+        assert_eq!(
+            super::rope_kv_entry(super::ROPE_KV_PASS_MIN_TOK),
+            "rope_kv_pass"
+        );
+        assert_eq!(super::rope_kv_entry(512), "rope_kv_pass");
+    }
     use super::*;
 
     pub(crate) const H200: DeviceFacts = DeviceFacts {
