@@ -320,8 +320,9 @@ fn start_servers(env: &EnvArgs, args: &PairArgs, cell: &Cell, g: &group::Group) 
     })
 }
 
-/// Pair one cell on running servers `s`; `reused`: the servers were started for an earlier
-/// cell (its id), and this cell's prompts start at id `base` ([`group::prompt_span`]).
+/// Pair one cell on running servers `s` (started for this cell, or reused from the earlier
+/// cell `s.started_for` names); this cell's prompts start at id `base` (0 on servers
+/// started for it; [`group::prompt_span`]).
 fn pair_cell(
     env: &EnvArgs,
     args: &PairArgs,
