@@ -14,6 +14,13 @@
 //! (tokens over the request's whole time). One receipt (`kind = pair`) per cell with
 //! every raw sample of both arms, their versions and flags.
 //!
+//! Servers are shared across cells ([`group`]): consecutive cells whose needs one start of
+//! both servers covers (same model file and flags, a context and slot count that fit, one
+//! concurrency class) run on one pair of servers started with the group's largest limits;
+//! each receipt records the flags actually used and names the cell the servers were
+//! started for. A failed cell or a dead server restarts them for the next cell; servers
+//! that cannot start fail the rest of their group. `--no-reuse`: one start per cell.
+//!
 //! Competitors: `llama.cpp` (llama-server from competitors/llama.cpp/build, its best flags
 //! in [`llama_server::server_args`]), timed through its native `/completion` stream
 //! ([`Protocol::LlamaNative`]: its OpenAI stream sends no event for a token that ends
@@ -37,6 +44,7 @@ use crate::bench::serve_load::{self, AssayServer, Protocol, StreamTiming, Target
 use crate::bench::{llamacpp, model_path};
 
 mod agree;
+pub mod group;
 pub mod plan;
 mod requests;
 mod vllm;
@@ -108,6 +116,10 @@ pub struct PairArgs {
     /// included); with `--plan`, only show the selection.
     #[arg(long)]
     pub budget_s: Option<f64>,
+    /// Start both servers for every cell (default: consecutive cells whose servers one
+    /// start covers share it, `pair::group`).
+    #[arg(long)]
+    pub no_reuse: bool,
 }
 
 /// Where two token lists first differ (None when equal).
@@ -175,20 +187,40 @@ fn formats_differ(cell: &Cell, vs: Competitor) -> bool {
     vs == Competitor::Vllm && cell.vllm_quantization.is_some()
 }
 
-/// Pair one cell.
-fn pair_cell(
-    env: &EnvArgs,
-    args: &PairArgs,
-    stamp: &gates::stamp::Stamp,
-    board: &str,
-    cell: &Cell,
-) -> Result<Receipt> {
-    let t0 = Instant::now();
-    if let Some(why) = plan::blocked(cell) {
-        bail!("{why}");
+/// Both servers of a group of cells ([`group`]), started once.
+struct Servers {
+    ours: AssayServer,
+    theirs: TheirServer,
+    their_version: String,
+    their_engine: &'static str,
+    protocol: Protocol,
+    bin: PathBuf,
+    backend: &'static str,
+    /// The cell they were started for.
+    started_for: String,
+    /// Seconds the start took (charged to that cell's wall time).
+    start_s: f64,
+}
+
+impl Servers {
+    /// Whether both still answer `/health`.
+    fn alive(&self) -> bool {
+        let t = Duration::from_secs(5);
+        [self.ours.port, self.theirs.port()]
+            .iter()
+            .all(|&p| crate::bench::llama_server::http_status(p, "/health", t) == Some(200))
     }
+
+    fn stop(&mut self) {
+        self.ours.stop();
+        self.theirs.stop();
+    }
+}
+
+/// Start the servers of group `g` (its union of limits) for its cell `cell`.
+fn start_servers(env: &EnvArgs, args: &PairArgs, cell: &Cell, g: &group::Group) -> Result<Servers> {
+    let t0 = Instant::now();
     let timeout = Duration::from_secs(args.timeout_s);
-    let runs = args.runs.unwrap_or(cell.runs).max(5);
     // vLLM's safetensors first: a BF16 checkpoint is then made once, with its copy, and
     // our arm finds the GGUF already there.
     let vllm_dir = match (args.vs, &cell.synth) {
@@ -199,19 +231,10 @@ fn pair_cell(
         )?),
         _ => None,
     };
-    let (name, path) = model_path(env, cell)?;
-    let model = engine::model_file::GgufModel::open(&path)
-        .with_context(|| format!("opening {}", path.display()))?;
-    let facts = model_facts(&name, &path, &model).context("hashing the model")?;
-    // vLLM runs without a tokenizer (`--skip-tokenizer-init`): its top tokens come back as
-    // ids and are named here by the pieces our server gives them.
-    let tok = engine::tokenizer::Tokenizer::from_gguf(model.header())
-        .with_context(|| format!("{}: the tokenizer", path.display()))?;
-    drop(model);
-    let ctx = cell.prompt_tokens + cell.gen_tokens + 16;
+    let (_, path) = model_path(env, cell)?;
 
     // The competitor first: a missing build fails before our server loads.
-    let (mut theirs, their_version, their_engine, protocol) = match args.vs {
+    let (theirs, their_version, their_engine, protocol) = match args.vs {
         Competitor::LlamaCpp => {
             let home = args
                 .llama_cpp_home
@@ -220,8 +243,8 @@ fn pair_cell(
                 .context("no llama.cpp home (HOME unset; pass --llama-cpp-home)")?;
             let install = llamacpp::locate(&home, cell.device)?;
             let o = ServerOptions {
-                ctx,
-                parallel: cell.batch.max(1),
+                ctx: g.theirs.ctx,
+                parallel: g.theirs.slots,
                 gpu_layers: if cell.device == DeviceKind::Gpu {
                     999
                 } else {
@@ -250,9 +273,9 @@ fn pair_cell(
                 &args.vllm_site,
                 &dir,
                 &vllm::Options {
-                    ctx,
-                    concurrency: cell.batch,
-                    quantization: cell.vllm_quantization.clone(),
+                    ctx: g.theirs.ctx,
+                    concurrency: g.theirs.slots,
+                    quantization: g.theirs.quantization.clone(),
                 },
                 &log,
                 timeout,
@@ -264,34 +287,78 @@ fn pair_cell(
             bail!("the transformers arm is not wired yet; `harness pair` runs llama.cpp and vllm")
         }
     };
-    let their_target = Target {
-        addr: SocketAddr::from((Ipv4Addr::LOCALHOST, theirs.port())),
-        model: "bench".into(),
-        api_key: None,
-        protocol,
-    };
     let bin = crate::bench::assay_bin(args.assay_bin.as_ref())?;
     let backend = if cell.device == DeviceKind::Gpu {
         "cuda"
     } else {
         "cpu"
     };
-    let mut flags =
-        serve_load::serve_flags(backend, cell.prompt_tokens, cell.gen_tokens, cell.batch);
-    if let Some(spec) = &cell.spec {
+    // The group's limits (`--ctx` = prompt + generated + 16 of its longest cell, the queue
+    // of its most streams): for a cell alone, exactly `serve_flags` of the cell.
+    let (ctx, _) = g.ours.limits();
+    let mut flags = serve_load::serve_flags(backend, ctx - 16, 0, g.ours.concurrency);
+    if let Some(spec) = &g.ours.spec {
         // Ours speculative, theirs plain (the board's spec cells).
         let draft = crate::bench::draft_path(env, cell)?;
         flags.extend(serve_load::spec_flags(spec, draft.as_deref())?);
     }
     // The cell's own server flags (e.g. `--batched-decode --mmv` for the concurrency
-    // cells), recorded with the arm's flags.
-    flags.extend(cell.serve_flags.iter().cloned());
+    // cells), recorded with the arm's flags: the same for every cell of the group.
+    flags.extend(g.ours.serve_flags.iter().cloned());
     let log = std::env::temp_dir().join(format!("assay-serve-pair-{}.log", cell.id));
-    let mut ours = AssayServer::start(&bin, &path, &flags, &log, timeout)?;
+    let ours = AssayServer::start(&bin, &path, &flags, &log, timeout)?;
+    Ok(Servers {
+        ours,
+        theirs,
+        their_version,
+        their_engine,
+        protocol,
+        bin,
+        backend,
+        started_for: cell.id.clone(),
+        start_s: t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// Pair one cell on running servers `s` (started for this cell, or reused from the earlier
+/// cell `s.started_for` names); this cell's prompts start at id `base` (0 on servers
+/// started for it; [`group::prompt_span`]).
+fn pair_cell(
+    env: &EnvArgs,
+    args: &PairArgs,
+    stamp: &gates::stamp::Stamp,
+    board: &str,
+    cell: &Cell,
+    s: &Servers,
+    base: usize,
+) -> Result<Receipt> {
+    let t0 = Instant::now();
+    if let Some(why) = plan::blocked(cell) {
+        bail!("{why}");
+    }
+    let timeout = Duration::from_secs(args.timeout_s);
+    let runs = args.runs.unwrap_or(cell.runs).max(5);
+    let (name, path) = model_path(env, cell)?;
+    let model = engine::model_file::GgufModel::open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    let facts = model_facts(&name, &path, &model).context("hashing the model")?;
+    // vLLM runs without a tokenizer (`--skip-tokenizer-init`): its top tokens come back as
+    // ids and are named here by the pieces our server gives them.
+    let tok = engine::tokenizer::Tokenizer::from_gguf(model.header())
+        .with_context(|| format!("{}: the tokenizer", path.display()))?;
+    drop(model);
+    let reused = s.started_for != cell.id;
+    let (ours, theirs, bin, backend) = (&s.ours, &s.theirs, &s.bin, s.backend);
+    let their_target = Target {
+        addr: SocketAddr::from((Ipv4Addr::LOCALHOST, theirs.port())),
+        model: "bench".into(),
+        api_key: None,
+        protocol: s.protocol,
+    };
     let our_target = ours.target();
 
     // Agreement on the first greedy tokens of the first prompt.
-    let prompt = serve_load::prompt_ids(0, cell.prompt_tokens);
+    let prompt = serve_load::prompt_ids(base, cell.prompt_tokens);
     let a = first_tokens_ours(&our_target, &prompt, AGREE_TOKENS, timeout)
         .context("assay: the agreement request")?;
     let b = match &theirs {
@@ -399,7 +466,7 @@ fn pair_cell(
     }
 
     // Warm-up, then A B A B.
-    let mut next = 1;
+    let mut next = base + 1;
     for (label, t) in [("assay", &our_target), (args.vs.name(), &their_target)] {
         serve_load::wave(
             t,
@@ -450,9 +517,6 @@ fn pair_cell(
         ),
         None => None,
     };
-    ours.stop();
-    theirs.stop();
-
     let verdict = match (&tie, divergence.is_none() || differ) {
         (_, true) | (Some(agree::Tie::Near { .. }), _) => Verdict::Green,
         (Some(agree::Tie::Undecided(_)), _) => Verdict::Red {
@@ -479,8 +543,8 @@ fn pair_cell(
         ),
         (
             args.vs.name(),
-            their_engine.to_string(),
-            their_version,
+            s.their_engine.to_string(),
+            s.their_version.clone(),
             theirs.flags(),
             sb,
         ),
@@ -522,6 +586,12 @@ fn pair_cell(
         theirs.ready_s(),
         args.vs.name()
     ));
+    if reused {
+        detail.push(format!(
+            "servers reused from cell {} (started once for its group of cells, with the flags above: context and slots the group's largest; this cell timed no start); prompt ids from {base} (serve-ids-v1), after every id the earlier cells on these servers used",
+            s.started_for
+        ));
+    }
     detail.push(format!(
         "server logs: {} (assay), {} ({})",
         ours.log.display(),
@@ -530,7 +600,8 @@ fn pair_cell(
     ));
     detail.extend(spec_line);
     r.detail.extend(detail);
-    r.wall_s = (t0.elapsed().as_secs_f64() * 1000.0).round() / 1000.0;
+    let wall = t0.elapsed().as_secs_f64() + if reused { 0.0 } else { s.start_s };
+    r.wall_s = (wall * 1000.0).round() / 1000.0;
     Ok(r)
 }
 
@@ -666,19 +737,19 @@ pub fn run(env: &EnvArgs, args: &PairArgs) -> Result<bool> {
                 before - cells.len()
             );
         }
-        let p = plan::plan(&cells, args.vs, args.budget_s)?;
+        let p = plan::plan(&cells, args.vs, args.budget_s, !args.no_reuse)?;
         print!("{}", plan::render(&p, args.vs, args.budget_s));
         if args.plan {
             return Ok(true);
         }
     }
     let chosen: Option<Vec<String>> = match args.budget_s {
-        Some(b) => Some(plan::plan(&cells, args.vs, Some(b))?.selected_ids()),
+        Some(b) => Some(plan::plan(&cells, args.vs, Some(b), !args.no_reuse)?.selected_ids()),
         None => None,
     };
     let stamp = env.measurement_stamp(&root)?;
     let receipts = under(&root, &args.receipts);
-    let (mut ran, mut failed) = (0, 0);
+    let mut runnable: Vec<&Cell> = Vec::new();
     for cell in cells {
         if chosen.as_ref().is_some_and(|ids| !ids.contains(&cell.id)) {
             continue;
@@ -694,21 +765,84 @@ pub fn run(env: &EnvArgs, args: &PairArgs) -> Result<bool> {
             );
             continue;
         }
-        match pair_cell(env, args, &stamp, &board.name, cell) {
-            Ok(r) => {
-                println!("{}", crate::bench::line(&r));
-                for d in &r.detail {
-                    println!("    {d}");
+        runnable.push(cell);
+    }
+    let runs_of = |c: &Cell| args.runs.unwrap_or(c.runs).max(5);
+    let (mut ran, mut failed) = (0, 0);
+    for g in group::groups(&runnable, args.vs, !args.no_reuse) {
+        if g.cells.len() > 1 {
+            let ids: Vec<&str> = g.cells.iter().map(|&i| runnable[i].id.as_str()).collect();
+            println!("servers shared by {} cells: {}", ids.len(), ids.join(", "));
+        }
+        let mut life = group::Lifecycle::default();
+        let mut servers: Option<Servers> = None;
+        for (k, &i) in g.cells.iter().enumerate() {
+            let cell = runnable[i];
+            let outcome = match life.before() {
+                group::Step::Fail(why) => Err(anyhow::anyhow!(
+                    "the servers of this group did not start: {why}"
+                )),
+                group::Step::Start => match start_servers(env, args, cell, &g) {
+                    Ok(s) => {
+                        life.started(&cell.id, Ok(()));
+                        let r = pair_cell(env, args, &stamp, &board.name, cell, &s, 0);
+                        servers = Some(s);
+                        r
+                    }
+                    Err(e) => {
+                        life.started(
+                            &cell.id,
+                            Err(format!("(starting them for {}) {e:#}", cell.id)),
+                        );
+                        Err(e)
+                    }
+                },
+                group::Step::Reuse { base, .. } => match &servers {
+                    Some(s) => pair_cell(env, args, &stamp, &board.name, cell, s, base),
+                    None => Err(anyhow::anyhow!("no servers running (internal)")),
+                },
+            };
+            let alive = servers.as_ref().is_some_and(Servers::alive);
+            let next_span = g
+                .cells
+                .get(k + 1)
+                .map(|&j| group::prompt_span(runnable[j].batch, runs_of(runnable[j])));
+            life.after(
+                outcome.is_ok(),
+                alive,
+                group::prompt_span(cell.batch, runs_of(cell)),
+                next_span,
+            );
+            if !life.is_up()
+                && let Some(mut s) = servers.take()
+            {
+                s.stop();
+                if k + 1 < g.cells.len() {
+                    println!(
+                        "    stopped the servers (cell failed: {}, servers answer: {alive}); the next cell starts them again",
+                        outcome.is_err()
+                    );
                 }
-                if !args.no_receipt {
-                    append(&receipts, &r).context("writing the receipt")?;
+            }
+            match outcome {
+                Ok(r) => {
+                    println!("{}", crate::bench::line(&r));
+                    for d in &r.detail {
+                        println!("    {d}");
+                    }
+                    if !args.no_receipt {
+                        append(&receipts, &r).context("writing the receipt")?;
+                    }
+                    ran += 1;
                 }
-                ran += 1;
+                Err(e) => {
+                    println!("{:<36} FAILED: {e:#}", cell.id);
+                    failed += 1;
+                }
             }
-            Err(e) => {
-                println!("{:<36} FAILED: {e:#}", cell.id);
-                failed += 1;
-            }
+        }
+        if let Some(mut s) = servers.take() {
+            s.stop();
         }
     }
     if ran > 0 && !args.no_receipt {

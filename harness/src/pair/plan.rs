@@ -36,6 +36,7 @@ use crate::synth::shapes::{self, Arch};
 use crate::synth::tensors::{Mix, Role, inventory};
 
 use super::Competitor;
+use super::group::Group;
 
 /// A device call's hard limit is 600 s; a cell estimated above this needs a background run
 /// polled over several calls.
@@ -182,6 +183,9 @@ pub struct CellEstimate {
     pub timed_s: f64,
     /// Why the cell cannot run now (not counted in totals).
     pub blocked: Option<String>,
+    /// The cell whose servers this one reuses (its start counted there, 0 here;
+    /// [`super::group`]).
+    pub reuses: Option<String>,
 }
 
 impl CellEstimate {
@@ -283,6 +287,7 @@ pub fn estimate(cell: &Cell, vs: Competitor, made: &mut BTreeSet<String>) -> Res
         start_s,
         timed_s,
         blocked: why,
+        reuses: None,
     })
 }
 
@@ -330,30 +335,67 @@ impl Plan {
     }
 }
 
+/// The group of servers running after the cells charged so far: the group and the id of
+/// the cell that started it.
+type Running = Option<(Group, String)>;
+
+/// Charge `cell` (index `i`) its start only where it begins a new group of servers
+/// (`reuse`: [`super::group`]); returns the servers running after it.
+fn charge_start(
+    running: &Running,
+    i: usize,
+    cell: &Cell,
+    vs: Competitor,
+    reuse: bool,
+    e: &mut CellEstimate,
+) -> Running {
+    if e.blocked.is_some() {
+        return running.clone();
+    }
+    if reuse && let Some((g, first)) = running {
+        if let Some(j) = g.joined(cell, vs) {
+            let mut g = g.clone();
+            g.push(i, j);
+            e.start_s = 0.0;
+            e.reuses = Some(first.clone());
+            return Some((g, first.clone()));
+        }
+    }
+    Some((Group::of(i, cell, vs), cell.id.clone()))
+}
+
 /// Plan `cells` (already filtered to `vs`) in file order. With a budget, take each
 /// runnable cell that still fits after setup and the cells taken before it (a cell that
 /// does not fit is passed over, a later smaller one may still be taken); the synth cost of
-/// a checkpoint is charged to the first selected cell that needs it.
-pub fn plan(cells: &[&Cell], vs: Competitor, budget_s: Option<f64>) -> Result<Plan> {
+/// a checkpoint is charged to the first selected cell that needs it, and (`reuse`) the
+/// servers' start to the first selected cell of each group of cells sharing them (a cell
+/// that joins the servers of the cell selected before it starts nothing).
+pub fn plan(cells: &[&Cell], vs: Competitor, budget_s: Option<f64>, reuse: bool) -> Result<Plan> {
     let setup = setup_s(vs);
-    // The full list: synth charged in file order.
+    // The full list: synth and starts charged in file order.
     let mut made = BTreeSet::new();
+    let mut running: Running = None;
     let mut all = Vec::new();
-    for c in cells {
-        all.push(estimate(c, vs, &mut made)?);
+    for (i, c) in cells.iter().enumerate() {
+        let mut e = estimate(c, vs, &mut made)?;
+        running = charge_start(&running, i, c, vs, reuse, &mut e);
+        all.push(e);
     }
     let mut selected = Vec::new();
     match budget_s {
         None => selected.extend(all.iter().filter(|e| e.blocked.is_none()).cloned()),
         Some(b) => {
             let mut made = BTreeSet::new();
+            let mut running: Running = None;
             let mut used = setup;
-            for c in cells {
+            for (i, c) in cells.iter().enumerate() {
                 let mut trial = made.clone();
-                let e = estimate(c, vs, &mut trial)?;
+                let mut e = estimate(c, vs, &mut trial)?;
+                let after = charge_start(&running, i, c, vs, reuse, &mut e);
                 if e.blocked.is_none() && used + e.total_s() <= b {
                     used += e.total_s();
                     made = trial;
+                    running = after;
                     selected.push(e);
                 }
             }
@@ -397,6 +439,9 @@ pub fn render(p: &Plan, vs: Competitor, budget_s: Option<f64>) -> String {
                 } else {
                     "not in this budget".to_owned()
                 });
+            }
+            if let Some(first) = &e.reuses {
+                note.push(format!("start 0: reuses the servers of {first}"));
             }
             if e.total_s() > CALL_LIMIT_S {
                 note.push("over one 600 s call: run it in the background, polled".into());
@@ -560,22 +605,22 @@ mod tests {
         let mut s = cell("s", L8, "Q4_0", 512, 128, 1);
         s.spec = spec("ngram", 8);
         let d = cell("d", L8, "Q4_0", 512, 128, 1);
-        let p = plan(&[&s, &d], Competitor::LlamaCpp, None).unwrap();
+        let p = plan(&[&s, &d], Competitor::LlamaCpp, None, false).unwrap();
         assert!(p.cells[0].blocked.is_none());
         assert_eq!(p.selected_ids(), vec!["s".to_owned(), "d".to_owned()]);
         // The n-gram cell pays the synth, `d` reuses it.
         assert!(p.cells[0].synth_s > 40.0 && p.cells[1].synth_s == 0.0);
         // A Q4_0 draft for a Q8_0 cell: its checkpoint is made (once) and loaded.
         let mut q8 = cell("q8", L8, "Q8_0", 512, 128, 1);
-        let plain_q8 = plan(&[&q8], Competitor::LlamaCpp, None).unwrap();
+        let plain_q8 = plan(&[&q8], Competitor::LlamaCpp, None, false).unwrap();
         q8.spec = spec("draft:synth:Q4_0", 4);
-        let p = plan(&[&q8], Competitor::LlamaCpp, None).unwrap();
+        let p = plan(&[&q8], Competitor::LlamaCpp, None, false).unwrap();
         assert!(
             p.cells[0].synth_s > plain_q8.cells[0].synth_s + 40.0,
             "{p:?}"
         );
         assert!(p.cells[0].start_s > plain_q8.cells[0].start_s);
-        let p = plan(&[&d, &q8], Competitor::LlamaCpp, None).unwrap();
+        let p = plan(&[&d, &q8], Competitor::LlamaCpp, None, false).unwrap();
         assert!(
             (p.cells[1].synth_s - plain_q8.cells[0].synth_s).abs() < 1e-9,
             "the Q4_0 draft was made by `d`"
@@ -585,7 +630,7 @@ mod tests {
         bad.spec = spec("mtp", 4);
         let mut deep = cell("deep", L8, "Q4_0", 512, 128, 1);
         deep.spec = spec("ngram", 16);
-        let p = plan(&[&bad, &deep, &d], Competitor::LlamaCpp, None).unwrap();
+        let p = plan(&[&bad, &deep, &d], Competitor::LlamaCpp, None, false).unwrap();
         assert!(
             p.cells[0]
                 .blocked
@@ -598,7 +643,7 @@ mod tests {
                 .as_deref()
                 .is_some_and(|b| b.contains("K=16"))
         );
-        let only_d = plan(&[&d], Competitor::LlamaCpp, None).unwrap();
+        let only_d = plan(&[&d], Competitor::LlamaCpp, None, false).unwrap();
         assert!((p.total_s() - only_d.total_s()).abs() < 1e-9);
         let text = render(&p, Competitor::LlamaCpp, None);
         assert!(text.contains("1 runnable, 2 blocked"), "{text}");
@@ -632,21 +677,27 @@ mod tests {
         let b = cell("b", L8, "Q4_0", 512, 128, 64); // large
         let c = cell("c", L8, "Q4_0", 4096, 128, 1);
         let cells = [&a, &b, &c];
-        let full = plan(&cells, Competitor::LlamaCpp, None).unwrap();
+        let full = plan(&cells, Competitor::LlamaCpp, None, false).unwrap();
         assert_eq!(full.selected.len(), 3);
         let est: Vec<f64> = full.cells.iter().map(CellEstimate::total_s).collect();
         assert!(est[1] > est[0] + est[2], "{est:?}");
         // Room for a and c but not b: b is passed over, c still taken, and c pays no
         // synth (a made the checkpoint).
         let budget = full.setup_s + est[0] + est[2] + 1.0;
-        let p = plan(&cells, Competitor::LlamaCpp, Some(budget)).unwrap();
+        let p = plan(&cells, Competitor::LlamaCpp, Some(budget), false).unwrap();
         assert_eq!(p.selected_ids(), vec!["a".to_owned(), "c".to_owned()]);
         assert!(p.selected_s() <= budget);
         // Only the setup fits: nothing selected.
-        let p = plan(&cells, Competitor::LlamaCpp, Some(full.setup_s + 1.0)).unwrap();
+        let p = plan(
+            &cells,
+            Competitor::LlamaCpp,
+            Some(full.setup_s + 1.0),
+            false,
+        )
+        .unwrap();
         assert!(p.selected.is_empty());
         // Everything fits: all three, the same total as without a budget.
-        let p = plan(&cells, Competitor::LlamaCpp, Some(1e9)).unwrap();
+        let p = plan(&cells, Competitor::LlamaCpp, Some(1e9), false).unwrap();
         assert_eq!(p.selected.len(), 3);
         assert!((p.selected_s() - full.total_s()).abs() < 1e-6);
         let text = render(&p, Competitor::LlamaCpp, Some(1e9));
@@ -658,11 +709,11 @@ mod tests {
         // With a budget that skips `a`, `c` (same checkpoint) pays the synth itself.
         let a = cell("a", L8, "Q4_0", 512, 128, 64);
         let c = cell("c", L8, "Q4_0", 512, 128, 1);
-        let full = plan(&[&a, &c], Competitor::LlamaCpp, None).unwrap();
+        let full = plan(&[&a, &c], Competitor::LlamaCpp, None, false).unwrap();
         assert_eq!(full.cells[1].synth_s, 0.0);
-        let c_alone = plan(&[&c], Competitor::LlamaCpp, None).unwrap();
+        let c_alone = plan(&[&c], Competitor::LlamaCpp, None, false).unwrap();
         let budget = c_alone.total_s() + 0.5;
-        let p = plan(&[&a, &c], Competitor::LlamaCpp, Some(budget)).unwrap();
+        let p = plan(&[&a, &c], Competitor::LlamaCpp, Some(budget), false).unwrap();
         assert_eq!(p.selected_ids(), vec!["c".to_owned()]);
         assert!(c_alone.cells[0].synth_s > 40.0);
         assert_eq!(p.selected[0].synth_s, c_alone.cells[0].synth_s);

@@ -88,12 +88,12 @@ fn the_published_board_covers_issue_12() {
     assert!(llama.iter().all(|c| c.vllm_quantization.is_none()));
     // The plans: every cell estimated, the speculative ones too (`assay serve --spec`).
     for (vs, cells) in [(Competitor::LlamaCpp, &llama), (Competitor::Vllm, &vllm)] {
-        let p = plan::plan(cells, vs, None).unwrap();
+        let p = plan::plan(cells, vs, None, true).unwrap();
         let blocked: Vec<_> = p.cells.iter().filter_map(|c| c.blocked.as_ref()).collect();
         assert!(blocked.is_empty(), "{blocked:?}");
         assert!(cells.iter().any(|c| c.spec.is_some()));
         assert!(p.total_s() > p.setup_s);
-        let slice = plan::plan(cells, vs, Some(1800.0)).unwrap();
+        let slice = plan::plan(cells, vs, Some(1800.0), true).unwrap();
         assert!(!slice.selected.is_empty() && slice.selected_s() <= 1800.0);
     }
 }
@@ -107,7 +107,7 @@ fn cells_with_a_current_receipt_leave_the_plan() {
         .iter()
         .filter(|c| applies(c, Competitor::LlamaCpp))
         .collect();
-    let first = plan::plan(&cells, Competitor::LlamaCpp, Some(1800.0)).unwrap();
+    let first = plan::plan(&cells, Competitor::LlamaCpp, Some(1800.0), true).unwrap();
     let done: std::collections::BTreeMap<String, String> = first
         .selected_ids()
         .into_iter()
@@ -116,7 +116,7 @@ fn cells_with_a_current_receipt_leave_the_plan() {
     let left = pending(cells.clone(), &done);
     assert_eq!(left.len(), cells.len() - done.len());
     // The next window's slice is new cells only.
-    let next = plan::plan(&left, Competitor::LlamaCpp, Some(1800.0)).unwrap();
+    let next = plan::plan(&left, Competitor::LlamaCpp, Some(1800.0), true).unwrap();
     assert!(!next.selected.is_empty());
     assert!(next.selected_ids().iter().all(|id| !done.contains_key(id)));
 }
