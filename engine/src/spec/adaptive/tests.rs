@@ -777,3 +777,120 @@ fn the_planner_on_replayed_h200_costs() {
         }
     }
 }
+
+/// An evidence rule whose plain step was timed at 1 s (twice, as the loop does first).
+fn evidence_rule() -> EvidencePolicy {
+    let mut ev = EvidencePolicy::new(7);
+    assert_eq!(ev.pick(32, 7), 0, "plain before the plain step is timed");
+    for _ in 0..PLAIN_PROBE_STEPS {
+        ev.record(32, 0, 0, 1, 1.0, false, None);
+    }
+    ev
+}
+
+#[test]
+fn evidence_rule_drafts_on_strong_matches_only() {
+    let mut ev = evidence_rule();
+    // At the seed (verify(r) = 1.25 + 0.25 r plain steps) and the strong prior (0.7 then
+    // 0.8): depth 4, 3.07 tokens for 2.25 steps; a proposal of 2 tokens is verified whole.
+    assert_eq!(ev.plan(3, 7).0, 4, "{:?}", ev.plan(3, 7));
+    assert_eq!(ev.pick(32, 2), 2);
+    assert_eq!(ev.pick(3, 0), 0, "no proposal, no draft");
+    // Weak evidence (a match of 1-2 tokens) at its prior 0.2: plain.
+    assert_eq!(ev.pick(2, 7), 0);
+    assert_eq!(ev.pick(1, 7), 0);
+    // Fully accepted strong rounds at 2 s per 5 rows: deeper, up to the cap.
+    for _ in 0..4 {
+        let k = ev.pick(8, 7);
+        assert!(k >= 4, "{k}");
+        ev.record(8, k, k, k + 1, 1.25 + 0.25 * k as f64, false, None);
+    }
+    assert_eq!(ev.pick(8, 7), 7);
+    // ... which taught nothing about weak evidence.
+    assert_eq!(ev.pick(1, 7), 0);
+    assert!(!ev.decisions().is_empty());
+}
+
+#[test]
+fn evidence_rule_learns_weak_matches_from_plain_steps() {
+    // A text that copies its prompt (the board's medium class): even 1-2 token matches are
+    // right. Plain steps check the proposal's first token for free (shadow trials).
+    let mut ev = evidence_rule();
+    assert_eq!(ev.pick(1, 7), 0);
+    let mut hits = 0;
+    while ev.pick(1, 7) == 0 {
+        ev.record(1, 0, 0, 1, 1.0, false, Some(true));
+        hits += 1;
+        assert!(hits <= 8, "drafts after a few shadow hits");
+    }
+    assert!(hits >= 1);
+    // Misses at plain steps keep a weak class plain.
+    let mut ev = evidence_rule();
+    for _ in 0..20 {
+        ev.record(1, 0, 0, 1, 1.0, false, Some(false));
+        assert_eq!(ev.pick(1, 7), 0);
+    }
+}
+
+#[test]
+fn evidence_rule_stops_after_misses_until_a_shadow_hit() {
+    let mut ev = evidence_rule();
+    // Strong matches whose drafts are all rejected (verification 2 plain steps).
+    let mut drafted = 0;
+    for _ in 0..10 {
+        let k = ev.pick(32, 7);
+        if k == 0 {
+            ev.record(32, 0, 0, 1, 1.0, false, Some(false));
+        } else {
+            drafted += 1;
+            ev.record(32, k, 0, 1, 2.0, false, None);
+        }
+    }
+    assert!((1..=MAX_MISSES as usize).contains(&drafted), "{drafted}");
+    assert_eq!(ev.pick(32, 7), 0);
+    // The proposals come right again: shadow hits, then drafting.
+    let mut steps = 0;
+    while ev.pick(32, 7) == 0 {
+        ev.record(32, 0, 0, 1, 1.0, false, Some(true));
+        steps += 1;
+        assert!(steps <= 8, "back on after a few shadow hits");
+    }
+}
+
+/// The evidence rule's bound (`adaptive::evidence`): a drafted round loses at most
+/// `verify(k + 1) - plain`, and rounds that accept nothing stop after [`MAX_MISSES`] in a
+/// row until a plain step's proposal is right. Worst cases on a target where every
+/// verification costs 3 plain steps: strong-looking matches that are never right (loss
+/// at most MAX_MISSES rounds of 2 steps, in the whole request: plain steps never hit),
+/// and matches whose first token is always right but never the second (each round emits
+/// 2 tokens for 3 steps: it stops within MAX_MISSES rounds, and shadow hits, which teach
+/// only the first token, do not bring it back).
+#[test]
+fn evidence_loss_is_bounded_by_the_misses() {
+    for first_right in [false, true] {
+        let mut ev = evidence_rule();
+        let (mut t, mut secs, mut rounds) = (1usize, 0.0, 0usize);
+        while t < 128 {
+            let k = ev.pick(32, 7.min(127 - t));
+            let a = usize::from(first_right).min(k);
+            if k == 0 {
+                secs += 1.0;
+                ev.record(32, 0, 0, 1, 1.0, false, Some(first_right));
+            } else {
+                rounds += 1;
+                secs += 3.0;
+                ev.record(32, k, a, a + 1, 3.0, false, None);
+            }
+            t += a + 1;
+        }
+        let plain = 127.0;
+        let loss = secs - plain;
+        let bound = MAX_MISSES as f64 * (3.0 - 1.0);
+        assert!(
+            rounds <= MAX_MISSES as usize,
+            "{rounds} rounds: {:?}",
+            ev.decisions()
+        );
+        assert!(loss <= bound + 1e-9, "loss {loss} > {bound}");
+    }
+}
