@@ -570,8 +570,9 @@ impl CudaDecoder {
         };
         let mut o = take(bufs, spec.out)?;
         let r = if let Some(variant) = flash {
-            // The prompt pass: every row in one tensor-core launch.
-            ops::attention_prefill_with(
+            // The prompt pass: every row in one tensor-core launch (flash4: its split
+            // launches and the combine, partials in the decoder's kept scratch).
+            ops::attention_prefill_ws(
                 gpu,
                 variant,
                 get(bufs, spec.q)?,
@@ -580,6 +581,7 @@ impl CudaDecoder {
                 shape,
                 spec.scale,
                 spec.softcap.unwrap_or(0.0),
+                self.prefill.split_scratch(),
                 &mut o.slice,
             )
         } else if n > lim && feed == Feed::Step {
