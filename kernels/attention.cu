@@ -576,10 +576,6 @@ extern "C" __global__ void kv_store(const float* __restrict__ k, const float* __
 //    memory for q (two blocks per SM). Other bits than attn_prefill_d<HD>, within the
 //    `prefill` gate's tolerance; the same invariance (a row's bits depend only on its q,
 //    position and the cache).
-#define AP_BQ 64
-#define AP_WARPS (AP_BQ / 16)
-#define AP_PK_ROWS 128
-
 //  * attn_prefill_pk1s_d64 / _d128 (flash4): attn_prefill_pk1_d<HD>'s arithmetic restricted
 //    to one split of the positions: grid (tiles, head groups, splits), split s (blockIdx.z)
 //    covers the absolute positions [s C, (s + 1) C), C = ATT_PREFILL_SPLIT (a multiple of

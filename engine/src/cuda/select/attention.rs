@@ -182,6 +182,9 @@ pub const ATT_PREFILL_SPLIT: usize = crate::cuda::sources::consts::ATT_PREFILL_S
 /// more runs in row groups ([`attention_prefill_split_plan`]).
 pub const ATT_PREFILL_SPLIT_SCRATCH_BYTES: usize = 256 << 20;
 
+/// Most splits of a flash4 launch (the grid's z dimension holds at most 65535 blocks).
+pub const ATT_PREFILL_MAX_SPLITS: usize = 65535;
+
 /// How flash4 runs a pass ([`attention_prefill_split_plan`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PrefillSplitPlan {
@@ -212,8 +215,9 @@ pub const fn attention_prefill_split_row_bytes(
 /// flash4's plan for a pass of `ntok` tokens (`tt` tokens per tile): the split count, the
 /// rows per launch that keep the scratch within `budget` bytes (whole tiles where at least
 /// one fits, else fewer tokens than a tile), and the scratch size. `None` when one token
-/// alone needs more than `budget` (the caller runs flash3 instead: memory stays bounded for
-/// any capacity) or nothing is to be done.
+/// alone needs more than `budget`, or the splits exceed the grid's z limit
+/// ([`ATT_PREFILL_MAX_SPLITS`]) (the caller runs flash3 instead: memory stays bounded for
+/// any capacity), or nothing is to be done.
 pub fn attention_prefill_split_plan(
     ntok: usize,
     n_heads: usize,
@@ -224,6 +228,9 @@ pub fn attention_prefill_split_plan(
 ) -> Option<PrefillSplitPlan> {
     let row = attention_prefill_split_row_bytes(n_heads, head_dim, capacity);
     if ntok == 0 || row == 0 || row > budget {
+        return None;
+    }
+    if capacity.div_ceil(ATT_PREFILL_SPLIT) > ATT_PREFILL_MAX_SPLITS {
         return None;
     }
     let fit = budget / row;
@@ -606,6 +613,11 @@ mod tests {
             None
         );
         assert_eq!(attention_prefill_split_plan(0, 32, 128, 8192, 32, b), None);
+        // More splits than the grid's z holds: flash3 instead.
+        let cap = (ATT_PREFILL_MAX_SPLITS + 1) * ATT_PREFILL_SPLIT;
+        assert!(attention_prefill_split_row_bytes(1, 64, cap) <= b);
+        assert_eq!(attention_prefill_split_plan(1, 1, 64, cap, 128, b), None);
+        assert!(attention_prefill_split_plan(1, 1, 64, cap - ATT_PREFILL_SPLIT, 128, b).is_some());
         // Bounded for every capacity, heads and pass.
         for cap in [
             1,
@@ -626,6 +638,7 @@ mod tests {
                         assert!(p.group_rows >= 1 && p.group_rows <= n);
                         assert!(p.group_rows == n || p.group_rows < tt || p.group_rows % tt == 0);
                         assert_eq!(p.splits, cap.div_ceil(ATT_PREFILL_SPLIT));
+                        assert!(p.splits <= ATT_PREFILL_MAX_SPLITS);
                     }
                 }
             }
