@@ -215,7 +215,7 @@ pub(super) fn prefill_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>
                 }
                 if v == PrefillAttn::PackedSplit {
                     res.extend(flash4_lines(
-                        &name,
+                        name,
                         &whole,
                         flash3.as_deref(),
                         &pos,
