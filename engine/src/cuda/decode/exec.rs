@@ -571,7 +571,18 @@ impl CudaDecoder {
         let mut o = take(bufs, spec.out)?;
         let r = if let Some(variant) = flash {
             // The prompt pass: every row in one tensor-core launch (flash4: its split
-            // launches and the combine, partials in the decoder's kept scratch).
+            // launches and the combine, partials in the decoder's kept scratch). flash4
+            // sizes its splits (grid z, scratch) by the pass's last position + 1 rather
+            // than the capacity: the pass's rows sit at self.len .. self.len + n, so no
+            // row's mask or bits change (the splits are at absolute positions).
+            let shape = if variant == super::super::select::PrefillAttn::PackedSplit {
+                AttnShape {
+                    capacity: (self.len + n).clamp(1, self.capacity),
+                    ..shape
+                }
+            } else {
+                shape
+            };
             ops::attention_prefill_ws(
                 gpu,
                 variant,
