@@ -679,6 +679,14 @@ __device__ __forceinline__ void attn_prefill_body(
         const int p = tok < n ? pos[tok] : -1;
         prow[e] = p < cap ? p : -1;
     }
+    // This lane's rows' visible positions [vlo, vhi] (vhi -1: no row): the mask keeps
+    // j <= p and (window > 0) j > p - window, i.e. vlo <= j <= vhi.
+    int vlo[2], vhi[2];
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+        vhi[e] = prow[e];
+        vlo[e] = window > 0 ? prow[e] - window + 1 : 0;
+    }
     // The warp's position range (for skipping blocks masked for all its rows).
     int wmax = max(prow[0], prow[1]), wmin = min(prow[0] < 0 ? 0x7fffffff : prow[0],
                                                  prow[1] < 0 ? 0x7fffffff : prow[1]);
@@ -768,9 +776,8 @@ __device__ __forceinline__ void attn_prefill_body(
 #pragma unroll
                     for (int e = 0; e < 4; e++) {
                         const int r = e >> 1, j = j0 + nt * 8 + 2 * t + (e & 1);
-                        const int p = prow[r];
                         float v = sc[nt][e];
-                        const bool ok = p >= 0 && j <= p && (window <= 0 || j > p - window);
+                        const bool ok = j <= vhi[r] && j >= vlo[r];
                         if (ok && softcap > 0.f) v = cap_s * tanhf(v / cap_s);
                         v = ok ? v : ASSAY_NEG_INF;
                         sc[nt][e] = v;
