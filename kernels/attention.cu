@@ -576,20 +576,41 @@ extern "C" __global__ void kv_store(const float* __restrict__ k, const float* __
 //    memory for q (two blocks per SM). Other bits than attn_prefill_d<HD>, within the
 //    `prefill` gate's tolerance; the same invariance (a row's bits depend only on its q,
 //    position and the cache).
+//  * attn_prefill_pk1s_d64 / _d128 (flash4): attn_prefill_pk1_d<HD>'s arithmetic restricted
+//    to one split of the positions: grid (tiles, head groups, splits), split s (blockIdx.z)
+//    covers the absolute positions [s C, (s + 1) C), C = ATT_PREFILL_SPLIT (a multiple of
+//    KV_BLOCK); a block whose split holds no position a row of its tile can see exits at
+//    once. Each (token, head, split) writes its partial to `part` ([ntok][nh][ns][HD + 2]
+//    f32: the unnormalized O, then m (base 2) and l); attn_prefill_combine folds a row's
+//    splits floor(lo / C) ..= floor(p / C) in increasing order. With one split (a row that
+//    sees positions of one split only, e.g. every row at a position < C) the fold is
+//    0 + O * 1 = O, l * 1 = l, out = O / l: flash3's bits. The splits sit at absolute
+//    positions, so a row's bits still depend only on its q, position, window and the cache.
+//
+// Every entry: a KV block wholly visible to all the rows of a warp (its last position at or
+// before the warp's first row's, no window cut) skips the per-element mask compare (the
+// mask would keep every element: the same bits).
 #define AP_BQ 64
 #define AP_WARPS (AP_BQ / 16)
 #define AP_PK_ROWS 128
+#ifndef ATT_PREFILL_SPLIT
+#define ATT_PREFILL_SPLIT 1024
+#endif
+#if ATT_PREFILL_SPLIT % KV_BLOCK != 0
+#error "ATT_PREFILL_SPLIT must be a multiple of KV_BLOCK"
+#endif
 
-// The body of every prompt-attention entry: QLO (q as f16 hi + lo, two MMAs per k16 step)
-// and EX2 (q pre-scaled by log2(e), exp2f) at compile time; gp heads x tt tokens per block
-// and the tile order (rev: heaviest first) at run time. attn_prefill_d<HD>: QLO, !EX2,
-// gp = 1, tt = AP_BQ, rev = 0.
-template <int HD, bool QLO, bool EX2>
+// The body of every prompt-attention entry: QLO (q as f16 hi + lo, two MMAs per k16 step),
+// EX2 (q pre-scaled by log2(e), exp2f) and SPLIT (one split of the positions per block,
+// blockIdx.z; partials to `part` with `ns` splits per row) at compile time; gp heads x tt
+// tokens per block and the tile order (rev: heaviest first) at run time.
+// attn_prefill_d<HD>: QLO, !EX2, !SPLIT, gp = 1, tt = AP_BQ, rev = 0.
+template <int HD, bool QLO, bool EX2, bool SPLIT>
 __device__ __forceinline__ void attn_prefill_body(
     const float* __restrict__ q, const u16* __restrict__ kc, const u16* __restrict__ vc,
     const int* __restrict__ bt, const int* __restrict__ pos, float* __restrict__ out, int n,
     int nh, int nkv, int cap, int window, float scale, float softcap, int gp, int tt,
-    bool rev) {
+    bool rev, float* __restrict__ part, int ns) {
     constexpr int LD = HD + 8;  // row stride in halves: conflict-free ldmatrix phases
     constexpr int KT = HD / 16; // k16 steps of q k^T
     constexpr int DT = HD / 8;  // n8 tiles of O
@@ -623,6 +644,15 @@ __device__ __forceinline__ void attn_prefill_body(
             atomicMax(&s_hi, p);
         }
     }
+    __syncthreads();
+    int lo_pos = s_lo, hi_pos = s_hi;
+    if (SPLIT) {  // this block's split: [split * C, split * C + C)
+        const int s0 = (int)blockIdx.z * ATT_PREFILL_SPLIT;
+        lo_pos = max(lo_pos, s0);
+        hi_pos = min(hi_pos, s0 + ATT_PREFILL_SPLIT - 1);
+        if (hi_pos < lo_pos) return;  // no row of the tile sees a position of the split
+    }
+    if (hi_pos < 0) return;  // no token of the tile has a position in the cache
     // q of the tile, times qs, as f16 hi (+ lo) (rows past n: zeros).
     for (int i = tid; i < rows * HD / 2; i += blockDim.x) {
         const int r = i / (HD / 2), d = 2 * (i % (HD / 2));
@@ -639,8 +669,6 @@ __device__ __forceinline__ void attn_prefill_body(
         }
     }
     __syncthreads();
-    const int lo_pos = s_lo, hi_pos = s_hi;
-    if (hi_pos < 0) return;  // no token of the tile has a position in the cache
     const int b_lo = lo_pos / KV_BLOCK, b_hi = hi_pos / KV_BLOCK;
 
     // This lane's rows (g, g + 8 of the warp's 16) and their positions (-1: no row).
@@ -650,6 +678,14 @@ __device__ __forceinline__ void attn_prefill_body(
         const int tok = t0 + tw + g + 8 * e;
         const int p = tok < n ? pos[tok] : -1;
         prow[e] = p < cap ? p : -1;
+    }
+    // This lane's rows' visible positions [vlo, vhi] (vhi -1: no row): the mask keeps
+    // j <= p and (window > 0) j > p - window, i.e. vlo <= j <= vhi.
+    int vlo[2], vhi[2];
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+        vhi[e] = prow[e];
+        vlo[e] = window > 0 ? prow[e] - window + 1 : 0;
     }
     // The warp's position range (for skipping blocks masked for all its rows).
     int wmax = max(prow[0], prow[1]), wmin = min(prow[0] < 0 ? 0x7fffffff : prow[0],
@@ -695,6 +731,10 @@ __device__ __forceinline__ void attn_prefill_body(
         __syncthreads();
         const int j0 = b * KV_BLOCK;
         const bool skip = wmax < j0 || (window > 0 && j0 + KV_BLOCK - 1 < wmin - window + 1);
+        // Every position of the block visible to every row of the warp (warp-uniform; wmin
+        // is 0x7fffffff when the warp has no row in the cache).
+        const bool full = j0 + KV_BLOCK - 1 <= wmin && wmin != 0x7fffffff &&
+                          (window <= 0 || j0 > wmax - window);
         if (!skip) {  // warp-uniform
             const u16* sk = skv + st * 2 * KV_BLOCK * LD;
             const u16* sv = sk + KV_BLOCK * LD;
@@ -720,19 +760,30 @@ __device__ __forceinline__ void attn_prefill_body(
             }
             // Mask, cap, row max over the block.
             float mb[2] = {ASSAY_NEG_INF, ASSAY_NEG_INF};
+            if (full) {  // the mask keeps every element
 #pragma unroll
-            for (int nt = 0; nt < 8; nt++)
+                for (int nt = 0; nt < 8; nt++)
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int r = e >> 1, j = j0 + nt * 8 + 2 * t + (e & 1);
-                    const int p = prow[r];
-                    float v = sc[nt][e];
-                    const bool ok = p >= 0 && j <= p && (window <= 0 || j > p - window);
-                    if (ok && softcap > 0.f) v = cap_s * tanhf(v / cap_s);
-                    v = ok ? v : ASSAY_NEG_INF;
-                    sc[nt][e] = v;
-                    mb[r] = fmaxf(mb[r], v);
-                }
+                    for (int e = 0; e < 4; e++) {
+                        float v = sc[nt][e];
+                        if (softcap > 0.f) v = cap_s * tanhf(v / cap_s);
+                        sc[nt][e] = v;
+                        mb[e >> 1] = fmaxf(mb[e >> 1], v);
+                    }
+            } else {
+#pragma unroll
+                for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const int r = e >> 1, j = j0 + nt * 8 + 2 * t + (e & 1);
+                        float v = sc[nt][e];
+                        const bool ok = j <= vhi[r] && j >= vlo[r];
+                        if (ok && softcap > 0.f) v = cap_s * tanhf(v / cap_s);
+                        v = ok ? v : ASSAY_NEG_INF;
+                        sc[nt][e] = v;
+                        mb[r] = fmaxf(mb[r], v);
+                    }
+            }
             float corr[2], mn[2];
 #pragma unroll
             for (int r = 0; r < 2; r++) {
@@ -792,6 +843,17 @@ __device__ __forceinline__ void attn_prefill_body(
     for (int r = 0; r < 2; r++) {
         const int tok = t0 + tw + g + 8 * r;
         if (prow[r] < 0) continue;
+        if (SPLIT) {  // the unnormalized partial: O, then m and l
+            float* dst = part + (((u64)tok * nh + hw) * ns + blockIdx.z) * (HD + 2);
+#pragma unroll
+            for (int dt = 0; dt < DT; dt++)
+                *(float2*)(dst + dt * 8 + 2 * t) = make_float2(o[dt][2 * r], o[dt][2 * r + 1]);
+            if (t == 0) {
+                dst[HD] = m[r];
+                dst[HD + 1] = l[r];
+            }
+            continue;
+        }
         float* dst = out + ((u64)tok * nh + hw) * HD;
 #pragma unroll
         for (int dt = 0; dt < DT; dt++) {
@@ -806,8 +868,9 @@ __device__ __forceinline__ void attn_prefill_body(
         const float* __restrict__ q, const u16* __restrict__ kc, const u16* __restrict__ vc,  \
         const int* __restrict__ bt, const int* __restrict__ pos, float* __restrict__ out,     \
         int n, int nh, int nkv, int cap, int window, float scale, float softcap) {            \
-        attn_prefill_body<HD, true, false>(q, kc, vc, bt, pos, out, n, nh, nkv, cap, window,  \
-                                           scale, softcap, 1, AP_BQ, false);                  \
+        attn_prefill_body<HD, true, false, false>(q, kc, vc, bt, pos, out, n, nh, nkv, cap,   \
+                                                  window, scale, softcap, 1, AP_BQ, false,    \
+                                                  nullptr, 0);                                \
     }                                                                                         \
     extern "C" __global__ void __launch_bounds__(AP_PK_ROWS / 16 * 32)                        \
         attn_prefill_pk_d##HD(const float* __restrict__ q, const u16* __restrict__ kc,        \
@@ -815,8 +878,9 @@ __device__ __forceinline__ void attn_prefill_body(
                               const int* __restrict__ pos, float* __restrict__ out, int n,    \
                               int nh, int nkv, int cap, int window, float scale,              \
                               float softcap, int gp, int tt) {                                \
-        attn_prefill_body<HD, true, false>(q, kc, vc, bt, pos, out, n, nh, nkv, cap, window,  \
-                                           scale, softcap, gp, tt, true);                     \
+        attn_prefill_body<HD, true, false, false>(q, kc, vc, bt, pos, out, n, nh, nkv, cap,   \
+                                                  window, scale, softcap, gp, tt, true,       \
+                                                  nullptr, 0);                                \
     }                                                                                         \
     extern "C" __global__ void __launch_bounds__(AP_PK_ROWS / 16 * 32, 2)                     \
         attn_prefill_pk1_d##HD(const float* __restrict__ q, const u16* __restrict__ kc,       \
@@ -824,8 +888,68 @@ __device__ __forceinline__ void attn_prefill_body(
                                const int* __restrict__ pos, float* __restrict__ out, int n,   \
                                int nh, int nkv, int cap, int window, float scale,             \
                                float softcap, int gp, int tt) {                               \
-        attn_prefill_body<HD, false, true>(q, kc, vc, bt, pos, out, n, nh, nkv, cap, window,  \
-                                           scale, softcap, gp, tt, true);                     \
+        attn_prefill_body<HD, false, true, false>(q, kc, vc, bt, pos, out, n, nh, nkv, cap,   \
+                                                  window, scale, softcap, gp, tt, true,       \
+                                                  nullptr, 0);                                \
+    }                                                                                         \
+    extern "C" __global__ void __launch_bounds__(AP_PK_ROWS / 16 * 32, 2)                     \
+        attn_prefill_pk1s_d##HD(const float* __restrict__ q, const u16* __restrict__ kc,      \
+                                const u16* __restrict__ vc, const int* __restrict__ bt,       \
+                                const int* __restrict__ pos, float* __restrict__ part, int n, \
+                                int nh, int nkv, int cap, int window, float scale,            \
+                                float softcap, int gp, int tt, int ns) {                      \
+        attn_prefill_body<HD, false, true, true>(q, kc, vc, bt, pos, nullptr, n, nh, nkv, cap, \
+                                                 window, scale, softcap, gp, tt, true, part,  \
+                                                 ns);                                         \
     }
 ATTN_PREFILL(64)
 ATTN_PREFILL(128)
+
+// attn_prefill_combine: flash4's fold of a row's split partials (attn_prefill_pk1s_d<HD>'s
+// `part`, [n][nh][ns][hd + 2]). One warp per (token, head) row at position p with window w:
+// the splits s = floor(lo / C) ..= floor(p / C) (lo = w > 0 ? max(0, p - w + 1) : 0), in
+// increasing s: m* = max m_s, f_s = exp2f(m_s - m*) (0 where m_s is -inf),
+// O = sum O_s f_s, l = sum l_s f_s (fmaf, in order); out = O / l. A row at no position in
+// the cache writes nothing (as the other entries). One split: 0 + O * 1 = O, out = O / l,
+// the bits of attn_prefill_pk1_d<HD>. Block: 4 warps (4 rows), grid ceil(n nh / 4).
+extern "C" __global__ void __launch_bounds__(128)
+    attn_prefill_combine(const float* __restrict__ part, const int* __restrict__ pos,
+                         float* __restrict__ out, int n, int nh, int hd, int cap, int window,
+                         int ns) {
+    const int lane = threadIdx.x & 31;
+    const long long row = (long long)blockIdx.x * 4 + (threadIdx.x >> 5);
+    if (row >= (long long)n * nh) return;
+    const int tok = (int)(row / nh);
+    const int p = pos[tok];
+    if (p < 0 || p >= cap) return;
+    const int lo = window > 0 ? max(0, p - window + 1) : 0;
+    const int s0 = lo / ATT_PREFILL_SPLIT;
+    const int s1 = min(p / ATT_PREFILL_SPLIT, ns - 1);
+    const float* pr = part + (u64)row * ns * (hd + 2);
+    float ms = ASSAY_NEG_INF;
+    for (int s = s0; s <= s1; s++) ms = fmaxf(ms, pr[(u64)s * (hd + 2) + hd]);
+    // The first contributing split's term is taken as O_s f_s (= 0 + O_s f_s, keeping the
+    // sign of a zero O_s as the unsplit kernel does), the later ones fmaf'd on in order.
+    float l = 0.f;
+    bool first = true;
+    for (int s = s0; s <= s1; s++) {
+        const float m = pr[(u64)s * (hd + 2) + hd];
+        if (m == ASSAY_NEG_INF) continue;  // contributes 0
+        const float f = exp2f(m - ms), ls = pr[(u64)s * (hd + 2) + hd + 1];
+        l = first ? ls * f : fmaf(ls, f, l);
+        first = false;
+    }
+    float* dst = out + (u64)row * hd;
+    for (int d = lane; d < hd; d += 32) {
+        float o = 0.f;
+        first = true;
+        for (int s = s0; s <= s1; s++) {
+            const float m = pr[(u64)s * (hd + 2) + hd];
+            if (m == ASSAY_NEG_INF) continue;
+            const float f = exp2f(m - ms), os = pr[(u64)s * (hd + 2) + d];
+            o = first ? os * f : fmaf(os, f, o);
+            first = false;
+        }
+        dst[d] = o / l;
+    }
+}

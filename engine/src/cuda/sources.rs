@@ -170,6 +170,10 @@ pub mod consts {
     /// fixed there: a test checks the two agree): one attention split.
     pub const KV_BLOCK: usize = 64;
     const _: () = assert!(KV_BLOCK == ATT_SPLIT);
+    /// Positions per split of the prompt pass's split attention (flash4,
+    /// `attn_prefill_pk1s_d<HD>`; `ATT_PREFILL_SPLIT` in attention.cu): a multiple of KV_BLOCK.
+    pub const ATT_PREFILL_SPLIT: usize = 1024;
+    const _: () = assert!(ATT_PREFILL_SPLIT % KV_BLOCK == 0);
     /// Most warps per attention split block (one block serves the query heads of one KV
     /// head: `select::attention_warps`).
     pub const ATT_WARPS: u32 = 8;
@@ -359,6 +363,7 @@ impl Family {
             Family::Norm => vec![format!("-DNORM_THREADS={NORM_THREADS}")],
             Family::Attention => vec![
                 format!("-DATT_SPLIT={ATT_SPLIT}"),
+                format!("-DATT_PREFILL_SPLIT={ATT_PREFILL_SPLIT}"),
                 format!("-DATT_WARPS={ATT_WARPS}"),
                 format!("-DATT_MAX_HD={ATT_MAX_HD}"),
             ],
@@ -404,6 +409,9 @@ impl Family {
                     "attn_prefill_pk_d128".into(),
                     "attn_prefill_pk1_d64".into(),
                     "attn_prefill_pk1_d128".into(),
+                    "attn_prefill_pk1s_d64".into(),
+                    "attn_prefill_pk1s_d128".into(),
+                    "attn_prefill_combine".into(),
                 ]
             }
             Family::Elementwise => {

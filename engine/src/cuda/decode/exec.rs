@@ -570,8 +570,31 @@ impl CudaDecoder {
         };
         let mut o = take(bufs, spec.out)?;
         let r = if let Some(variant) = flash {
-            // The prompt pass: every row in one tensor-core launch.
-            ops::attention_prefill_with(
+            // The prompt pass: every row in one tensor-core launch (flash4: its split
+            // launches and the combine, partials in the decoder's kept scratch). flash4
+            // sizes its splits (grid z, scratch) by the pass's last position + 1 rather
+            // than the capacity: the pass's rows sit at self.len .. self.len + n, so no
+            // row's mask or bits change (the splits are at absolute positions).
+            // A pass whose positions all lie below one split (self.len + n <= C) runs
+            // flash3: every row has one split there, and flash4 with one split gives
+            // flash3's bits (kernel-check's "flash4 == flash3" lines), so no row changes and
+            // the partials' round trip and the combine launch are saved.
+            let variant = if variant == super::super::select::PrefillAttn::PackedSplit
+                && self.len + n <= super::super::select::ATT_PREFILL_SPLIT
+            {
+                super::super::select::PrefillAttn::PackedF16
+            } else {
+                variant
+            };
+            let shape = if variant == super::super::select::PrefillAttn::PackedSplit {
+                AttnShape {
+                    capacity: (self.len + n).clamp(1, self.capacity),
+                    ..shape
+                }
+            } else {
+                shape
+            };
+            ops::attention_prefill_ws(
                 gpu,
                 variant,
                 get(bufs, spec.q)?,
@@ -580,6 +603,7 @@ impl CudaDecoder {
                 shape,
                 spec.scale,
                 spec.softcap.unwrap_or(0.0),
+                self.prefill.split_scratch(),
                 &mut o.slice,
             )
         } else if n > lim && feed == Feed::Step {

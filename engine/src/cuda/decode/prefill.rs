@@ -122,7 +122,7 @@ pub(super) struct PrefillState {
     /// The tiled kernel's tile height (`ASSAY_GEMMT_TILE`), `None`: chosen per launch.
     tile_m: Option<usize>,
     /// The pass's attention on tensor cores where the head size has it
-    /// (`ASSAY_PREFILL_ATTN`: `flash`, `flash2`, `flash3`, [`select::PrefillAttn`]; unset
+    /// (`ASSAY_PREFILL_ATTN`: `flash`, `flash2`, `flash3`, `flash4`, [`select::PrefillAttn`]; unset
     /// [`select::DEFAULT_PREFILL_ATTN`]) or the decode kernel (`split`: `None`).
     flash: Option<select::PrefillAttn>,
     /// Q4_0 / Q8_0 decoded inside the tiled GEMM's loop (`ASSAY_GEMMT_FUSED`, default 1)
@@ -147,6 +147,16 @@ pub(super) struct PrefillState {
     /// The pass's buffers, made on first use; while `swapped`, they hold the decoder's.
     pass: Option<PassBufs>,
     swapped: bool,
+    /// flash4's partials (grown to the largest launch, kept; at most
+    /// `select::ATT_PREFILL_SPLIT_SCRATCH_BYTES`).
+    split: crate::cuda::ops::PrefillSplitScratch,
+}
+
+impl PrefillState {
+    /// flash4's scratch (a borrow of this state alone, beside the decoder's buffers).
+    pub(super) fn split_scratch(&mut self) -> &mut crate::cuda::ops::PrefillSplitScratch {
+        &mut self.split
+    }
 }
 
 /// `ASSAY_GEMM` (`v1` or `tiled`), [`DEFAULT_GEMM_KERNEL`] when unset.
@@ -159,7 +169,7 @@ fn kernel_from_env() -> Result<GemmKernel, CudaError> {
 }
 
 /// `ASSAY_PREFILL_ATTN`: `flash` (the tensor-core attention of the prompt pass, where the
-/// head size has it), `flash2` / `flash3` (its packed variants, sm_90; elsewhere `flash`;
+/// head size has it), `flash2` / `flash3` / `flash4` (its packed variants, sm_90; elsewhere `flash`;
 /// unset: [`select::DEFAULT_PREFILL_ATTN`]), or `split` (the decode kernel, row by row:
 /// `None`).
 fn flash_from_env() -> Result<Option<select::PrefillAttn>, CudaError> {
@@ -169,7 +179,9 @@ fn flash_from_env() -> Result<Option<select::PrefillAttn>, CudaError> {
         Ok(v) => select::PrefillAttn::parse(v).map(Some).ok_or_else(|| {
             shape_err(
                 "decoder",
-                format!("ASSAY_PREFILL_ATTN={v:?}: expected flash, flash2, flash3 or split"),
+                format!(
+                    "ASSAY_PREFILL_ATTN={v:?}: expected flash, flash2, flash3, flash4 or split"
+                ),
             )
         }),
     }
@@ -275,6 +287,7 @@ impl PrefillState {
             x: None,
             pass: None,
             swapped: false,
+            split: crate::cuda::ops::PrefillSplitScratch::new(),
         })
     }
 }
@@ -417,7 +430,8 @@ impl CudaDecoder {
                 .as_ref()
                 .map_or(0, |x| x.hi.len() * 6 + x.scale.len() * 4);
             let decoded = self.prefill.decoded.lock().map_or(0, |d| d.bytes());
-            bufs + att + 8 * self.prefill_pass_rows() + staging + decoded
+            let split = self.prefill.split.bytes();
+            bufs + att + 8 * self.prefill_pass_rows() + staging + decoded + split
         })
     }
 
