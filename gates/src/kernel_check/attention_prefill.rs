@@ -68,26 +68,6 @@ pub(super) fn prefill_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>
                 v: &dv,
                 bt: &dbt,
             };
-            // Rows a .. b as one pass of variant v.
-            let pass_v = |v: PrefillAttn, a: usize, b: usize| -> Result<Vec<f32>, String> {
-                let dq = gpu.upload(&q[a * nh * hd..b * nh * hd]).map_err(e2s)?;
-                let dp = gpu.upload(&pos[a..b]).map_err(e2s)?;
-                let mut out = poison(gpu, (b - a) * nh * hd).map_err(e2s)?;
-                ops::attention_prefill_with(
-                    gpu,
-                    v,
-                    &dq,
-                    &kv,
-                    &dp,
-                    AttnShape { ntok: b - a, ..s },
-                    scale,
-                    softcap,
-                    &mut out,
-                )
-                .map_err(e2s)?;
-                gpu.download(&out).map_err(e2s)
-            };
-            let pass = |a: usize, b: usize| pass_v(PrefillAttn::Flash, a, b);
             // Rows a .. b as one pass of variant v, flash4's scratch bound `budget` bytes
             // (smaller: row groups).
             let pass_budget =
@@ -95,8 +75,8 @@ pub(super) fn prefill_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>
                     let dq = gpu.upload(&q[a * nh * hd..b * nh * hd]).map_err(e2s)?;
                     let dp = gpu.upload(&pos[a..b]).map_err(e2s)?;
                     let mut out = poison(gpu, (b - a) * nh * hd).map_err(e2s)?;
-                    let mut ws = ops::PrefillSplitScratch::new();
-                    ops::attention_prefill_budget(
+                    let mut ws = ops::PrefillSplitScratch::with_budget(budget);
+                    ops::attention_prefill_ws(
                         gpu,
                         v,
                         &dq,
@@ -105,13 +85,17 @@ pub(super) fn prefill_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>
                         AttnShape { ntok: b - a, ..s },
                         scale,
                         softcap,
-                        budget,
                         &mut ws,
                         &mut out,
                     )
                     .map_err(e2s)?;
                     gpu.download(&out).map_err(e2s)
                 };
+            // Rows a .. b as one pass of variant v.
+            let pass_v = |v: PrefillAttn, a: usize, b: usize| {
+                pass_budget(v, a, b, select::ATT_PREFILL_SPLIT_SCRATCH_BYTES)
+            };
+            let pass = |a: usize, b: usize| pass_v(PrefillAttn::Flash, a, b);
             let got = pass(0, n)?;
             let mut res = vec![compare_f32(
                 "attention_prefill",
@@ -146,7 +130,7 @@ pub(super) fn prefill_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>
                     let dq = gpu.upload(&two_q).map_err(e2s)?;
                     let dp = gpu.upload(&two_p[..]).map_err(e2s)?;
                     let mut out = poison(gpu, 2 * w).map_err(e2s)?;
-                    ops::attention_prefill_with(
+                    ops::attention_prefill_ws(
                         gpu,
                         v,
                         &dq,
@@ -155,6 +139,7 @@ pub(super) fn prefill_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>
                         AttnShape { ntok: 2, ..s },
                         scale,
                         softcap,
+                        &mut ops::PrefillSplitScratch::new(),
                         &mut out,
                     )
                     .map_err(e2s)?;

@@ -15,11 +15,30 @@ use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig};
 #[derive(Default)]
 pub struct PrefillSplitScratch {
     buf: Option<CudaSlice<f32>>,
+    /// The bound on the bytes held, when lower than the default bound.
+    budget: Option<usize>,
 }
 
 impl PrefillSplitScratch {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Scratch bound to `budget` bytes (at most [`select::ATT_PREFILL_SPLIT_SCRATCH_BYTES`])
+    /// instead of the bound: kernel-check's way to run a pass of flash4 in row groups (the
+    /// bits of one launch). Other variants ignore it.
+    pub fn with_budget(budget: usize) -> Self {
+        PrefillSplitScratch {
+            buf: None,
+            budget: Some(budget),
+        }
+    }
+
+    /// The bound on the bytes held.
+    fn budget(&self) -> usize {
+        self.budget
+            .unwrap_or(select::ATT_PREFILL_SPLIT_SCRATCH_BYTES)
+            .min(select::ATT_PREFILL_SPLIT_SCRATCH_BYTES)
     }
 
     /// Bytes held.
@@ -56,38 +75,9 @@ pub fn attention_prefill(
     softcap: f32,
     out: &mut dyn DevicePtrMut<f32>,
 ) -> Result<(), CudaError> {
-    attention_prefill_with(
-        gpu,
-        select::PrefillAttn::Flash,
-        q,
-        kv,
-        pos,
-        s,
-        scale,
-        softcap,
-        out,
-    )
-}
-
-/// [`attention_prefill`] by the variant `v` ([`select::PrefillAttn`]): `Packed` gives the
-/// same bits with the query heads of a KV head in one block; `PackedF16` other bits
-/// (q as one f16 part, a base-2 softmax), a row's bits still its own; `PackedSplit`
-/// (flash4) `PackedF16`'s arithmetic per split, folded by the combine kernel, with scratch
-/// allocated for this call (the decoder keeps one: [`attention_prefill_ws`]).
-#[allow(clippy::too_many_arguments)]
-pub fn attention_prefill_with(
-    gpu: &Gpu,
-    v: select::PrefillAttn,
-    q: &dyn DevicePtr<f32>,
-    kv: &KvView<'_>,
-    pos: &dyn DevicePtr<i32>,
-    s: AttnShape,
-    scale: f32,
-    softcap: f32,
-    out: &mut dyn DevicePtrMut<f32>,
-) -> Result<(), CudaError> {
+    let flash = select::PrefillAttn::Flash;
     let mut ws = PrefillSplitScratch::new();
-    attention_prefill_ws(gpu, v, q, kv, pos, s, scale, softcap, &mut ws, out)
+    attention_prefill_ws(gpu, flash, q, kv, pos, s, scale, softcap, &mut ws, out)
 }
 
 /// The variant that runs for `v` on a pass of `s` (`tt` tokens per tile): flash4 whose
@@ -114,7 +104,11 @@ pub fn attention_prefill_effective(
     }
 }
 
-/// [`attention_prefill_with`] with flash4's partials in `ws` (grown as needed, kept).
+/// [`attention_prefill`] by the variant `v` ([`select::PrefillAttn`]): `Packed` gives the
+/// same bits with the query heads of a KV head in one block; `PackedF16` other bits
+/// (q as one f16 part, a base-2 softmax), a row's bits still its own; `PackedSplit`
+/// (flash4) `PackedF16`'s arithmetic per split, folded by the combine kernel, its partials
+/// in `ws` (grown as needed up to its bound, kept: the decoder keeps one).
 #[allow(clippy::too_many_arguments)]
 pub fn attention_prefill_ws(
     gpu: &Gpu,
@@ -128,28 +122,7 @@ pub fn attention_prefill_ws(
     ws: &mut PrefillSplitScratch,
     out: &mut dyn DevicePtrMut<f32>,
 ) -> Result<(), CudaError> {
-    let budget = select::ATT_PREFILL_SPLIT_SCRATCH_BYTES;
-    attention_prefill_budget(gpu, v, q, kv, pos, s, scale, softcap, budget, ws, out)
-}
-
-/// [`attention_prefill_ws`] with flash4's scratch bound `budget` bytes (at most
-/// [`select::ATT_PREFILL_SPLIT_SCRATCH_BYTES`]) instead of the bound: kernel-check's way to
-/// run a pass in row groups (the bits of one launch). Other variants ignore it.
-#[allow(clippy::too_many_arguments)]
-pub fn attention_prefill_budget(
-    gpu: &Gpu,
-    v: select::PrefillAttn,
-    q: &dyn DevicePtr<f32>,
-    kv: &KvView<'_>,
-    pos: &dyn DevicePtr<i32>,
-    s: AttnShape,
-    scale: f32,
-    softcap: f32,
-    budget: usize,
-    ws: &mut PrefillSplitScratch,
-    out: &mut dyn DevicePtrMut<f32>,
-) -> Result<(), CudaError> {
-    let budget = budget.min(select::ATT_PREFILL_SPLIT_SCRATCH_BYTES);
+    let budget = ws.budget();
     const OP: &str = "attention_prefill";
     let entry = select::attention_prefill_entry_for(v, s.head_dim, gpu.info().compute_capability)
         .ok_or_else(|| {
@@ -183,114 +156,145 @@ pub fn attention_prefill_budget(
             .ok_or_else(|| crate::cuda::shape_err(OP, "no packing for these heads"))?,
     };
     let v = attention_prefill_effective(v, s, tt);
-    if v == select::PrefillAttn::PackedSplit {
-        let geo = (gp, tt, budget);
-        return split_launches(gpu, entry, q, kv, pos, s, scale, softcap, geo, ws, out);
+    // flash4: the plan of its row groups and its partials (taken before the other buffers).
+    let split = if v == select::PrefillAttn::PackedSplit {
+        let plan = select::attention_prefill_split_plan(
+            s.ntok, s.n_heads, s.head_dim, s.capacity, tt, budget,
+        )
+        .ok_or_else(|| crate::cuda::shape_err(OP, "flash4: no scratch plan"))?;
+        Some((plan, rd(gpu, &*ws.ensure(gpu, plan.scratch_floats)?)))
+    } else {
+        None
+    };
+    let p = Pass::of(gpu, v, q, kv, pos, out, s, scale, softcap, (gp, tt));
+    if let Some((plan, part)) = split {
+        return split_launches(gpu, entry, &p, plan, part);
     }
     let entry = select::attention_prefill_entry_for(v, s.head_dim, gpu.info().compute_capability)
         .unwrap_or(entry);
-    let tiles = u32::try_from(s.ntok.div_ceil(tt))
-        .map_err(|_| crate::cuda::shape_err(OP, "too many tokens"))?;
-    let (qp, kp, vp, pp) = (rd(gpu, q), rd(gpu, kv.k), rd(gpu, kv.v), rd(gpu, pos));
-    let btp = rd(gpu, kv.bt);
-    let op = wr(gpu, out);
-    let mut args = vec![
-        Arg::Ptr(qp),
-        Arg::Ptr(kp),
-        Arg::Ptr(vp),
-        Arg::Ptr(btp),
-        Arg::Ptr(pp),
-        Arg::Ptr(op),
-        Arg::I32(int(OP, "ntok", s.ntok)?),
-        Arg::I32(int(OP, "n_heads", s.n_heads)?),
-        Arg::I32(int(OP, "n_kv_heads", s.n_kv_heads)?),
-        Arg::I32(int(OP, "capacity", s.capacity)?),
-        Arg::I32(int(OP, "window", s.window)?),
-        Arg::F32(scale),
-        Arg::F32(softcap),
-    ];
+    let cfg = config(s.ntok, s, v, (gp, tt), 1)?;
+    let mut args = p.args(0, s.ntok, p.out)?;
     if v != select::PrefillAttn::Flash {
         args.push(Arg::I32(gp as i32));
         args.push(Arg::I32(tt as i32));
     }
-    launch(
-        gpu,
-        entry,
-        LaunchConfig {
-            grid_dim: (tiles, (s.n_heads / gp) as u32, 1),
-            block_dim: ((gp * tt / 16 * 32) as u32, 1, 1),
-            shared_mem_bytes: select::attention_prefill_variant_shared_bytes(v, s.head_dim, gp * tt)
-                as u32,
-        },
-        &args,
-    )
+    launch(gpu, entry, cfg, &args)
+}
+
+/// The launch of `n` rows of a prompt pass of `s` in variant `v` (`gp` heads x `tt` tokens
+/// per block): tiles x head groups x `z`.
+fn config(
+    n: usize,
+    s: AttnShape,
+    v: select::PrefillAttn,
+    (gp, tt): (usize, usize),
+    z: u32,
+) -> Result<LaunchConfig, CudaError> {
+    let tiles = u32::try_from(n.div_ceil(tt))
+        .map_err(|_| crate::cuda::shape_err("attention_prefill", "too many tokens"))?;
+    Ok(LaunchConfig {
+        grid_dim: (tiles, (s.n_heads / gp) as u32, z),
+        block_dim: ((gp * tt / 16 * 32) as u32, 1, 1),
+        shared_mem_bytes: select::attention_prefill_variant_shared_bytes(v, s.head_dim, gp * tt)
+            as u32,
+    })
+}
+
+/// One prompt pass's device addresses (q, the caches, positions, out) and scalars.
+struct Pass {
+    q: u64,
+    k: u64,
+    v: u64,
+    bt: u64,
+    pos: u64,
+    out: u64,
+    s: AttnShape,
+    variant: select::PrefillAttn,
+    scale: f32,
+    softcap: f32,
+    pack: (usize, usize),
+}
+
+impl Pass {
+    #[allow(clippy::too_many_arguments)]
+    fn of(
+        gpu: &Gpu,
+        variant: select::PrefillAttn,
+        q: &dyn DevicePtr<f32>,
+        kv: &KvView<'_>,
+        pos: &dyn DevicePtr<i32>,
+        out: &mut dyn DevicePtrMut<f32>,
+        s: AttnShape,
+        scale: f32,
+        softcap: f32,
+        pack: (usize, usize),
+    ) -> Pass {
+        let (q, k, v, pos) = (rd(gpu, q), rd(gpu, kv.k), rd(gpu, kv.v), rd(gpu, pos));
+        let bt = rd(gpu, kv.bt);
+        Pass {
+            q,
+            k,
+            v,
+            bt,
+            pos,
+            out: wr(gpu, out),
+            s,
+            variant,
+            scale,
+            softcap,
+            pack,
+        }
+    }
+
+    /// A prompt-attention kernel's first arguments for rows `a .. a + n` of the pass
+    /// writing into `dst`: q and the positions from row `a`, the caches, then the shape
+    /// and the scaling.
+    fn args(&self, a: usize, n: usize, dst: u64) -> Result<Vec<Arg>, CudaError> {
+        const OP: &str = "attention_prefill";
+        let s = self.s;
+        let w = (s.n_heads * s.head_dim) as u64;
+        Ok(vec![
+            Arg::Ptr(self.q + a as u64 * w * 4),
+            Arg::Ptr(self.k),
+            Arg::Ptr(self.v),
+            Arg::Ptr(self.bt),
+            Arg::Ptr(self.pos + a as u64 * 4),
+            Arg::Ptr(dst),
+            Arg::I32(int(OP, "ntok", n)?),
+            Arg::I32(int(OP, "n_heads", s.n_heads)?),
+            Arg::I32(int(OP, "n_kv_heads", s.n_kv_heads)?),
+            Arg::I32(int(OP, "capacity", s.capacity)?),
+            Arg::I32(int(OP, "window", s.window)?),
+            Arg::F32(self.scale),
+            Arg::F32(self.softcap),
+        ])
+    }
 }
 
 /// flash4's launches: per row group of the plan, `attn_prefill_pk1s_d<hd>` (grid tiles x
-/// head groups x splits) into `ws`, then `attn_prefill_combine` into the group's rows of
-/// `out`. Rows are independent, so the grouping never changes a row's bits.
-#[allow(clippy::too_many_arguments)]
+/// head groups x splits) into the partials `part`, then `attn_prefill_combine` into the
+/// group's rows of the output. Rows are independent, so the grouping never changes a row's
+/// bits.
 fn split_launches(
     gpu: &Gpu,
     entry: &str,
-    q: &dyn DevicePtr<f32>,
-    kv: &KvView<'_>,
-    pos: &dyn DevicePtr<i32>,
-    s: AttnShape,
-    scale: f32,
-    softcap: f32,
-    (gp, tt, budget): (usize, usize, usize),
-    ws: &mut PrefillSplitScratch,
-    out: &mut dyn DevicePtrMut<f32>,
+    p: &Pass,
+    plan: select::PrefillSplitPlan,
+    part: u64,
 ) -> Result<(), CudaError> {
     const OP: &str = "attention_prefill";
-    let plan =
-        select::attention_prefill_split_plan(s.ntok, s.n_heads, s.head_dim, s.capacity, tt, budget)
-            .ok_or_else(|| crate::cuda::shape_err(OP, "flash4: no scratch plan"))?;
-    let part = rd(gpu, &*ws.ensure(gpu, plan.scratch_floats)?);
-    let (qp, kp, vp, pp) = (rd(gpu, q), rd(gpu, kv.k), rd(gpu, kv.v), rd(gpu, pos));
-    let btp = rd(gpu, kv.bt);
-    let op = wr(gpu, out);
+    let s = p.s;
+    let (gp, tt) = p.pack;
     let w = (s.n_heads * s.head_dim) as u64;
     let ns = int(OP, "splits", plan.splits)?;
-    let shared = select::attention_prefill_variant_shared_bytes(
-        select::PrefillAttn::PackedSplit,
-        s.head_dim,
-        gp * tt,
-    ) as u32;
     let mut a = 0;
     while a < s.ntok {
         let b = (a + plan.group_rows).min(s.ntok);
         let n = b - a;
-        let tiles = u32::try_from(n.div_ceil(tt))
-            .map_err(|_| crate::cuda::shape_err(OP, "too many tokens"))?;
-        launch(
-            gpu,
-            entry,
-            LaunchConfig {
-                grid_dim: (tiles, (s.n_heads / gp) as u32, ns as u32),
-                block_dim: ((gp * tt / 16 * 32) as u32, 1, 1),
-                shared_mem_bytes: shared,
-            },
-            &[
-                Arg::Ptr(qp + a as u64 * w * 4),
-                Arg::Ptr(kp),
-                Arg::Ptr(vp),
-                Arg::Ptr(btp),
-                Arg::Ptr(pp + a as u64 * 4),
-                Arg::Ptr(part),
-                Arg::I32(int(OP, "ntok", n)?),
-                Arg::I32(int(OP, "n_heads", s.n_heads)?),
-                Arg::I32(int(OP, "n_kv_heads", s.n_kv_heads)?),
-                Arg::I32(int(OP, "capacity", s.capacity)?),
-                Arg::I32(int(OP, "window", s.window)?),
-                Arg::F32(scale),
-                Arg::F32(softcap),
-                Arg::I32(gp as i32),
-                Arg::I32(tt as i32),
-                Arg::I32(ns),
-            ],
-        )?;
+        let cfg = config(n, s, p.variant, p.pack, ns as u32)?;
+        let mut args = p.args(a, n, part)?;
+        args.extend([Arg::I32(gp as i32), Arg::I32(tt as i32), Arg::I32(ns)]);
+        launch(gpu, entry, cfg, &args)?;
         let rows = n * s.n_heads;
         let blocks = u32::try_from(rows.div_ceil(4))
             .map_err(|_| crate::cuda::shape_err(OP, "too many rows"))?;
@@ -304,8 +308,8 @@ fn split_launches(
             },
             &[
                 Arg::Ptr(part),
-                Arg::Ptr(pp + a as u64 * 4),
-                Arg::Ptr(op + a as u64 * w * 4),
+                Arg::Ptr(p.pos + a as u64 * 4),
+                Arg::Ptr(p.out + a as u64 * w * 4),
                 Arg::I32(int(OP, "ntok", n)?),
                 Arg::I32(int(OP, "n_heads", s.n_heads)?),
                 Arg::I32(int(OP, "head_dim", s.head_dim)?),
