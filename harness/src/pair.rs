@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use gates::Verdict;
 use gates::model_facts::model_facts;
-use gates::receipt::{Arm, Kind, Receipt, Stats, append};
+use gates::receipt::{Arm, Kind, Receipt, Stats};
 
 use crate::bench::cells::{Board, Cell, DeviceKind, Mode, SynthRef};
 use crate::bench::llama_server::{LlamaServer, ServerOptions};
@@ -749,6 +749,7 @@ pub fn run(env: &EnvArgs, args: &PairArgs) -> Result<bool> {
     };
     let stamp = env.measurement_stamp(&root)?;
     let receipts = under(&root, &args.receipts);
+    let receipts = (!args.no_receipt).then_some(receipts.as_path());
     let mut runnable: Vec<&Cell> = Vec::new();
     for cell in cells {
         if chosen.as_ref().is_some_and(|ids| !ids.contains(&cell.id)) {
@@ -768,7 +769,7 @@ pub fn run(env: &EnvArgs, args: &PairArgs) -> Result<bool> {
         runnable.push(cell);
     }
     let runs_of = |c: &Cell| args.runs.unwrap_or(c.runs).max(5);
-    let (mut ran, mut failed) = (0, 0);
+    let mut tally = crate::bench::Tally::default();
     for g in group::groups(&runnable, args.vs, !args.no_reuse) {
         if g.cells.len() > 1 {
             let ids: Vec<&str> = g.cells.iter().map(|&i| runnable[i].id.as_str()).collect();
@@ -824,32 +825,13 @@ pub fn run(env: &EnvArgs, args: &PairArgs) -> Result<bool> {
                     );
                 }
             }
-            match outcome {
-                Ok(r) => {
-                    println!("{}", crate::bench::line(&r));
-                    for d in &r.detail {
-                        println!("    {d}");
-                    }
-                    if !args.no_receipt {
-                        append(&receipts, &r).context("writing the receipt")?;
-                    }
-                    ran += 1;
-                }
-                Err(e) => {
-                    println!("{:<36} FAILED: {e:#}", cell.id);
-                    failed += 1;
-                }
-            }
+            tally.record(&cell.id, outcome, true, receipts)?;
         }
         if let Some(mut s) = servers.take() {
             s.stop();
         }
     }
-    if ran > 0 && !args.no_receipt {
-        println!("receipts: {}", receipts.display());
-    }
-    println!("{ran} cell(s) paired, {failed} failed");
-    Ok(failed == 0)
+    Ok(tally.finish(receipts, "paired"))
 }
 
 #[cfg(test)]

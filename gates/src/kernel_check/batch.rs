@@ -10,7 +10,7 @@
 //! chunks than one batched tile holds, a partial last tile) and leaves the last block of
 //! rows partial, so a chunk order or row guard that depended on the batch would show.
 
-use super::cases::{ProductCase, ProductInputs as Inputs, dot_scales, e2s, poison};
+use super::cases::{ProductCase, ProductInputs as Inputs, Shape, dot_scales, e2s, poison};
 use super::{CheckLine, Rng, compare_f32, compare_f32_scaled};
 use engine::cuda::cudarc::driver::DevicePtr;
 use engine::cuda::ops::{self, Activation};
@@ -114,21 +114,12 @@ pub fn matvec_batch_cases(
     // batched tile (staged at the full tile's stride), lanes with 2 and with 1 chunk.
     for (rows, k) in [(37, 72 * 32), (37, 48 * 32)] {
         let name = format!("{format} rows={rows} k={k}");
-        if let Err(e) = cases_of(gpu, rng, format, rows, k, &name, lines) {
-            lines.push(CheckLine::error("batch_invariance", name, e));
-        }
+        Shape::new(gpu, format, rows, k, &name).run(rng, lines, "batch_invariance", cases_of);
     }
 }
 
-fn cases_of(
-    gpu: &Gpu,
-    rng: &mut Rng,
-    format: QuantFormat,
-    rows: usize,
-    k: usize,
-    name: &str,
-    lines: &mut Vec<CheckLine>,
-) -> Result<(), String> {
+fn cases_of(s: Shape, rng: &mut Rng, lines: &mut Vec<CheckLine>) -> Result<(), String> {
+    let (gpu, format, rows, k, name) = s.parts();
     // Every count of the row paths, and launches past them (the batched decode step and a
     // prompt pass run up to MV_LAUNCH_MAX_TOK rows per launch).
     const NMAX: usize = MV_LAUNCH_MAX_TOK;

@@ -196,6 +196,59 @@ pub(super) fn poison(gpu: &Gpu, n: usize) -> Result<CudaSlice<f32>, CudaError> {
     gpu.upload(&vec![f32::NAN; n])
 }
 
+/// One shape of a weight-product family's cases: the device, the weight's format, its rows
+/// (`[usize; 3]` for the q/k/v segments) and k, and the name the lines carry.
+#[derive(Clone, Copy)]
+pub(super) struct Shape<'a, R = usize> {
+    pub gpu: &'a Gpu,
+    pub format: QuantFormat,
+    pub rows: R,
+    pub k: usize,
+    pub name: &'a str,
+}
+
+impl<'a, R> Shape<'a, R> {
+    pub fn new(gpu: &'a Gpu, format: QuantFormat, rows: R, k: usize, name: &'a str) -> Self {
+        Shape {
+            gpu,
+            format,
+            rows,
+            k,
+            name,
+        }
+    }
+
+    /// (gpu, format, rows, k, name).
+    pub fn parts(self) -> (&'a Gpu, QuantFormat, R, usize, &'a str) {
+        (self.gpu, self.format, self.rows, self.k, self.name)
+    }
+
+    /// Run `cases` on this shape, which push their lines; an error becomes a failing `op`
+    /// line under the shape's name (after the lines pushed before it).
+    pub fn run(
+        self,
+        rng: &mut Rng,
+        lines: &mut Vec<CheckLine>,
+        op: &'static str,
+        cases: impl FnOnce(Self, &mut Rng, &mut Vec<CheckLine>) -> Result<(), String>,
+    ) {
+        lines_or_error(lines, op, self.name, |lines| cases(self, rng, lines));
+    }
+}
+
+/// Run `cases`, which push their lines; an error becomes a failing `op` line named `name`
+/// (after the lines pushed before it).
+pub(super) fn lines_or_error(
+    lines: &mut Vec<CheckLine>,
+    op: &'static str,
+    name: &str,
+    cases: impl FnOnce(&mut Vec<CheckLine>) -> Result<(), String>,
+) {
+    if let Err(e) = cases(lines) {
+        lines.push(CheckLine::error(op, name, e));
+    }
+}
+
 /// Collect the lines of one case, turning an error into a failing line.
 pub(super) fn case(
     lines: &mut Vec<CheckLine>,
@@ -764,5 +817,35 @@ fn pointwise_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
                 Ok(vec![compare_exact("argmax", name.to_string(), &got, &want)])
             },
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_becomes_a_failing_line_after_the_lines_pushed_before_it() {
+        let mut lines = Vec::new();
+        lines_or_error(&mut lines, "gemm", "Q4_0 rows=37 k=768", |lines| {
+            lines.push(compare_f32("gemm", "same", &[1.0], &[1.0]));
+            lines.push(compare_f32("gemm", "differs", &[1.0], &[2.0]));
+            Err("launch failed".into())
+        });
+        assert_eq!(lines.len(), 3);
+        assert!(lines[0].pass);
+        assert!(!lines[1].pass);
+        let e = &lines[2];
+        assert!(!e.pass);
+        assert_eq!((e.op, e.name.as_str()), ("gemm", "Q4_0 rows=37 k=768"));
+        assert_eq!(e.note, "error: launch failed");
+
+        let mut lines = Vec::new();
+        lines_or_error(&mut lines, "fusion", "ok", |lines| {
+            lines.push(compare_f32("fusion", "same", &[3.0], &[3.0]));
+            Ok(())
+        });
+        assert_eq!(lines.len(), 1);
+        assert!(lines[0].pass);
     }
 }

@@ -20,13 +20,12 @@
 //! chunks: 2 per warp, 4 warps empty; 3 per k group). Run with `ASSAY_GEMM_RG=P,G` for the
 //! other row-group settings.
 
-use super::cases::{ProductCase, ProductInputs as Inputs, dot_scales, e2s, poison};
+use super::cases::{ProductCase, ProductInputs as Inputs, Shape, dot_scales, e2s, poison};
 use super::{CheckLine, Rng, compare_exact, compare_f32, compare_f32_scaled};
 use engine::cuda::cudarc::driver::DevicePtr;
 use engine::cuda::ops::{self, Activation, GemmOpts, GemmX, XParts};
 use engine::cuda::sources::consts::GEMM_N;
 use engine::cuda::{Gpu, cpu, select};
-use engine::quant::QuantFormat;
 
 /// The pass sizes compared with the rows alone: every count of the first two n-tiles of 8,
 /// the edges of the later ones, and the full pass.
@@ -119,22 +118,13 @@ pub fn gemm_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
         }
         for (rows, k) in [(37, 72 * 32), (37, 24 * 32)] {
             let name = format!("{format} rows={rows} k={k}");
-            if let Err(e) = cases_of(gpu, rng, format, rows, k, &name, lines) {
-                lines.push(CheckLine::error("gemm", name, e));
-            }
+            Shape::new(gpu, format, rows, k, &name).run(rng, lines, "gemm", cases_of);
         }
     }
 }
 
-fn cases_of(
-    gpu: &Gpu,
-    rng: &mut Rng,
-    format: QuantFormat,
-    rows: usize,
-    k: usize,
-    name: &str,
-    lines: &mut Vec<CheckLine>,
-) -> Result<(), String> {
+fn cases_of(s: Shape, rng: &mut Rng, lines: &mut Vec<CheckLine>) -> Result<(), String> {
+    let (gpu, format, rows, k, name) = s.parts();
     let ProductCase {
         w,
         bias,

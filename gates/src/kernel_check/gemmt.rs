@@ -26,7 +26,7 @@
 //! token tiles, its register decode against the scratch; the big cases' default (section 4)
 //! against section 3.
 
-use super::cases::{ProductCase, ProductInputs as Inputs, dot_scales, e2s, poison};
+use super::cases::{ProductCase, ProductInputs as Inputs, Shape, dot_scales, e2s, poison};
 use super::{CheckLine, Rng, compare_f32, compare_f32_scaled};
 use engine::cuda::cudarc::driver::DevicePtr;
 use engine::cuda::ops::{self, Activation, GemmX, GemmtOpts, GemmtScratch};
@@ -192,9 +192,7 @@ pub fn gemmt_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
         if select::gemmt_supported(format, cc) {
             for (rows, k) in [(1024, 4096), (256, 14336)] {
                 let name = format!("{format} rows={rows} k={k} n={BIG_N}");
-                if let Err(e) = big_case(gpu, rng, format, rows, k, &name, lines) {
-                    lines.push(CheckLine::error("gemmt", name, e));
-                }
+                Shape::new(gpu, format, rows, k, &name).run(rng, lines, "gemmt", big_case);
             }
         }
     }
@@ -217,9 +215,7 @@ pub fn gemmt_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
         };
         for &(rows, k) in [(37, 72 * 32), (200, 24 * 32)].iter().chain(tm_shape) {
             let name = format!("{format} rows={rows} k={k}");
-            if let Err(e) = cases_of(gpu, rng, format, rows, k, &name, lines) {
-                lines.push(CheckLine::error("gemmt", name, e));
-            }
+            Shape::new(gpu, format, rows, k, &name).run(rng, lines, "gemmt", cases_of);
         }
     }
 }
@@ -324,15 +320,8 @@ fn refs(
     })
 }
 
-fn cases_of(
-    gpu: &Gpu,
-    rng: &mut Rng,
-    format: QuantFormat,
-    rows: usize,
-    k: usize,
-    name: &str,
-    lines: &mut Vec<CheckLine>,
-) -> Result<(), String> {
+fn cases_of(s: Shape, rng: &mut Rng, lines: &mut Vec<CheckLine>) -> Result<(), String> {
+    let (gpu, format, rows, k, name) = s.parts();
     let ProductCase {
         w,
         wu,
@@ -540,15 +529,8 @@ const BIG_PICK: [usize; 8] = [0, 1, 127, 128, 255, 256, 383, 511];
 /// counts: the same pass twice gives the same bits (and finite values), the picked rows
 /// alone give the bits they have in the pass, and they are within the tolerance of the CPU
 /// reference (plain + bias, and gate + up through act(g) * u).
-fn big_case(
-    gpu: &Gpu,
-    rng: &mut Rng,
-    format: QuantFormat,
-    rows: usize,
-    k: usize,
-    name: &str,
-    lines: &mut Vec<CheckLine>,
-) -> Result<(), String> {
+fn big_case(s: Shape, rng: &mut Rng, lines: &mut Vec<CheckLine>) -> Result<(), String> {
+    let (gpu, format, rows, k, name) = s.parts();
     let ProductCase {
         w,
         wu,

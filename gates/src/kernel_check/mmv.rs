@@ -18,13 +18,12 @@
 //! splits of 9 chunks: warps of 2, 1 and 0 chunks) and 64 x 768 (3 splits).
 //! Outputs are poisoned (NaN) before every launch.
 
-use super::cases::{ProductCase, ProductInputs as Inputs, dot_scales, e2s, poison};
+use super::cases::{ProductCase, ProductInputs as Inputs, Shape, dot_scales, e2s, poison};
 use super::{CheckLine, Rng, compare_f32, compare_f32_scaled};
 use engine::cuda::cudarc::driver::DevicePtr;
 use engine::cuda::ops::{self, Activation, GemmX, MmvScratch};
 use engine::cuda::sources::consts::MMV_N;
 use engine::cuda::{Gpu, cpu, select};
-use engine::quant::QuantFormat;
 
 /// The pass sizes compared with the tokens alone.
 const PASS_SIZES: [usize; 10] = [2, 7, 8, 9, 16, 17, 31, 33, 48, MMV_N];
@@ -206,24 +205,21 @@ pub fn mmv_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
                 "mmv {format} rows={rows} k={k} splits={}",
                 select::mmv_splits(rows, k)
             );
-            if let Err(e) = cases_of(gpu, rng, &mut sc, format, rows, k, &name, lines) {
-                lines.push(CheckLine::error("gemm", name, e));
-            }
+            let s = Shape::new(gpu, format, rows, k, &name);
+            s.run(rng, lines, "gemm", |s, rng, lines| {
+                cases_of(s, rng, &mut sc, lines)
+            });
         }
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 fn cases_of(
-    gpu: &Gpu,
+    s: Shape,
     rng: &mut Rng,
     sc: &mut MmvScratch,
-    format: QuantFormat,
-    rows: usize,
-    k: usize,
-    name: &str,
     lines: &mut Vec<CheckLine>,
 ) -> Result<(), String> {
+    let (gpu, format, rows, k, name) = s.parts();
     let ProductCase {
         w,
         bias,

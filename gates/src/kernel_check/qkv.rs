@@ -15,7 +15,7 @@
 //! per matrix), one of them with a matrix of a single row; k = 12288 takes Q4_0's shallower
 //! ring (no Q8_0 ring fits beside its x: Q4_0 only).
 
-use super::cases::{e2s, poison, rand_vec, random_weight};
+use super::cases::{Shape, e2s, poison, rand_vec, random_weight};
 use super::{CheckLine, Rng, compare_f32};
 use engine::cuda::cudarc::driver::{CudaSlice, DevicePtr};
 use engine::cuda::ops::{self, MatvecOpts};
@@ -64,9 +64,7 @@ pub fn run_all(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
                 "{format} q/k/v rows={}+{}+{} k={k}",
                 rows[0], rows[1], rows[2]
             );
-            if let Err(e) = cases_of(gpu, rng, format, rows, k, &name, lines) {
-                lines.push(CheckLine::error("fusion", name, e));
-            }
+            Shape::new(gpu, format, rows, k, &name).run(rng, lines, "fusion", cases_of);
         }
     }
 }
@@ -221,15 +219,8 @@ fn run_separate(
     Ok((outs, kernels.ok_or("no epilogue")?))
 }
 
-fn cases_of(
-    gpu: &Gpu,
-    rng: &mut Rng,
-    format: QuantFormat,
-    rows: [usize; 3],
-    k: usize,
-    name: &str,
-    lines: &mut Vec<CheckLine>,
-) -> Result<(), String> {
+fn cases_of(s: Shape<[usize; 3]>, rng: &mut Rng, lines: &mut Vec<CheckLine>) -> Result<(), String> {
+    let (gpu, format, rows, k, name) = s.parts();
     let mut w = Vec::new();
     let mut bias = Vec::new();
     for r in rows {

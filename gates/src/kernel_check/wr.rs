@@ -16,7 +16,7 @@
 //! warps (warps streaming several groups); `tests` check that together they reach every
 //! streamed entry point.
 
-use super::cases::{ProductCase, ProductInputs, dot_scales, e2s, poison};
+use super::cases::{ProductCase, ProductInputs, Shape, dot_scales, e2s, poison};
 use super::{CheckLine, Rng, compare_f32, compare_f32_scaled};
 use engine::cuda::cudarc::driver::DevicePtr;
 use engine::cuda::ops::{self, Activation, MatvecOpts};
@@ -65,20 +65,19 @@ pub fn run_all(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
                 continue;
             }
             let name = format!("{format} rows={rows} k={k}");
-            if let Err(e) = cases_of(gpu, rng, format, rows, k, &name, lines) {
-                lines.push(CheckLine::error("fusion", name, e));
-            }
+            Shape::new(gpu, format, rows, k, &name).run(rng, lines, "fusion", cases_of);
         }
     }
 }
 
-/// One launch of each epilogue of [`EPILOGUES`] on one token `x` with residual input `res`,
-/// the kernels chosen with `opts`: the outputs and the kernels.
-fn run(
+/// One launch of each epilogue of [`EPILOGUES`] on `ntok` tokens `x` with residual input
+/// `res` (`ntok` x rows), the kernels chosen with `opts`: the outputs and the kernels.
+pub(super) fn run(
     gpu: &Gpu,
     inp: &ProductInputs,
     x: &[f32],
     res: &[f32],
+    ntok: usize,
     opts: MatvecOpts,
 ) -> Result<(Vec<Vec<f32>>, Vec<MatvecKernel>), String> {
     let rows = inp.rows;
@@ -103,18 +102,31 @@ fn run(
         let mut y = if residual {
             gpu.upload(res)
         } else {
-            poison(gpu, rows)
+            poison(gpu, ntok * rows)
         }
         .map_err(e2s)?;
-        let c = ops::matvec_fused(gpu, &inp.w, &dx, 1, b, n, residual, opts, &mut y);
+        let c = ops::matvec_fused(gpu, &inp.w, &dx, ntok, b, n, residual, opts, &mut y);
         kernels.push(c.map_err(e2s)?);
         outs.push(gpu.download(&y).map_err(e2s)?);
     }
     for (act, n) in [(Activation::Silu, None), (Activation::GeluTanh, norm(0.0))] {
-        let mut y = poison(gpu, rows).map_err(e2s)?;
-        let c = ops::matvec_glu(gpu, &inp.w, &inp.wu, &dx, 1, act, n, opts, &mut y);
+        let mut y = poison(gpu, ntok * rows).map_err(e2s)?;
+        let c = ops::matvec_glu(gpu, &inp.w, &inp.wu, &dx, ntok, act, n, opts, &mut y);
         kernels.push(c.map_err(e2s)?);
         outs.push(gpu.download(&y).map_err(e2s)?);
+    }
+    Ok((outs, kernels))
+}
+
+/// The outputs and kernels of a [`run`] with a kernel forced (`what`, the kernels `forced`
+/// accepts), which must have served every launch.
+pub(super) fn served_by(
+    (outs, kernels): (Vec<Vec<f32>>, Vec<MatvecKernel>),
+    forced: fn(&MatvecKernel) -> bool,
+    what: &str,
+) -> Result<(Vec<Vec<f32>>, Vec<MatvecKernel>), String> {
+    if let Some(c) = kernels.iter().find(|c| !forced(c)) {
+        return Err(format!("the {what} kernel was not chosen ({c})"));
     }
     Ok((outs, kernels))
 }
@@ -134,25 +146,12 @@ fn run_streamed(
         qkv: None,
         wrt: false,
     };
-    let (outs, kernels) = run(gpu, inp, x, res, opts)?;
-    if let Some(c) = kernels
-        .iter()
-        .find(|c| !matches!(c, MatvecKernel::Wr { .. }))
-    {
-        return Err(format!("the streamed kernel was not chosen ({c})"));
-    }
-    Ok((outs, kernels))
+    let streamed = |c: &MatvecKernel| matches!(c, MatvecKernel::Wr { .. });
+    served_by(run(gpu, inp, x, res, 1, opts)?, streamed, "streamed")
 }
 
-fn cases_of(
-    gpu: &Gpu,
-    rng: &mut Rng,
-    format: QuantFormat,
-    rows: usize,
-    k: usize,
-    name: &str,
-    lines: &mut Vec<CheckLine>,
-) -> Result<(), String> {
+fn cases_of(s: Shape, rng: &mut Rng, lines: &mut Vec<CheckLine>) -> Result<(), String> {
+    let (gpu, format, rows, k, name) = s.parts();
     let case = ProductCase::random(gpu, rng, format, rows, k, 1)?;
     let (wr, wk) = run_streamed(gpu, &case.dev, &case.x, &case.res, None)?;
     let today_opts = MatvecOpts {
@@ -161,7 +160,7 @@ fn cases_of(
         qkv: None,
         wrt: false,
     };
-    let (today, tk) = run(gpu, &case.dev, &case.x, &case.res, today_opts)?;
+    let (today, tk) = run(gpu, &case.dev, &case.x, &case.res, 1, today_opts)?;
     if let Some(c) = tk.iter().find(|c| matches!(c, MatvecKernel::Wr { .. })) {
         return Err(format!(
             "the streamed kernel was chosen with wr = Some(false) ({c})"

@@ -11,14 +11,12 @@
 //! row group), 3072 and 14336 (Llama-3.1-8B's down: x of 8 tokens, 458 KB, read through
 //! L1/L2), and one has more row groups than the default grid has warps.
 
-use super::cases::{ProductCase, ProductInputs, e2s, poison};
-use super::wr::EPILOGUES;
+use super::cases::{ProductCase, ProductInputs, Shape};
+use super::wr::{EPILOGUES, run, served_by};
 use super::{CheckLine, Rng, compare_f32};
 use engine::cuda::Gpu;
-use engine::cuda::cudarc::driver::DevicePtr;
-use engine::cuda::ops::{self, Activation, MatvecOpts};
+use engine::cuda::ops::MatvecOpts;
 use engine::cuda::select::{self, MatvecKernel};
-use engine::quant::QuantFormat;
 
 /// (rows, k) of the cases.
 const SHAPES: [(usize, usize); 4] = [(67, 1024), (133, 3072), (37, 14336), (4501, 1024)];
@@ -35,59 +33,9 @@ pub fn run_all(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
                 continue;
             }
             let name = format!("{format} rows={rows} k={k}");
-            if let Err(e) = cases_of(gpu, rng, format, rows, k, &name, lines) {
-                lines.push(CheckLine::error("fusion", name, e));
-            }
+            Shape::new(gpu, format, rows, k, &name).run(rng, lines, "fusion", cases_of);
         }
     }
-}
-
-/// One launch of each epilogue of [`EPILOGUES`] on `ntok` tokens `x` with residual input
-/// `res` (`ntok` x rows), the kernels chosen with `opts`: the outputs and the kernels.
-fn run(
-    gpu: &Gpu,
-    inp: &ProductInputs,
-    x: &[f32],
-    res: &[f32],
-    ntok: usize,
-    opts: MatvecOpts,
-) -> Result<(Vec<Vec<f32>>, Vec<MatvecKernel>), String> {
-    let rows = inp.rows;
-    let dx = gpu.upload(x).map_err(e2s)?;
-    let bias = Some(&inp.bias as &dyn DevicePtr<f32>);
-    let norm = |w_offset| {
-        Some(ops::NormIn {
-            weight: &inp.norm_w,
-            eps: 1e-5,
-            w_offset,
-        })
-    };
-    let (mut outs, mut kernels) = (Vec::new(), Vec::new());
-    // (bias, norm, residual): wr.rs's order.
-    for (b, n, residual) in [
-        (None, None, false),
-        (bias, None, false),
-        (None, None, true),
-        (bias, norm(0.0), false),
-        (None, norm(1.0), true),
-    ] {
-        let mut y = if residual {
-            gpu.upload(res)
-        } else {
-            poison(gpu, ntok * rows)
-        }
-        .map_err(e2s)?;
-        let c = ops::matvec_fused(gpu, &inp.w, &dx, ntok, b, n, residual, opts, &mut y);
-        kernels.push(c.map_err(e2s)?);
-        outs.push(gpu.download(&y).map_err(e2s)?);
-    }
-    for (act, n) in [(Activation::Silu, None), (Activation::GeluTanh, norm(0.0))] {
-        let mut y = poison(gpu, ntok * rows).map_err(e2s)?;
-        let c = ops::matvec_glu(gpu, &inp.w, &inp.wu, &dx, ntok, act, n, opts, &mut y);
-        kernels.push(c.map_err(e2s)?);
-        outs.push(gpu.download(&y).map_err(e2s)?);
-    }
-    Ok((outs, kernels))
 }
 
 /// [`run`] with the multi-token kernel forced (on `grid` blocks, or the default grid), which
@@ -106,16 +54,12 @@ fn run_wrt(
         qkv: None,
         wrt: true,
     };
-    let (outs, kernels) = run(gpu, inp, x, res, ntok, opts)?;
-    if let Some(c) = kernels
-        .iter()
-        .find(|c| !matches!(c, MatvecKernel::WrTok { .. }))
-    {
-        return Err(format!(
-            "the multi-token streamed kernel was not chosen ({c})"
-        ));
-    }
-    Ok((outs, kernels))
+    let wrt = |c: &MatvecKernel| matches!(c, MatvecKernel::WrTok { .. });
+    served_by(
+        run(gpu, inp, x, res, ntok, opts)?,
+        wrt,
+        "multi-token streamed",
+    )
 }
 
 /// Today's one-token entry points run token by token on the same inputs: per epilogue the
@@ -159,15 +103,8 @@ fn run_by_token(
     Ok((outs, kernels))
 }
 
-fn cases_of(
-    gpu: &Gpu,
-    rng: &mut Rng,
-    format: QuantFormat,
-    rows: usize,
-    k: usize,
-    name: &str,
-    lines: &mut Vec<CheckLine>,
-) -> Result<(), String> {
+fn cases_of(s: Shape, rng: &mut Rng, lines: &mut Vec<CheckLine>) -> Result<(), String> {
+    let (gpu, format, rows, k, name) = s.parts();
     let nmax = NTOKS.iter().copied().max().unwrap_or(1);
     let case = ProductCase::random(gpu, rng, format, rows, k, nmax)?;
     for ntok in NTOKS {

@@ -31,7 +31,7 @@ pub mod runner;
 pub mod serve_load;
 pub mod spec_cells;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -606,6 +606,58 @@ pub fn line(r: &Receipt) -> String {
     s + &gemm_ref::line_suffix(r)
 }
 
+/// The cells run so far by `bench` or `pair`, counted as their outcomes are recorded.
+#[derive(Default)]
+pub struct Tally {
+    ran: usize,
+    failed: usize,
+}
+
+impl Tally {
+    /// Print cell `id`'s outcome (its line, and its detail lines when `detail`), append its
+    /// receipt to `receipts` (none: receipts are not written), and count it. Errs only when
+    /// the receipt cannot be written.
+    pub fn record(
+        &mut self,
+        id: &str,
+        outcome: Result<Receipt>,
+        detail: bool,
+        receipts: Option<&Path>,
+    ) -> Result<()> {
+        match outcome {
+            Ok(r) => {
+                println!("{}", line(&r));
+                if detail {
+                    for d in &r.detail {
+                        println!("    {d}");
+                    }
+                }
+                if let Some(receipts) = receipts {
+                    append(receipts, &r).context("writing the receipt")?;
+                }
+                self.ran += 1;
+            }
+            Err(e) => {
+                println!("{:<36} FAILED: {e:#}", id);
+                self.failed += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Print where the receipts went (when any were written) and the count (`what`: what was
+    /// done to a cell, "measured"); whether no cell failed.
+    pub fn finish(&self, receipts: Option<&Path>, what: &str) -> bool {
+        if let Some(receipts) = receipts
+            && self.ran > 0
+        {
+            println!("receipts: {}", receipts.display());
+        }
+        println!("{} cell(s) {what}, {} failed", self.ran, self.failed);
+        self.failed == 0
+    }
+}
+
 pub fn run(env: &EnvArgs, args: &BenchArgs) -> Result<bool> {
     let root = env.root()?;
     let boards = load_boards(&root.join("boards"))?;
@@ -617,8 +669,9 @@ pub fn run(env: &EnvArgs, args: &BenchArgs) -> Result<bool> {
     let stamp = env.measurement_stamp(&root)?;
     let gpu = stamp.device.gpu().is_some();
     let receipts = under(&root, &args.receipts);
+    let receipts = (!args.no_receipt).then_some(receipts.as_path());
     let mut shared = Shared::default();
-    let (mut ran, mut failed) = (0, 0);
+    let mut tally = Tally::default();
     for b in &boards {
         if args.board.as_ref().is_some_and(|n| n != &b.name) {
             continue;
@@ -631,26 +684,11 @@ pub fn run(env: &EnvArgs, args: &BenchArgs) -> Result<bool> {
                 println!("{:<36} skipped: {why}", cell.id);
                 continue;
             }
-            match run_cell(env, args, &stamp, &b.name, cell, &mut shared) {
-                Ok(r) => {
-                    println!("{}", line(&r));
-                    if !args.no_receipt {
-                        append(&receipts, &r).context("writing the receipt")?;
-                    }
-                    ran += 1;
-                }
-                Err(e) => {
-                    println!("{:<36} FAILED: {e:#}", cell.id);
-                    failed += 1;
-                }
-            }
+            let outcome = run_cell(env, args, &stamp, &b.name, cell, &mut shared);
+            tally.record(&cell.id, outcome, false, receipts)?;
         }
     }
-    if ran > 0 && !args.no_receipt {
-        println!("receipts: {}", receipts.display());
-    }
-    println!("{ran} cell(s) measured, {failed} failed");
-    Ok(failed == 0)
+    Ok(tally.finish(receipts, "measured"))
 }
 
 /// The `assay` binary a served cell starts: the given one, else the one next to the harness.
