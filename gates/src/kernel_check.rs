@@ -18,6 +18,7 @@ mod cases;
 mod gemm;
 mod gemmt;
 mod mask;
+mod matvec;
 mod mmv;
 mod qkv;
 mod sample;

@@ -38,18 +38,19 @@ use gates::Verdict;
 use gates::model_facts::model_facts;
 use gates::receipt::{Arm, Kind, Receipt, Stats};
 
-use crate::bench::cells::{Board, Cell, DeviceKind, Mode, SynthRef};
-use crate::bench::llama_server::{LlamaServer, ServerOptions};
-use crate::bench::serve_load::{self, AssayServer, Protocol, StreamTiming, Target};
-use crate::bench::{llamacpp, model_path};
+use crate::bench::cells::{Board, Cell, DeviceKind, Mode};
+use crate::bench::model_path;
+use crate::bench::serve_load::{self, StreamTiming, Target};
 
 mod agree;
 pub mod group;
 pub mod plan;
 mod requests;
+mod servers;
 mod vllm;
 use crate::env::{EnvArgs, under};
 use requests::{first_tokens_llama, first_tokens_ours, piece, top_llama, top_openai};
+use servers::{Servers, TheirServer, start_servers};
 
 /// Greedy tokens both arms must agree on before a cell is timed.
 pub const AGREE_TOKENS: usize = 16;
@@ -185,139 +186,6 @@ pub fn applies(cell: &Cell, vs: Competitor) -> bool {
 /// tokens may part without either being wrong, so the agreement is recorded, not required.
 fn formats_differ(cell: &Cell, vs: Competitor) -> bool {
     vs == Competitor::Vllm && cell.vllm_quantization.is_some()
-}
-
-/// Both servers of a group of cells ([`group`]), started once.
-struct Servers {
-    ours: AssayServer,
-    theirs: TheirServer,
-    their_version: String,
-    their_engine: &'static str,
-    protocol: Protocol,
-    bin: PathBuf,
-    backend: &'static str,
-    /// The cell they were started for.
-    started_for: String,
-    /// Seconds the start took (charged to that cell's wall time).
-    start_s: f64,
-}
-
-impl Servers {
-    /// Whether both still answer `/health`.
-    fn alive(&self) -> bool {
-        let t = Duration::from_secs(5);
-        [self.ours.port, self.theirs.port()]
-            .iter()
-            .all(|&p| crate::bench::llama_server::http_status(p, "/health", t) == Some(200))
-    }
-
-    fn stop(&mut self) {
-        self.ours.stop();
-        self.theirs.stop();
-    }
-}
-
-/// Start the servers of group `g` (its union of limits) for its cell `cell`.
-fn start_servers(env: &EnvArgs, args: &PairArgs, cell: &Cell, g: &group::Group) -> Result<Servers> {
-    let t0 = Instant::now();
-    let timeout = Duration::from_secs(args.timeout_s);
-    // vLLM's safetensors first: a BF16 checkpoint is then made once, with its copy, and
-    // our arm finds the GGUF already there.
-    let vllm_dir = match (args.vs, &cell.synth) {
-        (Competitor::Vllm, Some(s)) => Some(vllm_model_dir(
-            env,
-            cell,
-            &env.models_dir()?.join("synth").join(s.file_name()),
-        )?),
-        _ => None,
-    };
-    let (_, path) = model_path(env, cell)?;
-
-    // The competitor first: a missing build fails before our server loads.
-    let (theirs, their_version, their_engine, protocol) = match args.vs {
-        Competitor::LlamaCpp => {
-            let home = args
-                .llama_cpp_home
-                .clone()
-                .or_else(llamacpp::default_home)
-                .context("no llama.cpp home (HOME unset; pass --llama-cpp-home)")?;
-            let install = llamacpp::locate(&home, cell.device)?;
-            let o = ServerOptions {
-                ctx: g.theirs.ctx,
-                parallel: g.theirs.slots,
-                gpu_layers: if cell.device == DeviceKind::Gpu {
-                    999
-                } else {
-                    0
-                },
-                ready_timeout: timeout,
-                ..ServerOptions::default()
-            };
-            let log = std::env::temp_dir().join(format!("llama-server-{}.log", cell.id));
-            let version = install.info.version();
-            (
-                TheirServer::Llama(LlamaServer::start(&install, &path, &o, &log)?),
-                version,
-                "llama-server",
-                Protocol::LlamaNative,
-            )
-        }
-        Competitor::Vllm => {
-            let dir = match vllm_dir.clone() {
-                Some(d) => d,
-                None => vllm_model_dir(env, cell, &path)?,
-            };
-            let log = std::env::temp_dir().join(format!("vllm-{}.log", cell.id));
-            let v = vllm::VllmServer::start(
-                &args.vllm_python,
-                &args.vllm_site,
-                &dir,
-                &vllm::Options {
-                    ctx: g.theirs.ctx,
-                    concurrency: g.theirs.slots,
-                    quantization: g.theirs.quantization.clone(),
-                },
-                &log,
-                timeout,
-            )?;
-            let version = v.version.clone();
-            (TheirServer::Vllm(v), version, "vllm", Protocol::OpenAi)
-        }
-        Competitor::Transformers => {
-            bail!("the transformers arm is not wired yet; `harness pair` runs llama.cpp and vllm")
-        }
-    };
-    let bin = crate::bench::assay_bin(args.assay_bin.as_ref())?;
-    let backend = if cell.device == DeviceKind::Gpu {
-        "cuda"
-    } else {
-        "cpu"
-    };
-    // The group's limits (`--ctx` = prompt + generated + 16 of its longest cell, the queue
-    // of its most streams): for a cell alone, exactly `serve_flags` of the cell.
-    let (ctx, _) = g.ours.limits();
-    let mut flags = serve_load::serve_flags(backend, ctx - 16, 0, g.ours.concurrency);
-    if let Some(spec) = &g.ours.spec {
-        // Ours speculative, theirs plain (the board's spec cells).
-        let draft = crate::bench::draft_path(env, cell)?;
-        flags.extend(serve_load::spec_flags(spec, draft.as_deref())?);
-    }
-    // The cell's own server flags (e.g. `--batched-decode --mmv` for the concurrency
-    // cells), recorded with the arm's flags: the same for every cell of the group.
-    flags.extend(g.ours.serve_flags.iter().cloned());
-    let log = std::env::temp_dir().join(format!("assay-serve-pair-{}.log", cell.id));
-    let ours = AssayServer::start(&bin, &path, &flags, &log, timeout)?;
-    Ok(Servers {
-        ours,
-        theirs,
-        their_version,
-        their_engine,
-        protocol,
-        bin,
-        backend,
-        started_for: cell.id.clone(),
-        start_s: t0.elapsed().as_secs_f64(),
-    })
 }
 
 /// Pair one cell on running servers `s` (started for this cell, or reused from the earlier
@@ -603,101 +471,6 @@ fn pair_cell(
     let wall = t0.elapsed().as_secs_f64() + if reused { 0.0 } else { s.start_s };
     r.wall_s = (wall * 1000.0).round() / 1000.0;
     Ok(r)
-}
-
-/// The competitor's running server.
-enum TheirServer {
-    Llama(LlamaServer),
-    Vllm(vllm::VllmServer),
-}
-
-impl TheirServer {
-    fn port(&self) -> u16 {
-        match self {
-            TheirServer::Llama(l) => l.port,
-            TheirServer::Vllm(v) => v.port,
-        }
-    }
-    fn ready_s(&self) -> f64 {
-        match self {
-            TheirServer::Llama(l) => l.ready_s,
-            TheirServer::Vllm(v) => v.ready_s,
-        }
-    }
-    fn flags(&self) -> Vec<String> {
-        match self {
-            TheirServer::Llama(l) => l.flags.clone(),
-            TheirServer::Vllm(v) => v.flags.clone(),
-        }
-    }
-    fn log(&self) -> &Path {
-        match self {
-            TheirServer::Llama(l) => &l.log,
-            TheirServer::Vllm(v) => &v.log,
-        }
-    }
-    fn stop(&mut self) {
-        match self {
-            TheirServer::Llama(l) => {
-                let _ = l.stop();
-            }
-            TheirServer::Vllm(v) => v.stop(),
-        }
-    }
-}
-
-/// The safetensors folder vLLM loads for a cell: the `<stem>.hf/` copy that `harness
-/// synth` writes next to a BF16 synthetic GGUF (made again, with the same bytes, when only
-/// the GGUF is there), so both engines run the very same weights. A cell with
-/// `vllm_quantization` (our arm in another format) uses the BF16 checkpoint of the same
-/// shape and seed, made when missing.
-fn vllm_model_dir(env: &EnvArgs, cell: &Cell, gguf: &Path) -> Result<PathBuf> {
-    let Some(s) = &cell.synth else {
-        bail!(
-            "cell {}: the vllm arm needs a synthetic checkpoint (its safetensors copy)",
-            cell.id
-        );
-    };
-    let bf16 = s.quant.eq_ignore_ascii_case("BF16");
-    if !bf16 && cell.vllm_quantization.is_none() {
-        bail!(
-            "cell {}: the vllm arm runs the BF16 safetensors copy; this cell is {} (set vllm_quantization to pair it against vLLM's own quantization)",
-            cell.id,
-            s.quant
-        );
-    }
-    let bf = SynthRef {
-        quant: "BF16".into(),
-        ..s.clone()
-    };
-    let gguf = if bf16 {
-        gguf.to_owned()
-    } else {
-        gguf.with_file_name(bf.file_name())
-    };
-    let dir = crate::synth::hf_dir_for(&gguf);
-    if !dir.join("config.json").exists() {
-        println!(
-            "{:<36} making {} (harness synth with safetensors)",
-            cell.id,
-            dir.display()
-        );
-        crate::synth::run(
-            env,
-            &crate::synth::SynthArgs {
-                arch: <crate::synth::shapes::Arch as clap::ValueEnum>::from_str(&bf.arch, true)
-                    .map_err(anyhow::Error::msg)?,
-                shape: bf.shape.clone(),
-                quant: bf.quant.clone(),
-                seed: bf.seed,
-                out: gguf.clone(),
-                donor: None,
-                no_safetensors: false,
-            },
-        )
-        .with_context(|| format!("cell {}: making the safetensors copy", cell.id))?;
-    }
-    Ok(dir)
 }
 
 /// Run `harness pair`: true when every selected cell was paired.
