@@ -2,8 +2,9 @@
 //!
 //! Owns: [`SOURCES`] (every file under `kernels/`, sorted by path), the kernel families
 //! (one `.cu` file each) with the `-D` shape constants each is compiled with, the textual
-//! expansion of `#include "common/..."` lines (NVRTC sees one self-contained source; no
-//! CUDA header is used), and [`kernel_identity`]: sha256 over every source, which receipts
+//! expansion of `#include "..."` lines naming embedded files (the shared `common/*.cuh` and
+//! a family's own parts, `<family>/*.cuh`; NVRTC sees one self-contained source; no CUDA
+//! header is used), and [`kernel_identity`]: sha256 over every source, which receipts
 //! record and the cubin cache key builds on.
 
 use super::CudaError;
@@ -29,6 +30,7 @@ macro_rules! src {
 pub const SOURCES: &[KernelSource] = &[
     src!("argmax.cu"),
     src!("attention.cu"),
+    src!("attention/prefill.cuh"),
     src!("common/common.cuh"),
     src!("common/formats.cuh"),
     src!("common/mma.cuh"),
@@ -37,8 +39,11 @@ pub const SOURCES: &[KernelSource] = &[
     src!("embed.cu"),
     src!("gemm.cu"),
     src!("gemmt.cu"),
+    src!("gemmt/tma.cuh"),
+    src!("gemmt/wgmma.cuh"),
     src!("mask.cu"),
     src!("matvec.cu"),
+    src!("matvec/streamed.cuh"),
     src!("mmv.cu"),
     src!("norm.cu"),
     src!("rope.cu"),
