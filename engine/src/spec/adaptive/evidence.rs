@@ -33,7 +33,7 @@
 //! accepted). Rounds with nothing accepted lower their class's `a1`, and after
 //! [`MAX_MISSES`] of them in a row (any class) nothing is drafted until a proposal was
 //! right at a plain step (a shadow hit, after which the next round likely is too); a
-//! class's estimate comes back only through new trials of it. Bound and test: `tests.rs`, `evidence_loss_is_bounded_by_the_misses`.
+//! class's estimate comes back only through new trials of it. Bound and test: `ngram_tests.rs`, `evidence_loss_is_bounded_by_the_misses`.
 //! Replayed over the board's SmolLM2 token sequences at the H200 costs (research/notes/
 //! s16/policy/): at least plain on every class and within 10% of the best fixed depth.
 

@@ -93,6 +93,8 @@
 mod cost;
 mod depth;
 mod evidence;
+#[cfg(test)]
+mod ngram_tests;
 mod plan;
 #[cfg(test)]
 mod replay_tests;
