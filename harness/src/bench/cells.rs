@@ -291,10 +291,13 @@ fn check_pair_cell(c: &Cell) -> std::result::Result<(), String> {
                 .into(),
         );
     }
-    if c.device != DeviceKind::Gpu || c.runs < 5 || c.batch == 0 || c.gen_tokens < 2 {
-        return Err(
-            "a pairing cell is a GPU cell with runs >= 5, batch >= 1, gen_tokens >= 2".into(),
-        );
+    if c.runs < 5 || c.batch == 0 || c.gen_tokens < 2 {
+        return Err("a pairing cell has runs >= 5, batch >= 1, gen_tokens >= 2".into());
+    }
+    // A CPU cell pairs our CPU backend with llama.cpp's CPU build (the whole flow of
+    // `harness pair` on a machine without a GPU); vLLM runs on the GPU only.
+    if c.device != DeviceKind::Gpu && c.vs.iter().any(|v| v != "llama.cpp") {
+        return Err("a CPU pairing cell pairs with llama.cpp only (vLLM needs the GPU)".into());
     }
     if let Some(sp) = &c.spec
         && (sp.k == 0
@@ -493,11 +496,13 @@ mod tests {
             std::fs::write(&p, pair(&bad)).unwrap();
             assert!(load_boards(t.path()).is_err(), "{bad}");
         }
-        std::fs::write(
-            &p,
-            pair(&format!("vs = [\"llama.cpp\"]\n{}", synth("Q4_0"))).replace("\"gpu\"", "\"cpu\""),
-        )
-        .unwrap();
+        // On the CPU: llama.cpp's CPU build only.
+        let on_cpu = |vs: &str, q: &str| {
+            pair(&format!("vs = [\"{vs}\"]\n{}", synth(q))).replace("\"gpu\"", "\"cpu\"")
+        };
+        std::fs::write(&p, on_cpu("llama.cpp", "Q4_0")).unwrap();
+        assert!(load_boards(t.path()).is_ok());
+        std::fs::write(&p, on_cpu("vllm", "BF16")).unwrap();
         assert!(load_boards(t.path()).is_err());
         let spec = "model = \"m\"\nprompt_file = \"boards/prompts/short-code.txt\"\n";
         std::fs::write(

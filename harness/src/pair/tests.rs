@@ -145,6 +145,7 @@ fn the_cells_files_parse_as_boards() {
     for f in [
         "boards/pairs/h200-llamacpp.toml",
         "boards/pairs/h200-vllm.toml",
+        "tools/pair-smoke.toml",
     ] {
         let b = load_cells(&root.join(f)).unwrap();
         assert!(!b.cells.is_empty(), "{f}");
