@@ -130,7 +130,7 @@ pub struct Cell {
     #[serde(default)]
     pub serve_flags: Vec<String>,
     /// A pairing cell (`harness pair`, never `harness bench`): the competitors it applies
-    /// to (`llama.cpp`, `vllm`). Empty: not restricted (the cells files of boards/pairs/).
+    /// to (`llama.cpp`, `vllm`). Empty: not restricted.
     #[serde(default)]
     pub vs: Vec<String>,
     /// Pairing cells against vLLM: its `--quantization` (e.g. `fp8`). vLLM then loads the

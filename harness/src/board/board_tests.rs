@@ -145,6 +145,7 @@ fn regeneration_matches_the_committed_fixture_byte_for_byte() {
         assert_eq!(&std::fs::read_to_string(p).unwrap(), svg, "{}", p.display());
     }
     assert_eq!(g.missing_markers, vec!["other".to_owned()]);
+    assert!(g.orphan_regions.is_empty());
     assert_eq!(g.plots.len(), 1, "only the README's boards are drawn");
     // The newest current receipt is shown; the newer non-current one is not.
     assert!(expected.contains("| 805.00 |"), "{expected}");
@@ -154,6 +155,28 @@ fn regeneration_matches_the_committed_fixture_byte_for_byte() {
     let again = regenerate(&paths("README.expected.md"), &today()).unwrap();
     assert_eq!(again.readme, expected);
     assert_eq!(again.plots, g.plots);
+}
+
+#[test]
+fn a_region_no_board_defines_is_an_orphan() {
+    let t = tempfile::tempdir().unwrap();
+    let readme = t.path().join("README.md");
+    let text = std::fs::read_to_string(fixture().join("README.in.md")).unwrap();
+    std::fs::write(
+        &readme,
+        format!("{text}\n<!-- board:gone:begin -->\nold rows\n<!-- board:gone:end -->\n"),
+    )
+    .unwrap();
+    let p = BoardPaths {
+        readme,
+        ..paths("README.in.md")
+    };
+    let g = regenerate(&p, &today()).unwrap();
+    assert_eq!(g.orphan_regions, vec!["gone".to_owned()]);
+    assert!(
+        g.readme.contains("old rows"),
+        "an orphan's text is left alone"
+    );
 }
 
 #[test]
@@ -186,6 +209,11 @@ fn the_committed_readme_is_a_regeneration_of_the_committed_receipts() {
         boards: root.join("boards"),
     };
     let g = regenerate(&p, &today).unwrap();
+    assert!(
+        g.orphan_regions.is_empty(),
+        "README.md has regions no board defines: {:?}",
+        g.orphan_regions
+    );
     assert!(
         g.readme == text,
         "README.md is out of date: run `harness board`"

@@ -46,19 +46,18 @@ pub struct Generated {
     pub plots: Vec<(PathBuf, String)>,
     /// Boards whose markers the README lacks.
     pub missing_markers: Vec<String>,
+    /// README regions that no board file defines (a board removed, or a misspelt name):
+    /// their text would stay as it is, never regenerated again.
+    pub orphan_regions: Vec<String>,
     /// (board, cells shown, cells stale).
     pub counts: Vec<(String, usize, usize)>,
 }
 
 /// Regenerate everything from the files at `paths`, judging currentness against `today`.
 pub fn regenerate(paths: &BoardPaths, today: &SourceIdentity) -> Result<Generated> {
-    let mut boards = load_boards(&paths.boards)?;
-    // Pairing boards (`harness pair --cells boards/pairs/<name>.toml`) render the same way,
-    // with a ratio row per metric (render::ratio_rows).
-    let pairs = paths.boards.join("pairs");
-    if pairs.is_dir() {
-        boards.extend(load_boards(&pairs)?);
-    }
+    // Pairing boards (cells with `vs`, boards/h200.toml) render the same way, with a ratio
+    // row per metric (render::ratio_rows).
+    let boards = load_boards(&paths.boards)?;
     let all = select::load_all(&paths.receipts)?;
     let newest = select::newest_current(&paths.receipts, today)?;
     let shown = select::pick(&all, &newest);
@@ -85,10 +84,15 @@ pub fn regenerate(paths: &BoardPaths, today: &SourceIdentity) -> Result<Generate
             plots.push((paths.boards.join(svg_name), plot::board_svg(b, &mine)?));
         }
     }
+    let orphan_regions = readme::region_names(&text)
+        .into_iter()
+        .filter(|n| !boards.iter().any(|b| &b.name == n))
+        .collect();
     Ok(Generated {
         readme: text,
         plots,
         missing_markers: missing,
+        orphan_regions,
         counts,
     })
 }
@@ -117,6 +121,16 @@ pub fn run(env: &EnvArgs, args: &BoardArgs) -> Result<bool> {
             "note: {} has no region for board {b}; add `{begin}` and `{end}`",
             paths.readme.display()
         );
+    }
+    for b in &g.orphan_regions {
+        println!(
+            "error: {} has a region for board {b}, which no file under {} defines (remove the region, or restore the board)",
+            paths.readme.display(),
+            paths.boards.display()
+        );
+    }
+    if !g.orphan_regions.is_empty() {
+        return Ok(false);
     }
     let mut changed = Vec::new();
     if differs(&paths.readme, &g.readme) {

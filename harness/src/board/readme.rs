@@ -34,9 +34,32 @@ pub fn replace_region(text: &str, name: &str, body: &str) -> Result<Option<Strin
     Ok(Some(out))
 }
 
+/// The names of every board region `text` opens (`<!-- board:NAME:begin -->`), in order.
+pub fn region_names(text: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("<!-- board:") {
+        rest = &rest[i + "<!-- board:".len()..];
+        if let Some(j) = rest.find(":begin -->")
+            && !rest[..j].contains(['\n', ' '])
+        {
+            names.push(rest[..j].to_owned());
+        }
+    }
+    names
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn region_names_are_the_begin_markers() {
+        let t = "<!-- board:a:begin -->\nx\n<!-- board:a:end -->\n<!-- board:b-2:begin -->\n\
+                 <!-- board:b-2:end --> <!-- board:not one -->";
+        assert_eq!(region_names(t), vec!["a".to_owned(), "b-2".to_owned()]);
+        assert!(region_names("no regions").is_empty());
+    }
 
     #[test]
     fn regions_are_replaced_idempotently() {

@@ -142,11 +142,7 @@ fn formats_differ_only_for_vllm_quantization() {
 #[test]
 fn the_cells_files_parse_as_boards() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    for f in [
-        "boards/pairs/h200-llamacpp.toml",
-        "boards/pairs/h200-vllm.toml",
-        "tools/pair-smoke.toml",
-    ] {
+    for f in ["boards/h200.toml", "tools/pair-smoke.toml"] {
         let b = load_cells(&root.join(f)).unwrap();
         assert!(!b.cells.is_empty(), "{f}");
         assert!(b.cells.iter().all(|c| c.runs >= 5 && c.batch >= 1), "{f}");
