@@ -23,6 +23,29 @@ impl SynthRef {
     pub fn file_name(&self) -> String {
         format!("{}-{}-s{}.gguf", self.shape, self.quant, self.seed)
     }
+
+    /// Make this checkpoint at `out` with `harness synth` (and its safetensors copy when
+    /// `safetensors`, for vLLM).
+    pub fn make(
+        &self,
+        env: &crate::env::EnvArgs,
+        out: &std::path::Path,
+        safetensors: bool,
+    ) -> anyhow::Result<bool> {
+        crate::synth::run(
+            env,
+            &crate::synth::SynthArgs {
+                arch: <crate::synth::shapes::Arch as clap::ValueEnum>::from_str(&self.arch, true)
+                    .map_err(anyhow::Error::msg)?,
+                shape: self.shape.clone(),
+                quant: self.quant.clone(),
+                seed: self.seed,
+                out: out.to_owned(),
+                donor: None,
+                no_safetensors: !safetensors,
+            },
+        )
+    }
 }
 
 /// Where a cell runs.

@@ -155,20 +155,8 @@ fn synth_path(env: &EnvArgs, id: &str, s: &cells::SynthRef) -> Result<(String, P
     let p = dir.join("synth").join(s.file_name());
     if !p.exists() {
         println!("{:<36} making {} (harness synth)", id, p.display());
-        crate::synth::run(
-            env,
-            &crate::synth::SynthArgs {
-                arch: <crate::synth::shapes::Arch as clap::ValueEnum>::from_str(&s.arch, true)
-                    .map_err(anyhow::Error::msg)?,
-                shape: s.shape.clone(),
-                quant: s.quant.clone(),
-                seed: s.seed,
-                out: p.clone(),
-                donor: None,
-                no_safetensors: true,
-            },
-        )
-        .with_context(|| format!("cell {id}: making its synthetic checkpoint"))?;
+        s.make(env, &p, false)
+            .with_context(|| format!("cell {id}: making its synthetic checkpoint"))?;
     }
     Ok((s.file_name().trim_end_matches(".gguf").to_owned(), p))
 }

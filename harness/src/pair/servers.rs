@@ -230,20 +230,8 @@ fn vllm_model_dir(env: &EnvArgs, cell: &Cell, gguf: &Path) -> Result<PathBuf> {
             cell.id,
             dir.display()
         );
-        crate::synth::run(
-            env,
-            &crate::synth::SynthArgs {
-                arch: <crate::synth::shapes::Arch as clap::ValueEnum>::from_str(&bf.arch, true)
-                    .map_err(anyhow::Error::msg)?,
-                shape: bf.shape.clone(),
-                quant: bf.quant.clone(),
-                seed: bf.seed,
-                out: gguf.clone(),
-                donor: None,
-                no_safetensors: false,
-            },
-        )
-        .with_context(|| format!("cell {}: making the safetensors copy", cell.id))?;
+        bf.make(env, &gguf, true)
+            .with_context(|| format!("cell {}: making the safetensors copy", cell.id))?;
     }
     Ok(dir)
 }
