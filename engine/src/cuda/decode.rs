@@ -57,6 +57,7 @@ use half::f16;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+mod attention;
 mod batch;
 mod exec;
 mod fuse;

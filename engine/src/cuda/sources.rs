@@ -2,8 +2,9 @@
 //!
 //! Owns: [`SOURCES`] (every file under `kernels/`, sorted by path), the kernel families
 //! (one `.cu` file each) with the `-D` shape constants each is compiled with, the textual
-//! expansion of `#include "common/..."` lines (NVRTC sees one self-contained source; no
-//! CUDA header is used), and [`kernel_identity`]: sha256 over every source, which receipts
+//! expansion of `#include "..."` lines naming embedded files (the shared `common/*.cuh` and
+//! a family's own parts, `<family>/*.cuh`; NVRTC sees one self-contained source; no CUDA
+//! header is used), and [`kernel_identity`]: sha256 over every source, which receipts
 //! record and the cubin cache key builds on.
 
 use super::CudaError;
@@ -29,6 +30,7 @@ macro_rules! src {
 pub const SOURCES: &[KernelSource] = &[
     src!("argmax.cu"),
     src!("attention.cu"),
+    src!("attention/prefill.cuh"),
     src!("common/common.cuh"),
     src!("common/formats.cuh"),
     src!("common/mma.cuh"),
@@ -37,8 +39,11 @@ pub const SOURCES: &[KernelSource] = &[
     src!("embed.cu"),
     src!("gemm.cu"),
     src!("gemmt.cu"),
+    src!("gemmt/tma.cuh"),
+    src!("gemmt/wgmma.cuh"),
     src!("mask.cu"),
     src!("matvec.cu"),
+    src!("matvec/streamed.cuh"),
     src!("mmv.cu"),
     src!("norm.cu"),
     src!("rope.cu"),
@@ -170,6 +175,10 @@ pub mod consts {
     /// fixed there: a test checks the two agree): one attention split.
     pub const KV_BLOCK: usize = 64;
     const _: () = assert!(KV_BLOCK == ATT_SPLIT);
+    /// Positions per split of the prompt pass's split attention (flash4,
+    /// `attn_prefill_pk1s_d<HD>`; `ATT_PREFILL_SPLIT` in attention.cu): a multiple of KV_BLOCK.
+    pub const ATT_PREFILL_SPLIT: usize = 1024;
+    const _: () = assert!(ATT_PREFILL_SPLIT % KV_BLOCK == 0);
     /// Most warps per attention split block (one block serves the query heads of one KV
     /// head: `select::attention_warps`).
     pub const ATT_WARPS: u32 = 8;
@@ -359,6 +368,7 @@ impl Family {
             Family::Norm => vec![format!("-DNORM_THREADS={NORM_THREADS}")],
             Family::Attention => vec![
                 format!("-DATT_SPLIT={ATT_SPLIT}"),
+                format!("-DATT_PREFILL_SPLIT={ATT_PREFILL_SPLIT}"),
                 format!("-DATT_WARPS={ATT_WARPS}"),
                 format!("-DATT_MAX_HD={ATT_MAX_HD}"),
             ],
@@ -404,6 +414,9 @@ impl Family {
                     "attn_prefill_pk_d128".into(),
                     "attn_prefill_pk1_d64".into(),
                     "attn_prefill_pk1_d128".into(),
+                    "attn_prefill_pk1s_d64".into(),
+                    "attn_prefill_pk1s_d128".into(),
+                    "attn_prefill_combine".into(),
                 ]
             }
             Family::Elementwise => {

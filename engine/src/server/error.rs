@@ -16,6 +16,10 @@ pub struct ApiError {
     pub code: Option<&'static str>,
     /// Seconds for a `Retry-After` header (429, 503).
     pub retry_after: Option<u64>,
+    /// Answer with `Connection: close`: the request body was left unread (it passed the
+    /// body limit), so the connection cannot carry another request, and a client that
+    /// pools connections must be told rather than race the close (RFC 9112 section 9.6).
+    pub close: bool,
 }
 
 impl ApiError {
@@ -27,6 +31,7 @@ impl ApiError {
             param: None,
             code: None,
             retry_after: None,
+            close: false,
         }
     }
 
@@ -102,6 +107,13 @@ impl ApiError {
         e
     }
 
+    /// 413 for a request body over `limit` bytes, left unread: says `Connection: close`.
+    pub fn body_too_large(limit: usize) -> Self {
+        let mut e = Self::too_large(None, format!("request body larger than {limit} bytes"));
+        e.close = true;
+        e
+    }
+
     /// 429 with `Retry-After`.
     pub fn queue_full(message: impl Into<String>, retry_after: u64) -> Self {
         let mut e = Self::new(StatusCode::TOO_MANY_REQUESTS, "rate_limit_error", message);
@@ -142,6 +154,10 @@ impl IntoResponse for ApiError {
         {
             r.headers_mut().insert(header::RETRY_AFTER, v);
         }
+        if self.close {
+            r.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
         r
     }
 }
@@ -149,5 +165,28 @@ impl IntoResponse for ApiError {
 impl std::fmt::Display for ApiError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} {}", self.status.as_u16(), self.message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_an_unread_body_closes_the_connection() {
+        let r = ApiError::body_too_large(1 << 20).into_response();
+        assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(r.headers().get(header::CONNECTION).unwrap(), "close");
+        // A prompt over the context was read whole: the connection stays usable.
+        let r = ApiError::too_large(Some("prompt"), "prompt too long").into_response();
+        assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        assert!(r.headers().get(header::CONNECTION).is_none());
+        assert!(
+            ApiError::bad_request("x")
+                .into_response()
+                .headers()
+                .get(header::CONNECTION)
+                .is_none()
+        );
     }
 }

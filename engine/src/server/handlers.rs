@@ -130,7 +130,7 @@ pub(super) fn body_json(
 ) -> Result<Value, ApiError> {
     let bytes = body.map_err(|r| {
         if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::too_large(None, format!("request body larger than {limit} bytes"))
+            ApiError::body_too_large(limit)
         } else {
             ApiError::bad_request(format!("cannot read the request body: {}", r.body_text()))
         }

@@ -5,8 +5,8 @@ use std::time::Instant;
 use crate::sampling::Sampler;
 
 use super::{
-    AdaptiveDepth, CostModel, Draft, DraftMode, PolicyEvent, Proposer, Replay, RoundCost,
-    SpecError, SpecOptions, SpecStats, Target, Verifier,
+    AdaptiveDepth, CostModel, Draft, DraftMode, EvidencePolicy, PolicyEvent, Proposer, Replay,
+    RoundCost, SpecError, SpecOptions, SpecStats, Target, Verifier,
 };
 
 /// Why generation stopped.
@@ -173,6 +173,18 @@ pub fn generate(
             proposer.weight_bytes(),
             target.weight_bytes(),
         ));
+    // A free proposer under the speed policy: the evidence rule decides every round from
+    // the proposal's own match (adaptive::evidence); `depth` then only keeps the config.
+    let mut evidence = (opts.depth.off_when_slower && free).then(|| {
+        let cap = if opts.depth.adaptive {
+            opts.depth
+                .k_max
+                .min(target.rows_per_pass().saturating_sub(1))
+        } else {
+            opts.depth.k_max
+        };
+        EvidencePolicy::new(cap)
+    });
     // With the speed policy on, a draft model's prompt pass waits for its first round: a
     // request the policy never drafts for never pays it (the plan counts it as catch-up).
     let defer_prompt = opts.depth.off_when_slower && !free;
@@ -217,7 +229,8 @@ pub fn generate(
         }
     }
     'rounds: while stop == StopReason::Length && tokens.len() < max_tokens {
-        if depth.wants_replay() && context.len() >= replayed_at + REPLAY_EVERY {
+        if evidence.is_none() && depth.wants_replay() && context.len() >= replayed_at + REPLAY_EVERY
+        {
             let from = off_from.max(context.len().saturating_sub(REPLAY_SPAN));
             let ts = Instant::now();
             let r = replay(proposer, &context, from, depth.replay_k(), mode)?;
@@ -233,7 +246,12 @@ pub fn generate(
         } else {
             context.len().saturating_sub(draft_seen)
         };
-        match depth.before_round(Some(remaining as u64), behind as u64) {
+        let before = if evidence.is_none() {
+            depth.before_round(Some(remaining as u64), behind as u64)
+        } else {
+            None
+        };
+        match before {
             Some(PolicyEvent::Off) => {
                 stats.policy_offs += 1;
                 stats.off_at.get_or_insert(tokens.len() as u64);
@@ -247,7 +265,11 @@ pub fn generate(
             }
             _ => {}
         }
-        let k = depth.next_k().min(remaining - 1);
+        // The evidence rule drafts its largest depth (free), then picks how much to verify.
+        let k = match &evidence {
+            Some(ev) => ev.k_cap().min(remaining - 1),
+            None => depth.next_k().min(remaining - 1),
+        };
         let mut sync_s = 0.0;
         if k > 0 && prompt_pending {
             // The deferred prompt pass (all of the context but its last token, which the
@@ -277,6 +299,14 @@ pub fn generate(
             Draft::default()
         };
         draft.tokens.truncate(k);
+        // The proposal's evidence and first token (a plain step checks it: a shadow trial).
+        let mut shadow = None;
+        if let Some(ev) = evidence.as_mut() {
+            let e = proposer.evidence(&context).unwrap_or(0);
+            shadow = Some((e, draft.tokens.first().copied()));
+            let pick = ev.pick(e, draft.tokens.len());
+            draft.tokens.truncate(pick);
+        }
         if let Some(d) = draft.dists.as_mut() {
             d.truncate(draft.tokens.len());
         }
@@ -343,7 +373,26 @@ pub fn generate(
             sync_s,
             setup,
         };
-        let event = depth.record(&round);
+        let event = match (evidence.as_mut(), shadow) {
+            (Some(ev), Some((e, first))) => {
+                let hit = if draft.tokens.is_empty() {
+                    first.map(|t| t == res.next)
+                } else {
+                    None
+                };
+                ev.record(
+                    e,
+                    round.drafted,
+                    accepted,
+                    round.emitted,
+                    verify_s,
+                    setup,
+                    hit,
+                );
+                None
+            }
+            _ => depth.record(&round),
+        };
         if matches!(event, Some(PolicyEvent::Off | PolicyEvent::Hopeless)) {
             // The tokens of this round are emitted below: replays start after them.
             off_from = context.len() + accepted + 1;
@@ -378,7 +427,10 @@ pub fn generate(
         }
     }
     stats.draft_forwards = proposer.forwards() - draft_forwards0;
-    stats.decisions = depth.decisions().to_vec();
+    stats.decisions = match &evidence {
+        Some(ev) => ev.decisions().to_vec(),
+        None => depth.decisions().to_vec(),
+    };
     Ok(Generation {
         tokens,
         stop,

@@ -46,9 +46,9 @@ mod tests;
 mod verify;
 
 pub use adaptive::{
-    AdaptiveDepth, CostModel, DepthConfig, MARGIN, MAX_MISSES, PLAIN_PROBE_STEPS, Plan,
-    PolicyEvent, Replay, RoundCost, SpecWindow, Verdict, best_case_s_per_token, expected_tokens,
-    judge, replay_cost,
+    AdaptiveDepth, CostModel, DepthConfig, EVIDENCE_CAP, EvidenceParams, EvidencePolicy, MARGIN,
+    MAX_MISSES, PLAIN_PROBE_STEPS, Plan, PolicyEvent, Replay, RoundCost, SpecWindow, Verdict,
+    best_case_s_per_token, expected_tokens, judge, replay_cost,
 };
 pub use cuda::CudaTarget;
 pub use decode::{Generation, StopReason, argmax_only, generate, plain_generate, replay};
@@ -124,6 +124,12 @@ pub trait Proposer {
     /// speculation would pay again, instead of probing blind.
     fn is_free(&self) -> bool {
         false
+    }
+    /// The evidence behind what [`Proposer::propose`] drafts after `context`, for a lookup
+    /// proposer: the length of the match it drafts from ([`NgramProposer::match_len`]);
+    /// `None` when the proposer has none to give.
+    fn evidence(&self, _context: &[u32]) -> Option<usize> {
+        None
     }
     /// Process the prompt before decoding starts (a draft model's prompt pass, timed with
     /// the prefill); the default does nothing.

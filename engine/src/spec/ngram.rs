@@ -32,14 +32,44 @@ impl NgramProposer {
     /// instead of up to `max_n` (the speed policy replays the proposer over plain tokens:
     /// research/notes/spec/).
     pub fn lookup(&self, context: &[u32], k: usize) -> Vec<u32> {
-        let len = context.len();
-        if k == 0 || len < 2 {
+        if k == 0 {
             return Vec::new();
+        }
+        let Some(e) = self.occurrence(context) else {
+            return Vec::new();
+        };
+        let from = e + 1;
+        context[from..(from + k).min(context.len())].to_vec()
+    }
+
+    /// The proposal's own evidence: how many tokens ending at the occurrence
+    /// [`NgramProposer::lookup`] drafts from equal the context's last ones, counted past
+    /// `max_n` up to `cap` (0 when it has no occurrence). A long agreement means the text
+    /// is copying a span it saw before, and copies go on (the speed policy's evidence
+    /// rule, [`super::EvidencePolicy`]).
+    pub fn match_len(&self, context: &[u32], cap: usize) -> usize {
+        let Some(e) = self.occurrence(context) else {
+            return 0;
+        };
+        let len = context.len();
+        let mut l = 0;
+        while l < cap && l <= e && context[e - l] == context[len - 1 - l] {
+            l += 1;
+        }
+        l
+    }
+
+    /// End of the latest earlier occurrence of the longest matching suffix (see
+    /// [`NgramProposer::lookup`]).
+    fn occurrence(&self, context: &[u32]) -> Option<usize> {
+        let len = context.len();
+        if len < 2 {
+            return None;
         }
         let max_n = self.max_n.min(len - 1);
         let min_n = self.min_n.max(1);
         if min_n > max_n {
-            return Vec::new();
+            return None;
         }
         let last = context[len - 1];
         let mut best: Option<(usize, usize)> = None; // (match length, occurrence end)
@@ -59,11 +89,7 @@ impl NgramProposer {
                 }
             }
         }
-        let Some((_, e)) = best else {
-            return Vec::new();
-        };
-        let from = e + 1;
-        context[from..(from + k).min(len)].to_vec()
+        best.map(|(_, e)| e)
     }
 }
 
@@ -81,6 +107,10 @@ impl Proposer for NgramProposer {
 
     fn is_free(&self) -> bool {
         true
+    }
+
+    fn evidence(&self, context: &[u32]) -> Option<usize> {
+        Some(self.match_len(context, super::EVIDENCE_CAP))
     }
 }
 
@@ -100,6 +130,20 @@ mod tests {
         // the continuation stops at the end of the context
         assert_eq!(p.lookup(&[4, 5, 4], 8), vec![5, 4]);
         assert!(p.lookup(&ctx, 0).is_empty());
+    }
+
+    #[test]
+    fn match_len_counts_past_max_n() {
+        let p = NgramProposer::default();
+        // "5 1 2 3 4 5 6" seen, context ends "5 1 2 3 4 5": 6 tokens agree (cap 32).
+        let ctx = [9, 5, 1, 2, 3, 4, 5, 6, 7, 5, 1, 2, 3, 4, 5];
+        assert_eq!(p.lookup(&ctx, 2), vec![6, 7]);
+        assert_eq!(p.match_len(&ctx, 32), 6);
+        assert_eq!(p.match_len(&ctx, 3), 3);
+        // One token of agreement; none without an occurrence.
+        assert_eq!(p.match_len(&[1, 7, 2, 7], 32), 1);
+        assert_eq!(p.match_len(&[1, 2, 3], 32), 0);
+        assert_eq!(p.match_len(&[1], 32), 0);
     }
 
     /// The search per n that [`NgramProposer::lookup`] replaced (its reference).

@@ -335,3 +335,31 @@ fn replay_of_ngram_lookup_over_plain_tokens() {
     // Costed at a verification of 2 plain steps: 0.4 plain steps per token.
     assert_eq!(replay_cost(1.0, 2.0, &r), Some(0.4));
 }
+
+#[test]
+fn the_speed_policy_decides_ngram_rounds_by_their_evidence() {
+    // A free proposer under the speed policy: the evidence rule (adaptive::evidence)
+    // decides every round after the timed plain steps; the tokens stay plain's.
+    let chain = MarkovTarget::new(0, 9);
+    let cfg = SamplerConfig::default();
+    let prompt = [1u32, 2, 3, 1, 2];
+    let want = plain(&chain, &cfg, &prompt, 64);
+    let mut ng = NgramProposer::default();
+    let depth = DepthConfig {
+        adaptive: true,
+        off_when_slower: true,
+        ..DepthConfig::fixed(8)
+    };
+    let g = spec(&chain, &mut ng, &cfg, &prompt, 64, depth);
+    assert_eq!(g.tokens, want.tokens);
+    assert!(!g.stats.decisions.is_empty());
+    assert!(
+        g.stats
+            .decisions
+            .iter()
+            .all(|d| d.contains("evidence (match")),
+        "{:?}",
+        g.stats.decisions
+    );
+    assert_eq!(g.stats.policy_probes, 0, "no replays: every round decides");
+}

@@ -315,8 +315,8 @@ impl GpuArm {
             // The prompt pass's attention on the decode kernel (ASSAY_PREFILL_ATTN=split;
             // the default since session 11 is the tensor-core attention where the head
             // size has it).
-            // A variant other than the default (ASSAY_PREFILL_ATTN=flash|flash2|flash3; the
-            // default since session 16 is flash3 on sm_90) records its name.
+            // A variant other than the default (ASSAY_PREFILL_ATTN=flash|flash2|flash3|flash4; the
+            // default is flash4 on sm_90 since brief s16/H1, flash3 before) records its name.
             match self.dec.prefill_attn_variant() {
                 None => flags.push("attn=split".into()),
                 Some(v) if v != engine::cuda::select::DEFAULT_PREFILL_ATTN => {

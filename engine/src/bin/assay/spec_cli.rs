@@ -49,10 +49,12 @@ pub struct SpecArgs {
     /// logits (the device sends back only the arg-max otherwise).
     #[arg(long)]
     pub spec_confidence: Option<f64>,
-    /// The speed policy: speculation off for the request while it measures slower per
-    /// token than plain steps (timed at the start and whenever speculation is off), back on
-    /// for a probe every 32-256 plain tokens, off for good when even full acceptance could
-    /// not win. `auto` (the default) = on for greedy runs (whose tokens never depend on
+    /// The speed policy. For `ngram`: each round verifies the depth (or none: a plain
+    /// step) that the proposal's own evidence (its match length, and the acceptance learned
+    /// for such matches) makes fastest. For a draft model: speculation off for the request
+    /// while it measures slower per token than plain steps (timed at the start and whenever
+    /// speculation is off), back on for a probe every 32-256 plain tokens, off for good
+    /// when even full acceptance could not win. `auto` (the default) = on for greedy runs (whose tokens never depend on
     /// it) unless `--spec-fixed`; off for sampled runs.
     #[arg(long, value_enum, default_value_t = Policy::Auto)]
     pub spec_policy: Policy,

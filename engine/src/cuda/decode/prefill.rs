@@ -28,17 +28,18 @@
 //! identical, logits within a tolerance).
 //!
 //! The switch: [`PrefillMode`], from `ASSAY_PREFILL=gemm|rows` when a decoder is made
-//! (default [`DEFAULT_PREFILL`]), or [`CudaDecoder::set_prefill`].
+//! (default [`DEFAULT_PREFILL`]), or [`CudaDecoder::set_prefill`]. The GEMM launches of the
+//! body's products are the submodule `gemm`'s.
 
-use super::{CudaDecoder, MAX_ROWS, fuse, get, matrix, model_err, put, take, vector, w_ref};
+mod gemm;
+
+use super::{CudaDecoder, MAX_ROWS, matrix, w_ref};
 use crate::arch;
-use crate::cuda::ops::{
-    self, Activation, AttnScratch, GemmOpts, GemmX, GemmtOpts, GemmtScratch, GemmtSeg, XParts,
-};
+use crate::cuda::ops::{AttnScratch, GemmOpts, GemmX, GemmtOpts, GemmtScratch, XParts};
 use crate::cuda::select::GemmKernel;
 use crate::cuda::sources::consts::{ATT_SPLIT, PREFILL_ROWS};
 use crate::cuda::{CudaError, select, shape_err};
-use cudarc::driver::{CudaSlice, DevicePtr};
+use cudarc::driver::CudaSlice;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -122,7 +123,7 @@ pub(super) struct PrefillState {
     /// The tiled kernel's tile height (`ASSAY_GEMMT_TILE`), `None`: chosen per launch.
     tile_m: Option<usize>,
     /// The pass's attention on tensor cores where the head size has it
-    /// (`ASSAY_PREFILL_ATTN`: `flash`, `flash2`, `flash3`, [`select::PrefillAttn`]; unset
+    /// (`ASSAY_PREFILL_ATTN`: `flash`, `flash2`, `flash3`, `flash4`, [`select::PrefillAttn`]; unset
     /// [`select::DEFAULT_PREFILL_ATTN`]) or the decode kernel (`split`: `None`).
     flash: Option<select::PrefillAttn>,
     /// Q4_0 / Q8_0 decoded inside the tiled GEMM's loop (`ASSAY_GEMMT_FUSED`, default 1)
@@ -147,6 +148,16 @@ pub(super) struct PrefillState {
     /// The pass's buffers, made on first use; while `swapped`, they hold the decoder's.
     pass: Option<PassBufs>,
     swapped: bool,
+    /// flash4's partials (grown to the largest launch, kept; at most
+    /// `select::ATT_PREFILL_SPLIT_SCRATCH_BYTES`).
+    split: crate::cuda::ops::PrefillSplitScratch,
+}
+
+impl PrefillState {
+    /// flash4's scratch (a borrow of this state alone, beside the decoder's buffers).
+    pub(super) fn split_scratch(&mut self) -> &mut crate::cuda::ops::PrefillSplitScratch {
+        &mut self.split
+    }
 }
 
 /// `ASSAY_GEMM` (`v1` or `tiled`), [`DEFAULT_GEMM_KERNEL`] when unset.
@@ -159,7 +170,7 @@ fn kernel_from_env() -> Result<GemmKernel, CudaError> {
 }
 
 /// `ASSAY_PREFILL_ATTN`: `flash` (the tensor-core attention of the prompt pass, where the
-/// head size has it), `flash2` / `flash3` (its packed variants, sm_90; elsewhere `flash`;
+/// head size has it), `flash2` / `flash3` / `flash4` (its packed variants, sm_90; elsewhere `flash`;
 /// unset: [`select::DEFAULT_PREFILL_ATTN`]), or `split` (the decode kernel, row by row:
 /// `None`).
 fn flash_from_env() -> Result<Option<select::PrefillAttn>, CudaError> {
@@ -169,7 +180,9 @@ fn flash_from_env() -> Result<Option<select::PrefillAttn>, CudaError> {
         Ok(v) => select::PrefillAttn::parse(v).map(Some).ok_or_else(|| {
             shape_err(
                 "decoder",
-                format!("ASSAY_PREFILL_ATTN={v:?}: expected flash, flash2, flash3 or split"),
+                format!(
+                    "ASSAY_PREFILL_ATTN={v:?}: expected flash, flash2, flash3, flash4 or split"
+                ),
             )
         }),
     }
@@ -275,6 +288,7 @@ impl PrefillState {
             x: None,
             pass: None,
             swapped: false,
+            split: crate::cuda::ops::PrefillSplitScratch::new(),
         })
     }
 }
@@ -417,7 +431,8 @@ impl CudaDecoder {
                 .as_ref()
                 .map_or(0, |x| x.hi.len() * 6 + x.scale.len() * 4);
             let decoded = self.prefill.decoded.lock().map_or(0, |d| d.bytes());
-            bufs + att + 8 * self.prefill_pass_rows() + staging + decoded
+            let split = self.prefill.split.bytes();
+            bufs + att + 8 * self.prefill_pass_rows() + staging + decoded + split
         })
     }
 
@@ -546,41 +561,6 @@ impl CudaDecoder {
         self.prefill.flash = v;
     }
 
-    /// The staging buffers, made on first use for the widest matrix.
-    fn gemm_x(&mut self) -> Result<GemmX, CudaError> {
-        if let Some(x) = self.prefill.x.take() {
-            return Ok(x);
-        }
-        let k_max = self.mats.iter().map(|m| m.cols).max().unwrap_or(1);
-        GemmX::with_rows(&self.gpu, self.prefill_pass_rows(), k_max)
-    }
-
-    /// Run fused units `units` for `n` rows as GEMMs; `Ok(false)` (nothing queued) when
-    /// their weight format has no GEMM. More than one unit: a [`fuse::gemm_group`] of plain
-    /// products of one x (one tiled launch; `gemm.cu` runs them one by one on one staging).
-    pub(super) fn gemm_units(
-        &mut self,
-        units: &[fuse::Fused],
-        n: usize,
-    ) -> Result<bool, CudaError> {
-        let Some(&f) = units.first() else {
-            return Ok(false);
-        };
-        let first = match f {
-            fuse::Fused::Glu { gate_w, .. } => gate_w,
-            fuse::Fused::Residual { weight, .. } | fuse::Fused::Plain { weight, .. } => weight,
-            fuse::Fused::RopeAttn { .. } => return Ok(false),
-        };
-        let fmt = w_ref(&self.mats, matrix(&self.weights, first)?)?.format;
-        if !self.gemm_format(fmt) {
-            return Ok(false);
-        }
-        let mut xs = self.gemm_x()?;
-        let r = self.gemm_unit(units, n, &mut xs);
-        self.prefill.x = Some(xs);
-        r.map(|()| true)
-    }
-
     /// The tiled kernel's options: x in the parts asked for, else the format's default
     /// (one part) unless a BF16 matrix holds a value past f16's range (then two: BF16 is
     /// read as bf16, not converted to f16).
@@ -598,173 +578,6 @@ impl CudaDecoder {
             wgmma_tile_n: None,
             tm: self.prefill.tm,
         }
-    }
-
-    fn gemm_unit(
-        &mut self,
-        units: &[fuse::Fused],
-        n: usize,
-        xs: &mut GemmX,
-    ) -> Result<(), CudaError> {
-        let topts = self.gemmt_opts();
-        let CudaDecoder {
-            gpu,
-            mats,
-            weights,
-            bufs,
-            prefill,
-            ..
-        } = self;
-        let gpu = &**gpu;
-        let opts = prefill.opts;
-        let tiled = prefill.kernel == GemmKernel::Tiled;
-        let mut decoded = prefill
-            .decoded
-            .lock()
-            .map_err(|_| model_err("the prompt pass's decoded weights: a lock was poisoned"))?;
-        let decoded = &mut *decoded;
-        let f = units[0];
-        let (x, norm, first) = match f {
-            fuse::Fused::Glu {
-                x, norm, gate_w, ..
-            } => (x, norm, gate_w),
-            fuse::Fused::Residual {
-                x, norm, weight, ..
-            }
-            | fuse::Fused::Plain {
-                x, norm, weight, ..
-            } => (x, norm, weight),
-            fuse::Fused::RopeAttn { .. } => {
-                return Err(model_err("rope + attention is not a GEMM"));
-            }
-        };
-        let (k, format) = {
-            let w = w_ref(mats, matrix(weights, first)?)?;
-            (w.cols, w.format)
-        };
-        let norm_in = match norm {
-            Some(nf) => Some(ops::NormIn {
-                weight: vector(weights, nf.weight)?,
-                eps: nf.eps,
-                w_offset: 0.0,
-            }),
-            None => None,
-        };
-        if tiled {
-            ops::gemmt_stage_x(gpu, format, topts, get(bufs, x)?, n, k, norm_in, xs)?;
-        } else {
-            ops::gemm_stage_x_for(gpu, format, get(bufs, x)?, n, k, norm_in, xs)?;
-        }
-        // The outputs, taken out of their slots while the launch writes them.
-        let mut outs = Vec::with_capacity(units.len());
-        for u in units {
-            let out = match *u {
-                fuse::Fused::Glu { out, .. }
-                | fuse::Fused::Residual { out, .. }
-                | fuse::Fused::Plain { out, .. } => out,
-                fuse::Fused::RopeAttn { .. } => {
-                    return Err(model_err("rope + attention is not a GEMM"));
-                }
-            };
-            match take(bufs, out) {
-                Ok(t) => outs.push((out, t)),
-                Err(e) => {
-                    for (id, t) in outs {
-                        put(bufs, id, t);
-                    }
-                    return Err(e);
-                }
-            }
-        }
-        let r = (|| match f {
-            fuse::Fused::Glu {
-                gate_w, up_w, act, ..
-            } => {
-                let wg = w_ref(mats, matrix(weights, gate_w)?)?;
-                let wu = w_ref(mats, matrix(weights, up_w)?)?;
-                let act = match act {
-                    arch::Activation::Silu => Activation::Silu,
-                    arch::Activation::GeluTanh => Activation::GeluTanh,
-                };
-                let y = &mut outs[0].1.slice;
-                if tiled {
-                    ops::gemmt_glu(gpu, wg, wu, xs, decoded, n, act, y, topts)
-                } else {
-                    ops::gemm_glu(gpu, wg, wu, xs, n, act, y, opts)
-                }
-            }
-            fuse::Fused::Residual { weight, bias, .. } => {
-                let w = w_ref(mats, matrix(weights, weight)?)?;
-                let bias = match bias {
-                    Some(b) => Some(vector(weights, b)? as &dyn DevicePtr<f32>),
-                    None => None,
-                };
-                let y = &mut outs[0].1.slice;
-                if tiled {
-                    ops::gemmt(gpu, w, xs, decoded, n, bias, true, y, topts)
-                } else {
-                    ops::gemm(gpu, w, xs, n, bias, true, y, opts)
-                }
-            }
-            fuse::Fused::Plain { .. } => {
-                let mut segs = Vec::with_capacity(units.len());
-                for (u, (_, t)) in units.iter().zip(outs.iter_mut()) {
-                    let fuse::Fused::Plain { weight, bias, .. } = *u else {
-                        return Err(model_err("a GEMM group holds plain products only"));
-                    };
-                    let bias = match bias {
-                        Some(b) => Some(vector(weights, b)? as &dyn DevicePtr<f32>),
-                        None => None,
-                    };
-                    segs.push(GemmtSeg {
-                        w: w_ref(mats, matrix(weights, weight)?)?,
-                        bias,
-                        y: &mut t.slice,
-                    });
-                }
-                if tiled {
-                    ops::gemmt_group(gpu, &mut segs, xs, decoded, n, topts)
-                } else {
-                    segs.iter_mut().try_for_each(|s| {
-                        ops::gemm(gpu, s.w, xs, n, s.bias, false, &mut *s.y, opts)
-                    })
-                }
-            }
-            fuse::Fused::RopeAttn { .. } => Err(model_err("rope + attention is not a GEMM")),
-        })();
-        for (id, t) in outs {
-            put(bufs, id, t);
-        }
-        r
-    }
-
-    /// A lone body matmul `out = weight x (+ bias)` for `n` rows as a GEMM; `Ok(false)`
-    /// when its format has none.
-    pub(super) fn gemm_matmul(
-        &mut self,
-        x: arch::BufId,
-        weight: arch::WeightId,
-        bias: Option<arch::WeightId>,
-        out: arch::BufId,
-        n: usize,
-    ) -> Result<bool, CudaError> {
-        if n > self.prefill_pass_rows() {
-            return Err(model_err("a GEMM pass takes at most the pass's rows"));
-        }
-        if x == out {
-            // In place: left to the row path, which refuses it.
-            return Ok(false);
-        }
-        self.gemm_units(
-            &[fuse::Fused::Plain {
-                x,
-                weight,
-                bias,
-                out,
-                norm: None,
-            }],
-            n,
-        )
     }
 }
 

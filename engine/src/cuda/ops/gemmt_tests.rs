@@ -1,5 +1,6 @@
 //! Tests of the tiled GEMM's host side (ops/gemmt.rs).
 
+use super::tmap::{MapSpec, MapTy, Swizzle, weight_specs, x_spec};
 use super::*;
 use QuantFormat::{BF16, F16, Q4_0, Q8_0};
 

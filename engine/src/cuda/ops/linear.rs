@@ -148,6 +148,7 @@ fn matvec_impl(
         &gpu.facts(),
         opts.wr,
         opts.wrt,
+        false,
     )?;
     need(OP, "x", x.len(), ntok * w.cols)?;
     need(OP, "y", y.len(), ntok * w.rows)?;
@@ -210,7 +211,7 @@ pub fn matvec_glu(
             ),
         ));
     }
-    let choice = select::choose_matvec_glu_tok(
+    let choice = select::choose_matvec_tok(
         wg.format,
         wg.rows,
         wg.cols,
@@ -218,6 +219,7 @@ pub fn matvec_glu(
         &gpu.facts(),
         opts.wr,
         opts.wrt,
+        true,
     )?;
     need(OP, "x", x.len(), ntok * wg.cols)?;
     need(OP, "y", y.len(), ntok * wg.rows)?;

@@ -22,7 +22,9 @@ mod sample;
 pub use attention::{
     AttnScratch, AttnShape, KvView, attention, attention_rows, attention_two_pass,
 };
-pub use attention_prefill::{attention_prefill, attention_prefill_with};
+pub use attention_prefill::{
+    PrefillSplitScratch, attention_prefill, attention_prefill_effective, attention_prefill_ws,
+};
 pub use gemm::{GemmOpts, GemmX, XParts, XStaging, gemm, gemm_glu, gemm_stage_x, gemm_stage_x_for};
 pub use gemmt::{GemmtOpts, GemmtScratch, GemmtSeg, gemmt, gemmt_glu, gemmt_group, gemmt_stage_x};
 pub use kv::{

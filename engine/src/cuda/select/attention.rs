@@ -121,7 +121,7 @@ pub fn attention_prefill_entry(head_dim: usize, cc: (i32, i32)) -> Option<&'stat
 }
 
 /// The prompt pass's tensor-core attention variants (`kernels/attention.cu`,
-/// `ASSAY_PREFILL_ATTN=flash|flash2|flash3`).
+/// `ASSAY_PREFILL_ATTN=flash|flash2|flash3|flash4`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PrefillAttn {
     /// `attn_prefill_d<hd>`: one query head and [`ATT_PREFILL_BQ`] tokens per block, q as
@@ -134,6 +134,13 @@ pub enum PrefillAttn {
     /// `attn_prefill_pk1_d<hd>`: the packed layout with q as one f16 part and a base-2
     /// softmax (other bits, within the `prefill` gate's tolerance). sm_90 only.
     PackedF16,
+    /// `attn_prefill_pk1s_d<hd>` + `attn_prefill_combine` (flash4): [`PrefillAttn::PackedF16`]'s
+    /// arithmetic over one split of [`ATT_PREFILL_SPLIT`] absolute positions per block (grid
+    /// tiles x head groups x splits), the splits' partials folded in order by the combine
+    /// kernel. A row that sees positions of one split only (every row at a position below
+    /// [`ATT_PREFILL_SPLIT`]) gets flash3's bits. Needs scratch ([`attention_prefill_split_plan`]).
+    /// sm_90 only.
+    PackedSplit,
 }
 
 impl PrefillAttn {
@@ -143,6 +150,7 @@ impl PrefillAttn {
             PrefillAttn::Flash => "flash",
             PrefillAttn::Packed => "flash2",
             PrefillAttn::PackedF16 => "flash3",
+            PrefillAttn::PackedSplit => "flash4",
         }
     }
 
@@ -152,17 +160,94 @@ impl PrefillAttn {
             "flash" => Some(PrefillAttn::Flash),
             "flash2" => Some(PrefillAttn::Packed),
             "flash3" => Some(PrefillAttn::PackedF16),
+            "flash4" => Some(PrefillAttn::PackedSplit),
             _ => None,
         }
     }
 }
 
-/// The prompt pass's attention when `ASSAY_PREFILL_ATTN` is unset: `flash3`
-/// ([`PrefillAttn::PackedF16`]; on devices without the packed entries the decoder falls back
-/// to [`PrefillAttn::Flash`]). H200, 8B Q4_0, same binary (research/notes/s15/mini): prompt
-/// tok/s at 512 / 2048 / 8192 tokens flash 27787 / 25694 / 19187, flash2 27937 / 25838 /
-/// 19585, flash3 28225 / 26619 / 21108; kernel-check, the prefill and chunking gates green.
-pub const DEFAULT_PREFILL_ATTN: PrefillAttn = PrefillAttn::PackedF16;
+/// The prompt pass's attention when `ASSAY_PREFILL_ATTN` is unset: `flash4`
+/// ([`PrefillAttn::PackedSplit`]; on devices without the packed entries the decoder falls
+/// back to [`PrefillAttn::Flash`]). Provisional, NOT yet measured: the next H200 window A/Bs
+/// it against `ASSAY_PREFILL_ATTN=flash3` (8B Q4_0 prompt tok/s at 512 / 2048 / 8192 tokens,
+/// research/notes/s15/mini: flash 27787 / 25694 / 19187, flash2 27937 / 25838 / 19585,
+/// flash3 28225 / 26619 / 21108) and restages without it if it loses.
+pub const DEFAULT_PREFILL_ATTN: PrefillAttn = PrefillAttn::PackedSplit;
+
+/// Positions per split of flash4 ([`PrefillAttn::PackedSplit`], `ATT_PREFILL_SPLIT` in
+/// attention.cu): absolute boundaries, a multiple of the KV block.
+pub const ATT_PREFILL_SPLIT: usize = crate::cuda::sources::consts::ATT_PREFILL_SPLIT;
+
+/// Most bytes of flash4's partials (scratch) one launch may use: a pass whose rows need
+/// more runs in row groups ([`attention_prefill_split_plan`]).
+pub const ATT_PREFILL_SPLIT_SCRATCH_BYTES: usize = 256 << 20;
+
+/// Most splits of a flash4 launch (the grid's z dimension holds at most 65535 blocks).
+pub const ATT_PREFILL_MAX_SPLITS: usize = 65535;
+
+/// How flash4 runs a pass ([`attention_prefill_split_plan`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PrefillSplitPlan {
+    /// Splits per row in the scratch (and the grid's z): ceil(capacity / split).
+    pub splits: usize,
+    /// Rows (tokens) per launch: the whole pass, or groups of whole tiles (of `tt` tokens)
+    /// where the scratch bound asks for fewer (the last group may be shorter).
+    pub group_rows: usize,
+    /// f32 values of scratch the launches need: group_rows x heads x splits x (hd + 2).
+    pub scratch_floats: usize,
+}
+
+/// Scratch bytes of one flash4 row (token) of `n_heads` heads of `head_dim` over a cache of
+/// `capacity` positions: heads x splits x (hd + 2) x 4 (O, m, l per split).
+pub const fn attention_prefill_split_row_bytes(
+    n_heads: usize,
+    head_dim: usize,
+    capacity: usize,
+) -> usize {
+    let splits = if capacity == 0 {
+        1
+    } else {
+        capacity.div_ceil(ATT_PREFILL_SPLIT)
+    };
+    n_heads * splits * (head_dim + 2) * 4
+}
+
+/// flash4's plan for a pass of `ntok` tokens (`tt` tokens per tile): the split count, the
+/// rows per launch that keep the scratch within `budget` bytes (whole tiles where at least
+/// one fits, else fewer tokens than a tile), and the scratch size. `None` when one token
+/// alone needs more than `budget`, or the splits exceed the grid's z limit
+/// ([`ATT_PREFILL_MAX_SPLITS`]) (the caller runs flash3 instead: memory stays bounded for
+/// any capacity), or nothing is to be done.
+pub fn attention_prefill_split_plan(
+    ntok: usize,
+    n_heads: usize,
+    head_dim: usize,
+    capacity: usize,
+    tt: usize,
+    budget: usize,
+) -> Option<PrefillSplitPlan> {
+    let row = attention_prefill_split_row_bytes(n_heads, head_dim, capacity);
+    if ntok == 0 || row == 0 || row > budget {
+        return None;
+    }
+    if capacity.div_ceil(ATT_PREFILL_SPLIT) > ATT_PREFILL_MAX_SPLITS {
+        return None;
+    }
+    let fit = budget / row;
+    let group_rows = if fit >= ntok {
+        ntok
+    } else if tt > 0 && fit >= tt {
+        fit - fit % tt
+    } else {
+        fit
+    };
+    let splits = capacity.div_ceil(ATT_PREFILL_SPLIT).max(1);
+    Some(PrefillSplitPlan {
+        splits,
+        group_rows,
+        scratch_floats: group_rows * n_heads * splits * (head_dim + 2),
+    })
+}
 
 /// Most q rows (query heads x tokens) of a packed prompt-attention block (`AP_PK_ROWS`).
 pub const ATT_PREFILL_PK_ROWS: usize = 128;
@@ -200,6 +285,8 @@ pub fn attention_prefill_entry_for(
         (PrefillAttn::Packed, _) => "attn_prefill_pk_d128",
         (PrefillAttn::PackedF16, 64) => "attn_prefill_pk1_d64",
         (PrefillAttn::PackedF16, _) => "attn_prefill_pk1_d128",
+        (PrefillAttn::PackedSplit, 64) => "attn_prefill_pk1s_d64",
+        (PrefillAttn::PackedSplit, _) => "attn_prefill_pk1s_d128",
     })
 }
 
@@ -221,7 +308,7 @@ pub const fn attention_prefill_variant_shared_bytes(
     match v {
         PrefillAttn::Flash => attention_prefill_shared_bytes(head_dim),
         PrefillAttn::Packed => (2 * rows + kv) * ld * 2,
-        PrefillAttn::PackedF16 => (rows + kv) * ld * 2,
+        PrefillAttn::PackedF16 | PrefillAttn::PackedSplit => (rows + kv) * ld * 2,
     }
 }
 
@@ -389,9 +476,37 @@ mod tests {
             PrefillAttn::Flash,
             PrefillAttn::Packed,
             PrefillAttn::PackedF16,
+            PrefillAttn::PackedSplit,
         ] {
             assert_eq!(PrefillAttn::parse(v.name()), Some(v));
         }
+        assert_eq!(PrefillAttn::parse("flash4"), Some(PrefillAttn::PackedSplit));
+        assert_eq!(
+            attention_prefill_entry_for(PrefillAttn::PackedSplit, 128, (9, 0)),
+            Some("attn_prefill_pk1s_d128")
+        );
+        assert_eq!(
+            attention_prefill_entry_for(PrefillAttn::PackedSplit, 64, (9, 0)),
+            Some("attn_prefill_pk1s_d64")
+        );
+        assert_eq!(
+            attention_prefill_entry_for(PrefillAttn::PackedSplit, 128, (8, 0)),
+            None
+        );
+        assert_eq!(
+            attention_prefill_entry_for(PrefillAttn::PackedSplit, 256, (9, 0)),
+            None
+        );
+        assert!(is_attention_prefill_pk_entry("attn_prefill_pk1s_d64"));
+        // flash4's blocks are flash3's: the same shared memory (two blocks per SM).
+        assert_eq!(
+            attention_prefill_variant_shared_bytes(PrefillAttn::PackedSplit, 128, 128),
+            attention_prefill_variant_shared_bytes(PrefillAttn::PackedF16, 128, 128)
+        );
+        assert!(
+            attention_prefill_variant_shared_bytes(PrefillAttn::PackedSplit, 128, 128)
+                <= ATT_PREFILL_PK_MAX_SHARED_BYTES
+        );
         assert_eq!(PrefillAttn::parse("split"), None);
         assert_eq!(
             attention_prefill_entry_for(PrefillAttn::Packed, 128, (9, 0)),
@@ -455,5 +570,78 @@ mod tests {
             2 * attention_prefill_variant_shared_bytes(PrefillAttn::PackedF16, 128, 128)
                 <= 227 * 1024
         );
+    }
+
+    #[test]
+    fn prefill_attention_split_plan() {
+        const { assert!(ATT_PREFILL_SPLIT % crate::cuda::sources::consts::KV_BLOCK == 0) };
+        assert_eq!(ATT_PREFILL_SPLIT, 1024);
+        assert_eq!(DEFAULT_PREFILL_ATTN, PrefillAttn::PackedSplit);
+        let b = ATT_PREFILL_SPLIT_SCRATCH_BYTES;
+        // 8B (32 heads of 128) at 8192 positions: 8 splits, a 512-token pass in one launch
+        // (512 x 32 x 8 x 130 x 4 B = 68 MB).
+        let p = attention_prefill_split_plan(512, 32, 128, 8192, 32, b).unwrap();
+        assert_eq!(p.splits, 8);
+        assert_eq!(p.group_rows, 512);
+        assert_eq!(p.scratch_floats, 512 * 32 * 8 * 130);
+        assert_eq!(
+            attention_prefill_split_row_bytes(32, 128, 8192),
+            32 * 8 * 130 * 4
+        );
+        // One split for a cache of at most the split; at least one for a 0 capacity.
+        assert_eq!(
+            attention_prefill_split_plan(300, 8, 64, 1000, 32, b)
+                .unwrap()
+                .splits,
+            1
+        );
+        assert_eq!(attention_prefill_split_row_bytes(8, 64, 0), 8 * 66 * 4);
+        // 131072 positions: 128 splits, 2.1 MB per token -> groups of whole 32-token tiles.
+        let p = attention_prefill_split_plan(512, 32, 128, 131072, 32, b).unwrap();
+        assert_eq!(p.splits, 128);
+        let row = 32 * 128 * 130 * 4;
+        assert_eq!(p.group_rows, (b / row) / 32 * 32);
+        assert_eq!(p.group_rows, 96);
+        assert!(p.scratch_floats * 4 <= b);
+        // Fewer than a tile fit: groups of the tokens that fit.
+        let p = attention_prefill_split_plan(512, 64, 128, 1 << 20, 32, b).unwrap();
+        assert!(p.group_rows >= 1 && p.group_rows < 32);
+        assert!(p.scratch_floats * 4 <= b);
+        // One token over the bound (or nothing to do): no plan (flash3 runs instead).
+        assert_eq!(
+            attention_prefill_split_plan(512, 64, 128, 1 << 30, 32, b),
+            None
+        );
+        assert_eq!(attention_prefill_split_plan(0, 32, 128, 8192, 32, b), None);
+        // More splits than the grid's z holds: flash3 instead.
+        let cap = (ATT_PREFILL_MAX_SPLITS + 1) * ATT_PREFILL_SPLIT;
+        assert!(attention_prefill_split_row_bytes(1, 64, cap) <= b);
+        assert_eq!(attention_prefill_split_plan(1, 1, 64, cap, 128, b), None);
+        assert!(attention_prefill_split_plan(1, 1, 64, cap - ATT_PREFILL_SPLIT, 128, b).is_some());
+        // Bounded for every capacity, heads and pass.
+        for cap in [
+            1,
+            64,
+            1023,
+            1024,
+            1025,
+            8192,
+            65536,
+            131072,
+            1 << 20,
+            1 << 29,
+        ] {
+            for (nh, hd, tt) in [(32, 128, 32), (9, 64, 32), (64, 128, 16), (8, 128, 128)] {
+                for n in [1, 31, 512, 4096] {
+                    if let Some(p) = attention_prefill_split_plan(n, nh, hd, cap, tt, b) {
+                        assert!(p.scratch_floats * 4 <= b, "cap={cap} nh={nh} n={n}");
+                        assert!(p.group_rows >= 1 && p.group_rows <= n);
+                        assert!(p.group_rows == n || p.group_rows < tt || p.group_rows % tt == 0);
+                        assert_eq!(p.splits, cap.div_ceil(ATT_PREFILL_SPLIT));
+                        assert!(p.splits <= ATT_PREFILL_MAX_SPLITS);
+                    }
+                }
+            }
+        }
     }
 }

@@ -156,13 +156,12 @@ pub fn mv_wr_shared_bytes(
     depth: u32,
     k: usize,
 ) -> usize {
-    let units = rows_per_warp as usize * if glu { 2 } else { 1 };
-    let chunk = wr_quant_bytes(format).unwrap_or(0) + 4;
-    k / 32 * MV_WR_XS * 4 + MV_WARPS as usize * depth as usize * units * 32 * chunk
+    k / 32 * MV_WR_XS * 4 + mv_wrt_shared_bytes(format, glu, rows_per_warp, depth)
 }
 
 /// Dynamic shared memory of a multi-token streamed launch ([`MatvecKernel::WrTok`]; matvec.cu's
-/// `matvec_wr_body` with NT > 1): the ring alone (x is read from global memory), per warp
+/// `matvec_wr_body` with NT > 1): the ring alone (x is read from global memory; the ring of
+/// [`mv_wr_shared_bytes`]), per warp
 /// `depth` slots of `units` rows x 32 lanes x (the chunk's quant bytes + 4).
 pub fn mv_wrt_shared_bytes(
     format: QuantFormat,
@@ -451,12 +450,13 @@ pub fn choose_matvec(
     dev: &DeviceFacts,
     wr: Option<bool>,
 ) -> Result<MatvecKernel, CudaError> {
-    choose_matvec_tok(format, rows, k, ntok, dev, wr, false)
+    choose_matvec_tok(format, rows, k, ntok, dev, wr, false, false)
 }
 
-/// [`choose_matvec`], with `wrt` (`ASSAY_MV_WRT=1`): 2 or more token vectors take the
-/// multi-token streamed kernel where [`choose_matvec_wrt`] has one (off by default: never
-/// run on a GPU yet).
+/// [`choose_matvec`] (`glu`: [`choose_matvec_glu`]), with `wrt` (`ASSAY_MV_WRT=1`): 2 or
+/// more token vectors take the multi-token streamed kernel (plain or gate + up) where
+/// [`choose_matvec_wrt`] has one (off by default: never run on a GPU yet).
+#[allow(clippy::too_many_arguments)]
 pub fn choose_matvec_tok(
     format: QuantFormat,
     rows: usize,
@@ -465,21 +465,38 @@ pub fn choose_matvec_tok(
     dev: &DeviceFacts,
     wr: Option<bool>,
     wrt: bool,
+    glu: bool,
 ) -> Result<MatvecKernel, CudaError> {
+    // Gate + up: each warp reads two matrices (the one-token rule for `2 * rows` rows, at
+    // most half the cap).
+    let (batch_rows_per_warp, one_token_rows, cap) = if glu {
+        let cap = one_token_rows_cap(format) / 2;
+        (MV_BATCH_GLU_ROWS_PER_WARP[0], 2 * rows, cap)
+    } else {
+        let cap = one_token_rows_cap(format);
+        (MV_BATCH_ROWS_PER_WARP[0], rows, cap)
+    };
     let (rows_per_warp, tokens_per_pass) =
-        matvec_grouping(format, rows, k, ntok, MV_BATCH_ROWS_PER_WARP[0], || {
-            matvec_rows_per_warp(rows, dev.sm_count).min(one_token_rows_cap(format))
+        matvec_grouping(format, rows, k, ntok, batch_rows_per_warp, || {
+            matvec_rows_per_warp(one_token_rows, dev.sm_count).min(cap)
         })?;
-    if let Some(kernel) = choose_matvec_wrt(format, k, ntok, false, dev, wrt) {
+    if let Some(kernel) = choose_matvec_wrt(format, k, ntok, glu, dev, wrt) {
         return Ok(kernel);
     }
-    Ok(
-        choose_matvec_wr(format, rows, k, ntok, false, dev, wr).unwrap_or(MatvecKernel::MultiRow {
+    let multi_row = if glu {
+        MatvecKernel::GluMultiRow {
             format,
             rows_per_warp,
             tokens_per_pass,
-        }),
-    )
+        }
+    } else {
+        MatvecKernel::MultiRow {
+            format,
+            rows_per_warp,
+            tokens_per_pass,
+        }
+    };
+    Ok(choose_matvec_wr(format, rows, k, ntok, glu, dev, wr).unwrap_or(multi_row))
 }
 
 /// The multi-token streamed kernel ([`MatvecKernel::WrTok`]) for a product of a weight of
@@ -682,36 +699,7 @@ pub fn choose_matvec_glu(
     dev: &DeviceFacts,
     wr: Option<bool>,
 ) -> Result<MatvecKernel, CudaError> {
-    choose_matvec_glu_tok(format, rows, k, ntok, dev, wr, false)
-}
-
-/// [`choose_matvec_glu`], with `wrt` (`ASSAY_MV_WRT=1`): 2 or more token vectors take the
-/// multi-token streamed gate + up kernel where [`choose_matvec_wrt`] has one.
-pub fn choose_matvec_glu_tok(
-    format: QuantFormat,
-    rows: usize,
-    k: usize,
-    ntok: usize,
-    dev: &DeviceFacts,
-    wr: Option<bool>,
-    wrt: bool,
-) -> Result<MatvecKernel, CudaError> {
-    let (rows_per_warp, tokens_per_pass) =
-        matvec_grouping(format, rows, k, ntok, MV_BATCH_GLU_ROWS_PER_WARP[0], || {
-            matvec_rows_per_warp(2 * rows, dev.sm_count).min(one_token_rows_cap(format) / 2)
-        })?;
-    if let Some(kernel) = choose_matvec_wrt(format, k, ntok, true, dev, wrt) {
-        return Ok(kernel);
-    }
-    Ok(
-        choose_matvec_wr(format, rows, k, ntok, true, dev, wr).unwrap_or(
-            MatvecKernel::GluMultiRow {
-                format,
-                rows_per_warp,
-                tokens_per_pass,
-            },
-        ),
-    )
+    choose_matvec_tok(format, rows, k, ntok, dev, wr, false, true)
 }
 
 /// Choose the two-matrix kernel for two `rows x k` weights in `format` on one x, if there is

@@ -561,11 +561,7 @@ fn multi_token_streamed_only_when_asked() {
     for (rows, k, glu) in shapes {
         for ntok in 1..=9 {
             let pick = |dev: &DeviceFacts, wrt: bool, format: QuantFormat| {
-                if glu {
-                    choose_matvec_glu_tok(format, rows, k, ntok, dev, None, wrt)
-                } else {
-                    choose_matvec_tok(format, rows, k, ntok, dev, None, wrt)
-                }
+                choose_matvec_tok(format, rows, k, ntok, dev, None, wrt, glu)
             };
             let today = if glu {
                 choose_matvec_glu(q4, rows, k, ntok, &H200, None)

@@ -2,8 +2,25 @@
 //! which plans before it pays for a draft and turns speculation off for a request while it
 //! measures slower than plain decoding.
 //!
+//! Evidence rule (speed policy on, free proposer: n-gram lookup; session 16,
+//! [`EvidencePolicy`], `evidence.rs` has the details). The loop drafts the largest depth
+//! every round (it costs nothing) and the rule picks how much of it to verify from the
+//! proposal's own evidence: the length of the match it drafts from (a copy in progress,
+//! [`crate::spec::NgramProposer::match_len`]) sorts it as strong or weak; acceptance is
+//! learned per class (drafted rounds, and for free at plain steps: was the proposal's
+//! first token the one produced), and the depth is the one with the most expected tokens
+//! per second at the learned verification costs, 0 (a plain step) when none beats plain
+//! by [`MARGIN`]. No replays, no off periods: a class that stops paying stops drafting
+//! after at most [`MAX_MISSES`] rounds in a row and comes back on its first right
+//! proposal. Replayed over the board's SmolLM2 sequences at the H200 costs (tests:
+//! `replay_tests.rs`, research/notes/s16/policy/): short 1.008x plain, medium 1.250x,
+//! long 1.607x, where the planner below ran 1.00x, 1.02x and 1.21x and the best fixed
+//! depth 0.84x (K = 1), 1.21x (K = 4) and 1.60x (K = 6). The planner averaged acceptance
+//! over rounds, which lags n-gram acceptance's bursts: off inside copies, on after them.
+//!
 //! Planning policy (speed policy on, with a [`CostModel`]: what `generate` and `assay
-//! serve` run). Before drafting at all, a round of depth `k` is costed from what is known
+//! serve` run for a draft model; the [`AdaptiveDepth`] planner below also still decides
+//! for a free proposer when driven without the loop's evidence rule). Before drafting at all, a round of depth `k` is costed from what is known
 //! ([`plan`]: plain step timed, a verification's seconds learned per row count and affine
 //! in the rows ([`CostModel::verify_s`]), a draft token from the weight bytes until
 //! measured, acceptance with a prior) and speculation runs only at the depth with the most
@@ -64,7 +81,9 @@
 //!   the loop replays it over the plain tokens since speculation went off (what it would
 //!   have drafted, how much of it plain decoding then produced) and turns speculation back
 //!   on when that replay, costed at the measured verification and plain step times, beats
-//!   plain ([`replay_cost`]).
+//!   plain ([`replay_cost`]). (`spec::generate` no longer takes this path: under the
+//!   speed policy a free proposer runs the evidence rule above; [`AdaptiveDepth`] keeps
+//!   it, and `replay_tests.rs` replays it as the "averaged planner" it was.)
 //!
 //! Greedy output never depends on the policy (every depth gives the plain tokens; the
 //! `spec` gates check it); sampled output does (which uniforms decide which token depends
@@ -73,7 +92,12 @@
 
 mod cost;
 mod depth;
+mod evidence;
+#[cfg(test)]
+mod ngram_tests;
 mod plan;
+#[cfg(test)]
+mod replay_tests;
 #[cfg(test)]
 mod tests;
 
@@ -82,6 +106,7 @@ pub use cost::{
     replay_cost,
 };
 pub use depth::{AdaptiveDepth, MAX_MISSES, PolicyEvent};
+pub use evidence::{EVIDENCE_CAP, EvidenceParams, EvidencePolicy};
 pub use plan::{CostModel, KEEP_MARGIN, MARGIN, Plan, expected_tokens};
 
 /// Plain steps timed at the start of a request before speculation may run.
