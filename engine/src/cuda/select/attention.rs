@@ -166,13 +166,13 @@ impl PrefillAttn {
     }
 }
 
-/// The prompt pass's attention when `ASSAY_PREFILL_ATTN` is unset: `flash4`
-/// ([`PrefillAttn::PackedSplit`]; on devices without the packed entries the decoder falls
-/// back to [`PrefillAttn::Flash`]). Provisional, NOT yet measured: the next H200 window A/Bs
-/// it against `ASSAY_PREFILL_ATTN=flash3` (8B Q4_0 prompt tok/s at 512 / 2048 / 8192 tokens,
-/// research/notes/s15/mini: flash 27787 / 25694 / 19187, flash2 27937 / 25838 / 19585,
-/// flash3 28225 / 26619 / 21108) and restages without it if it loses.
-pub const DEFAULT_PREFILL_ATTN: PrefillAttn = PrefillAttn::PackedSplit;
+/// The prompt pass's attention when `ASSAY_PREFILL_ATTN` is unset: `flash3`
+/// ([`PrefillAttn::PackedF16`]; on devices without the packed entries the decoder falls
+/// back to [`PrefillAttn::Flash`]). Measured on the H200 (session 18, call 1 of its window,
+/// research/notes/s18/first: 8B Q4_0 prompt tok/s, same binary, N=5): flash3 27233 / 21778
+/// at 2048 / 8192 tokens, flash4 (the split-KV variant, `ASSAY_PREFILL_ATTN=flash4`)
+/// 27132 / 21136 — flash4 loses (-2.9% at 8192 tokens), so it stays opt-in.
+pub const DEFAULT_PREFILL_ATTN: PrefillAttn = PrefillAttn::PackedF16;
 
 /// Positions per split of flash4 ([`PrefillAttn::PackedSplit`], `ATT_PREFILL_SPLIT` in
 /// attention.cu): absolute boundaries, a multiple of the KV block.
@@ -576,7 +576,7 @@ mod tests {
     fn prefill_attention_split_plan() {
         const { assert!(ATT_PREFILL_SPLIT % crate::cuda::sources::consts::KV_BLOCK == 0) };
         assert_eq!(ATT_PREFILL_SPLIT, 1024);
-        assert_eq!(DEFAULT_PREFILL_ATTN, PrefillAttn::PackedSplit);
+        assert_eq!(DEFAULT_PREFILL_ATTN, PrefillAttn::PackedF16);
         let b = ATT_PREFILL_SPLIT_SCRATCH_BYTES;
         // 8B (32 heads of 128) at 8192 positions: 8 splits, a 512-token pass in one launch
         // (512 x 32 x 8 x 130 x 4 B = 68 MB).
