@@ -187,9 +187,15 @@ fn every_entry_point_is_defined_in_its_family() {
                         .lines()
                         .any(|l| l.starts_with(&format!("ASSAY_MATVEC_WRT({fmt},")))
             });
-            // attention.cu: `attn_prefill_d##HD(`, `attn_prefill_pk_d##HD(` and
-            // `attn_prefill_pk1_d##HD(` by ATTN_PREFILL(HD).
-            let by_prefill = ["attn_prefill_d", "attn_prefill_pk_d", "attn_prefill_pk1_d"]
+            // attention.cu (attention/prefill.cuh): `attn_prefill_d##HD(`,
+            // `attn_prefill_pk_d##HD(`, `attn_prefill_pk1_d##HD(` and flash4's
+            // `attn_prefill_pk1s_d##HD(` by ATTN_PREFILL(HD).
+            let by_prefill = [
+                "attn_prefill_d",
+                "attn_prefill_pk_d",
+                "attn_prefill_pk1_d",
+                "attn_prefill_pk1s_d",
+            ]
                 .iter()
                 .any(|prefix| {
                     name.strip_prefix(prefix).is_some_and(|hd| {
