@@ -196,14 +196,14 @@ fn every_entry_point_is_defined_in_its_family() {
                 "attn_prefill_pk1_d",
                 "attn_prefill_pk1s_d",
             ]
-                .iter()
-                .any(|prefix| {
-                    name.strip_prefix(prefix).is_some_and(|hd| {
-                        hd.chars().all(|c| c.is_ascii_digit())
-                            && src.contains(&format!("{prefix}##HD("))
-                            && src.lines().any(|l| l == format!("ATTN_PREFILL({hd})"))
-                    })
-                });
+            .iter()
+            .any(|prefix| {
+                name.strip_prefix(prefix).is_some_and(|hd| {
+                    hd.chars().all(|c| c.is_ascii_digit())
+                        && src.contains(&format!("{prefix}##HD("))
+                        && src.lines().any(|l| l == format!("ATTN_PREFILL({hd})"))
+                })
+            });
             assert!(
                 direct || by_macro || by_mmv || by_x1 || by_gemmt || by_wr || by_wrt || by_prefill,
                 "{name} is not defined in {}",
