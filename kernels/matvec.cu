@@ -33,7 +33,9 @@
 // arithmetic per row, with the weights streamed into shared memory by cp.async through a
 // ring of D slots per thread in a persistent grid (the last section of this file), and
 // matvec_<fmt>_seg3_wr_r<R>_d<D>: three matrices of one format and k on one x (q, k and v)
-// in one streamed launch, each row with the bits of its matrix's own launch.
+// in one streamed launch, each row with the bits of its matrix's own launch, and
+// matvec_<fmt>_seg3rope_wr_r<R>_d<D>: that launch with rope.cu's rope_kv (RoPE of q and k,
+// k and v into the KV cache) in its epilogue, with rope_kv's bits (ASSAY_ROPE_FUSE=1).
 // Multi-token streamed entry points matvec_q4_0_wrt<NT>_r<R>_d<D> and
 // matvec_q4_0_glu_wrt<NT>_r<R>_d<D> (NT = 4, 8; 1 .. NT tokens, k a multiple of 1024; sm_90,
 // chosen only when asked, ASSAY_MV_WRT=1): the streamed kernel reading each weight byte once
@@ -503,6 +505,25 @@ ASSAY_FOR_EACH_FORMAT(ASSAY_MATVEC_TB)
         matvec_wr_body<F, R, D, false, 3>(w0, w0, x, b0, 0, y0, rows0, k, 0, nw, eps, w_off,  \
                                           sg);                                                \
     }
+// The segmented launch with rope_kv in its epilogue (ASSAY_ROPE_FUSE=1; select.rs
+// choose_rope_fuse; matvec/rope_epi.cuh): the parameters of the segmented entry points, then
+// the token's position (pos[0]), the layer's K and V pools and block table, rope.cu's table
+// and frequency scale, the head size, n_rot, the KV heads and the cache's capacity. q (y0)
+// and k (y1) come out rotated, k and v are stored into the caches: rope_kv's bits.
+#define ASSAY_MATVEC_SEG3ROPE_WR_R(name, F, R, D)                                             \
+    extern "C" __global__ void MV_LB_WR matvec_##name##_seg3rope_wr_r##R##_d##D(             \
+        const u8* __restrict__ w0, const u8* __restrict__ w1, const u8* __restrict__ w2,      \
+        const float* __restrict__ x, const float* __restrict__ b0,                            \
+        const float* __restrict__ b1, const float* __restrict__ b2, float* y0, float* y1,     \
+        float* y2, int rows0, int rows1, int rows2, int k, const float* __restrict__ nw,      \
+        float eps, float w_off, const int* __restrict__ pos, u16* kc, u16* vc,                \
+        const int* __restrict__ bt, const double* __restrict__ tab, double freq_scale,        \
+        int hd, int n_rot, int nkv, int cap) {                                                \
+        const MvWrSegs<3> sg = {{w0, w1, w2}, {b0, b1, b2}, {y0, y1, y2}, {rows0, rows1, rows2}}; \
+        const MvRope rp = {pos, kc, vc, bt, tab, freq_scale, hd, n_rot, nkv, cap};            \
+        matvec_wr_body<F, R, D, false, 3, 1, true>(w0, w0, x, b0, 0, y0, rows0, k, 0, nw, eps, \
+                                                   w_off, sg, 1, &rp);                        \
+    }
 // The multi-token streamed entry points (matvec_wr_body's NT > 1): the parameters of the
 // one-token ones, ntok (1 .. NT) token vectors.
 #define ASSAY_MATVEC_WRT_R(name, F, NT, R, D)                                                 \
@@ -534,7 +555,9 @@ ASSAY_FOR_EACH_FORMAT(ASSAY_MATVEC_TB)
     ASSAY_MATVEC_GLU_WR_R(name, F, 1, 6)   \
     ASSAY_MATVEC_GLU_WR_R(name, F, 1, 4)   \
     ASSAY_MATVEC_SEG3_WR_R(name, F, 4, 3)  \
-    ASSAY_MATVEC_SEG3_WR_R(name, F, 4, 2)
+    ASSAY_MATVEC_SEG3_WR_R(name, F, 4, 2)  \
+    ASSAY_MATVEC_SEG3ROPE_WR_R(name, F, 4, 3)  \
+    ASSAY_MATVEC_SEG3ROPE_WR_R(name, F, 4, 2)
 #if MV_PART != 2
 ASSAY_MATVEC_WR(q4_0, FmtQ4_0)
 ASSAY_MATVEC_WR(q8_0, FmtQ8_0)

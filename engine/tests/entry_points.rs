@@ -123,9 +123,9 @@ fn every_entry_point_is_defined_in_its_family() {
                             && l.ends_with(&format!(", {m}, {p})"))
                     })
             });
-            // matvec.cu's streamed kernel: `matvec_##name##[_glu|_seg3]_wr_r##R##_d##D(` by the
-            // `ASSAY_MATVEC_[GLU_|SEG3_]WR_R(name, F, R, D)` lines of ASSAY_MATVEC_WR, instantiated
-            // by `ASSAY_MATVEC_WR(fmt, ...)`.
+            // matvec.cu's streamed kernel: `matvec_##name##[_glu|_seg3|_seg3rope]_wr_r##R##_d##D(`
+            // by the `ASSAY_MATVEC_[GLU_|SEG3_|SEG3ROPE_]WR_R(name, F, R, D)` lines of
+            // ASSAY_MATVEC_WR, instantiated by `ASSAY_MATVEC_WR(fmt, ...)`.
             let by_wr = name.strip_prefix("matvec_").is_some_and(|rest| {
                 let Some((body, rd)) = rest.split_once("_wr_r") else {
                     return false;
@@ -138,6 +138,13 @@ fn every_entry_point_is_defined_in_its_family() {
                         f,
                         "matvec_##name##_glu_wr_r##R##_d##D(",
                         "ASSAY_MATVEC_GLU_WR_R",
+                    )
+                } else if let Some(f) = body.strip_suffix("_seg3rope") {
+                    // The segmented entry points with rope_kv in their epilogue.
+                    (
+                        f,
+                        "matvec_##name##_seg3rope_wr_r##R##_d##D(",
+                        "ASSAY_MATVEC_SEG3ROPE_WR_R",
                     )
                 } else if let Some(f) = body.strip_suffix("_seg3") {
                     // The segmented entry points (q, k and v in one launch).

@@ -21,6 +21,7 @@ mod mask;
 mod matvec;
 mod mmv;
 mod qkv;
+mod ropefuse;
 mod sample;
 mod wr;
 mod wrt;

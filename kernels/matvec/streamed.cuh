@@ -40,7 +40,11 @@
 // statements; rows past the end of their segment load its last row again and store
 // nothing), so every row gets the bits of its own launch. S == 1 ignores `sg`: w, rows,
 // bias and y are the matrix, as before.
+// ROPE (S == 3, one token: matvec_<fmt>_seg3rope_wr_r<R>_d<D>): the segmented launch on q,
+// k and v whose epilogue is rope_epi.cuh's mv_rope_store (rope_kv's RoPE of q and k and
+// the KV-cache store of k and v, with its bits) instead of mv_store; `rp` its arguments.
 #pragma once
+#include "matvec/rope_epi.cuh"
 template <int S>
 struct MvWrSegs {
     const u8* w[S];
@@ -148,19 +152,20 @@ __device__ __forceinline__ void matvec_wrt_steps(const float* __restrict__ x,
 // the block's warps share it), normalised on the fly by norm4 with the token's
 // mv_inv_rms (the same statements as the staging, so the same values); the shared memory
 // is the ring alone (select.rs: mv_wrt_shared_bytes).
-template <class F, int R, int D, bool GLU, int S = 1, int NT = 1>
+template <class F, int R, int D, bool GLU, int S = 1, int NT = 1, bool ROPE = false>
 __device__ __forceinline__ void matvec_wr_body(const u8* __restrict__ w, const u8* __restrict__ w2,
                                                const float* __restrict__ x,
                                                const float* __restrict__ bias, const float* res,
                                                float* y, int rows, int k, int act,
                                                const float* __restrict__ nw, float eps,
                                                float w_off, const MvWrSegs<S>& sg,
-                                               int ntok = 1) {
+                                               int ntok = 1, const MvRope* rp = 0) {
     constexpr int NU = GLU ? 2 * R : R;  // units per row group: R rows of w (then of w2)
     constexpr int QV = F::QBYTES / 16;   // 16-byte pieces of a chunk's quants
     static_assert(D >= 2 && F::QBYTES % 16 == 0 && MV_WR_XS % 4 == 0, "ring and layout");
     static_assert(S >= 1 && (S == 1 || !GLU), "segments: plain products only");
     static_assert(NT >= 1 && (NT == 1 || S == 1), "several tokens: one matrix (pair) only");
+    static_assert(!ROPE || (S == 3 && NT == 1 && !GLU), "rope epilogue: q, k, v, one token");
     __shared__ double red[MV_WARPS];
     extern __shared__ uint4 mv_wr_sh[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -260,6 +265,8 @@ __device__ __forceinline__ void matvec_wr_body(const u8* __restrict__ w, const u
                                            nsteps, spg, gw, gstride, ringq, rings, red, issue);
         return;
     }
+    // ROPE: the token's position (written by the kernels before: read after the wait).
+    const int pi = ROPE ? rp->pos[0] : 0;
     const float inv = nw != 0 ? mv_inv_rms(x, k, eps, red) : 1.f;
     const float4* xv = (const float4*)x;
     for (int e = threadIdx.x; e < nb * 8; e += MV_WARPS * 32) {
@@ -312,7 +319,7 @@ __device__ __forceinline__ void matvec_wr_body(const u8* __restrict__ w, const u
                 // Group cg's segment: its output, bias and rows; the row inside it.
                 float* sy = sg.y[0];
                 const float* sbias = sg.bias[0];
-                int srows = sg.rows[0], lg = cg;
+                int srows = sg.rows[0], lg = cg, seg = 0;
 #pragma unroll
                 for (int s = 1; s < S; s++)
                     if (cg >= g0[s]) {
@@ -320,13 +327,21 @@ __device__ __forceinline__ void matvec_wr_body(const u8* __restrict__ w, const u
                         sbias = sg.bias[s];
                         srows = sg.rows[s];
                         lg = cg - g0[s];
+                        seg = s;
                     }
+                if constexpr (ROPE) {
+                    float sum[R];
 #pragma unroll
-                for (int r = 0; r < R; r++) {
-                    const float s = warp_sum(acc[r]);
-                    const int row = lg * R + r;
-                    if (lane == 0 && row < srows)
-                        mv_store<false>(sy, (u64)row, row, s, 0.f, 0, sbias, 0);
+                    for (int r = 0; r < R; r++) sum[r] = warp_sum(acc[r]);
+                    mv_rope_store<R>(*rp, pi, seg, sy, sbias, srows, lg, sum);
+                } else {
+#pragma unroll
+                    for (int r = 0; r < R; r++) {
+                        const float s = warp_sum(acc[r]);
+                        const int row = lg * R + r;
+                        if (lane == 0 && row < srows)
+                            mv_store<false>(sy, (u64)row, row, s, 0.f, 0, sbias, 0);
+                    }
                 }
             }
 #pragma unroll

@@ -66,6 +66,7 @@ mod inspect;
 mod mask;
 mod mmv;
 mod prefill;
+mod rope_fuse;
 mod sample;
 mod shared;
 mod verify;
@@ -157,6 +158,9 @@ pub struct CudaDecoder {
     /// The matvec kernel choices forced on this decoder's launches (`ASSAY_MV_WR`:
     /// [`exec::mv_wr_switch_from`]).
     mv: ops::MatvecOpts,
+    /// `rope_kv` in the q / k / v launch's epilogue on a one-token step (`ASSAY_ROPE_FUSE=1`,
+    /// [`rope_fuse`]; off by default).
+    rope_fuse: bool,
     /// The batched step's workspace ([`batch`]), made on first use by the batch's first row.
     batch: Option<Box<batch::BatchWs>>,
 }
@@ -304,6 +308,10 @@ impl CudaDecoder {
                 wrt: exec::mv_wrt_switch_from(std::env::var("ASSAY_MV_WRT").ok().as_deref())
                     .map_err(|e| shape_err("decoder", e))?,
             },
+            rope_fuse: rope_fuse::rope_fuse_switch_from(
+                std::env::var("ASSAY_ROPE_FUSE").ok().as_deref(),
+            )
+            .map_err(|e| shape_err("decoder", e))?,
             batch: None,
             tokens: gpu.zeros(MAX_ROWS)?,
             pos: gpu.zeros(MAX_ROWS)?,
@@ -486,6 +494,16 @@ impl CudaDecoder {
                     self.gemm_active(),
                 ) {
                     if let Some(t) = fuse::triple(&self.program, &a, &b, &c) {
+                        // ASSAY_ROPE_FUSE=1: with the rope + attention unit right after
+                        // (rope_kv in the segmented launch's epilogue, the same bits).
+                        if let Some(ra @ fuse::Fused::RopeAttn { .. }) =
+                            plan.get(si + 3).and_then(|s| s.fused)
+                        {
+                            if self.run_triple_rope(t, ra, &body, n, feed)? {
+                                skip = 3;
+                                continue;
+                            }
+                        }
                         if self.run_triple(t, n)? {
                             skip = 2;
                             continue;

@@ -43,6 +43,7 @@ pub const SOURCES: &[KernelSource] = &[
     src!("gemmt/wgmma.cuh"),
     src!("mask.cu"),
     src!("matvec.cu"),
+    src!("matvec/rope_epi.cuh"),
     src!("matvec/streamed.cuh"),
     src!("mmv.cu"),
     src!("norm.cu"),
@@ -512,7 +513,11 @@ impl Family {
                     let segs = consts::MV_WR_RD.iter().map(move |(r, d)| {
                         format!("matvec_{s}_seg{}_wr_r{r}_d{d}", consts::MV_WR_SEGS)
                     });
-                    plain.chain(glu).chain(segs)
+                    // The segmented launch with rope_kv in its epilogue (ASSAY_ROPE_FUSE).
+                    let rope = consts::MV_WR_RD.iter().map(move |(r, d)| {
+                        format!("matvec_{s}_seg{}rope_wr_r{r}_d{d}", consts::MV_WR_SEGS)
+                    });
+                    plain.chain(glu).chain(segs).chain(rope)
                 }))
                 // The multi-token streamed kernel (Q4_0 only).
                 .chain({

@@ -54,7 +54,7 @@ impl Paged {
     }
 
     /// The logical cache (`[nkv][cap][hd]`) the table reads from `pool`.
-    fn logical(&self, gpu: &Gpu, pool: &CudaSlice<f16>) -> Result<Vec<f16>, String> {
+    pub(super) fn logical(&self, gpu: &Gpu, pool: &CudaSlice<f16>) -> Result<Vec<f16>, String> {
         let pool = gpu.download(pool).map_err(e2s)?;
         ops::from_paged(&pool, &self.bt, self.nkv, self.cap, self.hd)
             .ok_or_else(|| "logical view of a test pool".to_string())

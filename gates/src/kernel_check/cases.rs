@@ -326,6 +326,11 @@ pub fn run_all(gpu: &Gpu, seed: u64, only: &[String]) -> Vec<CheckLine> {
             run(gpu, &mut rng_for(seed_name), &mut lines);
         }
     }
+    if want("rope") {
+        // rope_kv in the q / k / v launch's epilogue (ASSAY_ROPE_FUSE) against the separate
+        // launches: lines named `ropefuse ...`.
+        super::ropefuse::run_all(gpu, &mut rng_for("ropefuse"), &mut lines);
+    }
     lines
 }
 

@@ -219,7 +219,7 @@ impl CudaDecoder {
 
 /// The positions of a launch's rows: the graphed step's one (`step`'s `[token, position]`
 /// slot 1) or the rows' `pos`.
-fn feed_pos<'a>(
+pub(super) fn feed_pos<'a>(
     step: &'a CudaSlice<i32>,
     pos: &'a CudaSlice<i32>,
     feed: Feed,

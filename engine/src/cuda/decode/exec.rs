@@ -436,7 +436,7 @@ impl CudaDecoder {
 }
 
 /// The input norm a fused matvec folds in, if any.
-fn norm_in(
+pub(super) fn norm_in(
     weights: &[DevWeight],
     nf: Option<fuse::NormFold>,
 ) -> Result<Option<ops::NormIn<'_>>, CudaError> {
@@ -467,7 +467,7 @@ pub(super) fn matrix(weights: &[DevWeight], id: WeightId) -> Result<usize, CudaE
 }
 
 /// A bias vector, if the unit has one.
-fn opt_vector(
+pub(super) fn opt_vector(
     weights: &[DevWeight],
     id: Option<WeightId>,
 ) -> Result<Option<&dyn DevicePtr<f32>>, CudaError> {

@@ -352,6 +352,34 @@ pub fn matvec_segs(
     opts: MatvecOpts,
     ys: [&mut dyn DevicePtrMut<f32>; 3],
 ) -> Result<Option<MatvecKernel>, CudaError> {
+    let Some(l) = segs_launch(gpu, ws, x, ntok, biases, norm, opts, ys)? else {
+        return Ok(None);
+    };
+    launch(gpu, &l.choice.entry(), l.cfg, &l.args)?;
+    Ok(Some(l.choice))
+}
+
+/// A segmented launch of [`matvec_segs`], checked and not yet queued: its kernel, grid and
+/// arguments (those of `matvec_<fmt>_seg3_wr_r<R>_d<D>`, in order).
+pub(super) struct SegsLaunch {
+    pub choice: MatvecKernel,
+    pub cfg: LaunchConfig,
+    pub args: Vec<Arg>,
+}
+
+/// [`matvec_segs`]'s choice, checks and arguments (`Ok(None)`: the segmented launch does
+/// not apply).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn segs_launch(
+    gpu: &Gpu,
+    ws: [&DeviceWeight; 3],
+    x: &dyn DevicePtr<f32>,
+    ntok: usize,
+    biases: [Option<&dyn DevicePtr<f32>>; 3],
+    norm: Option<NormIn<'_>>,
+    opts: MatvecOpts,
+    ys: [&mut dyn DevicePtrMut<f32>; 3],
+) -> Result<Option<SegsLaunch>, CudaError> {
     const OP: &str = "matvec_segs";
     let w0 = ws[0];
     if let Some(w) = ws
@@ -407,31 +435,26 @@ pub fn matvec_segs(
         w0.cols,
         opts,
     )?;
-    launch(
-        gpu,
-        &choice.entry(),
-        cfg,
-        &[
-            Arg::Ptr(wp[0]),
-            Arg::Ptr(wp[1]),
-            Arg::Ptr(wp[2]),
-            Arg::Ptr(xp),
-            Arg::Ptr(bp[0]),
-            Arg::Ptr(bp[1]),
-            Arg::Ptr(bp[2]),
-            Arg::Ptr(yp[0]),
-            Arg::Ptr(yp[1]),
-            Arg::Ptr(yp[2]),
-            Arg::I32(int(OP, "rows", rows[0])?),
-            Arg::I32(int(OP, "rows", rows[1])?),
-            Arg::I32(int(OP, "rows", rows[2])?),
-            Arg::I32(int(OP, "k", w0.cols)?),
-            Arg::Ptr(np),
-            Arg::F32(eps),
-            Arg::F32(w_off),
-        ],
-    )?;
-    Ok(Some(choice))
+    let args = vec![
+        Arg::Ptr(wp[0]),
+        Arg::Ptr(wp[1]),
+        Arg::Ptr(wp[2]),
+        Arg::Ptr(xp),
+        Arg::Ptr(bp[0]),
+        Arg::Ptr(bp[1]),
+        Arg::Ptr(bp[2]),
+        Arg::Ptr(yp[0]),
+        Arg::Ptr(yp[1]),
+        Arg::Ptr(yp[2]),
+        Arg::I32(int(OP, "rows", rows[0])?),
+        Arg::I32(int(OP, "rows", rows[1])?),
+        Arg::I32(int(OP, "rows", rows[2])?),
+        Arg::I32(int(OP, "k", w0.cols)?),
+        Arg::Ptr(np),
+        Arg::F32(eps),
+        Arg::F32(w_off),
+    ];
+    Ok(Some(SegsLaunch { choice, cfg, args }))
 }
 
 /// `out[t] = scale * W[tokens[t]]` for `ntok` tokens: out is `[ntok][w.cols]`. A token id

@@ -16,6 +16,7 @@ mod linear;
 mod mask;
 mod mmv;
 mod pointwise;
+mod qkv_rope;
 mod rope_kv;
 mod sample;
 
@@ -40,6 +41,7 @@ pub use pointwise::{
     Activation, RopeStyle, RopeTable, add, add_inplace, argmax, gated_act, gated_act_inplace,
     qk_norm, rmsnorm, rmsnorm_inplace, rope, scale_inplace, softcap_inplace,
 };
+pub use qkv_rope::{QkvRope, matvec_segs_rope};
 pub use rope_kv::{RopeKvShape, kv_store, rope_kv, rope_kv_rows};
 pub use sample::{SAMPLE_CAP, SampleBuffers, Sampled, sample};
 

@@ -368,6 +368,14 @@ fn every_streamed_choice_is_listed_and_fits() {
                         assert!(c.shared_bytes(k) <= max, "{c} k={k}");
                         seen.insert(c.entry());
                     }
+                    // The segmented launch with rope_kv in its epilogue (ASSAY_ROPE_FUSE):
+                    // the same kernel, shared memory and grid.
+                    if let MatvecKernel::WrSegs { .. } = c {
+                        let e = super::RopeFuse::QkvEpilogue(c).entry();
+                        assert!(listed.contains(&e), "{e}");
+                        assert!(is_matvec_wr_entry(&e));
+                        seen.insert(e);
+                    }
                 }
             }
         }
@@ -381,7 +389,7 @@ fn every_streamed_choice_is_listed_and_fits() {
     assert_eq!(wr.len(), seen.len());
     assert_eq!(
         wr.len(),
-        MV_WR_FORMATS.len() * (2 * MV_WR_RD.len() + MV_WR_GLU_RD.len())
+        MV_WR_FORMATS.len() * (3 * MV_WR_RD.len() + MV_WR_GLU_RD.len())
     );
     assert!(!is_matvec_wr_entry("matvec_q4_0_r2") && !is_matvec_wr_entry("matvec_q4_0_glu_r1"));
     // The kernel's constants are these ones.

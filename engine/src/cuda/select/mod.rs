@@ -10,11 +10,13 @@ mod attention;
 mod gemmt;
 mod matvec;
 mod mmv;
+mod rope_fuse;
 
 pub use attention::*;
 pub use gemmt::*;
 pub use matvec::*;
 pub use mmv::*;
+pub use rope_fuse::*;
 
 use super::CudaError;
 use super::sources::consts::{
