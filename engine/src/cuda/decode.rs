@@ -389,6 +389,12 @@ impl CudaDecoder {
         self.mv.qkv
     }
 
+    /// Whether `ASSAY_ROPE_FUSE=1` asked for `rope_kv` in the q / k / v launch's epilogue
+    /// on one-token steps (where `select::choose_rope_fuse` takes it).
+    pub fn rope_fuse(&self) -> bool {
+        self.rope_fuse
+    }
+
     /// The matvec kernel chosen for each matrix (by tensor name), for receipts.
     pub fn kernel_choices(&self) -> Vec<(String, String)> {
         let mut v: Vec<(String, String)> = self
