@@ -316,7 +316,7 @@ impl GpuArm {
             // the default since session 11 is the tensor-core attention where the head
             // size has it).
             // A variant other than the default (ASSAY_PREFILL_ATTN=flash|flash2|flash3|flash4; the
-            // default is flash4 on sm_90 since brief s16/H1, flash3 before) records its name.
+            // default is flash3 on sm_90: flash4 lost its A/B in session 18) records its name.
             match self.dec.prefill_attn_variant() {
                 None => flags.push("attn=split".into()),
                 Some(v) if v != engine::cuda::select::DEFAULT_PREFILL_ATTN => {
