@@ -305,6 +305,13 @@ fn batch(ctx: &GateContext) -> GateOutcome {
         ..BatchConfig::default()
     };
     let fault = std::env::var("ASSAY_BATCH_PLANT_FAULT").is_ok_and(|v| v == "1");
+    // The batched step as CUDA graphs (the default) or eager (ASSAY_BATCH_GRAPH=0): the
+    // receipt says which one the gate checked (an invalid value fails the steps themselves).
+    let mode = match engine::cuda::decode::batch_graphs_from_env() {
+        Ok(true) => ", batched step as CUDA graphs",
+        Ok(false) => ", batched step eager (ASSAY_BATCH_GRAPH=0)",
+        Err(_) => "",
+    };
     let n_tokens = cfg.n_tokens;
     per_model_gate(
         ctx,
@@ -314,7 +321,7 @@ fn batch(ctx: &GateContext) -> GateOutcome {
         batch_check::verdict,
         |n| {
             format!(
-                "{n} models, {} greedy tokens, batches of {:?}{}",
+                "{n} models, {} greedy tokens, batches of {:?}{mode}{}",
                 cfg.n_tokens,
                 cfg.sizes,
                 if fault {

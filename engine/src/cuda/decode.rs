@@ -40,7 +40,8 @@
 //! one token to each of B decoders sharing these weights, up to [`MAX_ROWS`] rows per
 //! launch through the body's matvecs, RoPE + KV store + attention per row into its own
 //! decoder's cache with the one-token kernels, so each row's logits are those of a plain
-//! step (the `batch` gate).
+//! step (the `batch` gate). By default a group's step runs as one captured CUDA graph per
+//! group of decoders (`decode/batch/graph.rs`; `ASSAY_BATCH_GRAPH=0`: eager launches).
 //!
 //! Constrained decoding (`decode/mask.rs`): [`CudaDecoder::set_mask`] uploads a grammar's
 //! token bitmask, which the next pick (argmax, sample, or a graphed step) applies to the
@@ -71,6 +72,7 @@ mod sample;
 mod shared;
 mod verify;
 
+pub use batch::batch_graphs_from_env;
 use exec::{get, matrix, put, take, vector, vector_host, w_ref};
 pub use graph::StepGraph;
 pub use prefill::{DEFAULT_PREFILL, PrefillMode};

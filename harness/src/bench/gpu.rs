@@ -11,8 +11,9 @@
 //! A decode cell with `batch` B > 1 times batched decode (issue 8): B sequences (distinct
 //! prompts of the cell's length), each on its own decoder sharing one upload of the
 //! weights, prefilled one by one, then `gen_tokens` batched device steps
-//! ([`CudaDecoder::forward_batch_argmax`], eager); the sample is the aggregate rate,
-//! `B * gen_tokens` over the time of the batched steps.
+//! ([`CudaDecoder::forward_batch_argmax`]: by default one captured CUDA graph per group,
+//! eager with `ASSAY_BATCH_GRAPH=0`; the receipt's `graph=` flag says which ran); the sample
+//! is the aggregate rate, `B * gen_tokens` over the time of the batched steps.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -371,14 +372,39 @@ impl GpuArm {
             ),
         ];
         if !self.rows.is_empty() {
-            flags[0] = "graph=none (batched decode, eager)".into();
+            // The batched step as CUDA graphs (the default since session 19; eager with
+            // ASSAY_BATCH_GRAPH=0 or when a capture failed): what the workspaces hold after
+            // the runs says which ran.
+            let (held, failed) = std::iter::once(&self.dec)
+                .chain(self.rows.iter())
+                .map(|d| d.batch_graph_counts())
+                .fold((0, 0), |(h, f), (dh, df)| (h + dh, f + df));
+            let (graph, launches) = match (held, failed) {
+                (0, 0) => (
+                    "graph=none (batched decode, eager)".to_string(),
+                    "eager launches, no graph".to_string(),
+                ),
+                (_, 0) => (
+                    "graph=batch (batched decode, one CUDA graph per group)".to_string(),
+                    "the step captured once as a CUDA graph per group and replayed".to_string(),
+                ),
+                (0, f) => (
+                    format!("graph=none (batched decode, eager: {f} captures failed)"),
+                    format!("eager launches: {f} graph captures failed"),
+                ),
+                (h, f) => (
+                    format!("graph=partial (batched decode, {f} captures failed: eager)"),
+                    format!("{h} CUDA graphs held, {f} captures failed (those steps eager)"),
+                ),
+            };
+            flags[0] = graph;
             flags.push(format!("batch={}", self.rows.len() + 1));
             detail.push(format!(
                 "batched decode: {} sequences on one upload of the weights, distinct prompts, \
                  each prefilled alone, then one batched device step per token for all of them \
                  (one launch per fusion unit over all rows of a group of up to 64: the weights \
                  read once per step; RoPE + KV store and attention one launch each per layer \
-                 for all rows through per-row KV pointer tables; eager launches, no graph); \
+                 for all rows through per-row KV pointer tables; {launches}); \
                  tok/s = all sequences' tokens over the batched steps",
                 self.rows.len() + 1
             ));

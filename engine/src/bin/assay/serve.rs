@@ -64,13 +64,15 @@ pub struct Args {
     /// Backend: `auto` uses the GPU when a CUDA driver and device are present.
     #[arg(long, value_enum, default_value_t = Backend::Auto)]
     pub backend: Backend,
-    /// CUDA: run every decode step eagerly instead of replaying a captured CUDA graph.
+    /// CUDA: run every decode step eagerly instead of replaying a captured CUDA graph (but
+    /// the batched step of --batched-decode: graphed unless `ASSAY_BATCH_GRAPH=0`).
     #[arg(long)]
     pub no_graph: bool,
     /// CUDA: decode the sequences of a step in one batched device step (each weight read
     /// once per group of up to 64 sequences; a sequence's tokens are those it gets alone,
-    /// gate `batch`) instead of one after another. Opt-in for now; the CPU backend always
-    /// runs a step as one batch.
+    /// gate `batch`) instead of one after another; that step runs as one captured CUDA graph
+    /// per group of sequences (captured anew when the group changes; `ASSAY_BATCH_GRAPH=0`:
+    /// eager launches). Opt-in for now; the CPU backend always runs a step as one batch.
     #[arg(long)]
     pub batched_decode: bool,
     /// CUDA: run the Q4_0 / Q8_0 decode products on tensor cores (one arithmetic for 1..64

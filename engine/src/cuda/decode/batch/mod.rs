@@ -30,8 +30,9 @@
 //! layer) + 2 per layer for RoPE/KV/attention (more attention launches only when the
 //! attention scratch budget [`BATCH_ATT_SCRATCH_BYTES`] holds fewer rows than the group at
 //! a long capacity), whatever `n`; the first version took the matvec units once per 8
-//! rows and `2 n` attention launches per layer. By default every launch is eager; with
-//! `ASSAY_BATCH_GRAPH=1` ([`batch_graphs_from_env`]) a group's step is captured once as a
+//! rows and `2 n` attention launches per layer. By default ([`batch_graphs_from_env`];
+//! `ASSAY_BATCH_GRAPH=0` makes every launch eager, as before session 19's A/B: graphs ahead
+//! by 0.3% to 2.5% at 4, 16 and 64 rows) a group's step is captured once as a
 //! CUDA graph per group of decoders (their identities and order: a graph holds their head
 //! buffers; so one graph per batch size for a fixed set of sequences) and replayed after
 //! the per-step uploads (tokens, positions, KV tables), the attention grids then spanning
@@ -41,7 +42,8 @@
 //! not fuse with its RoPE (no model of the registry today) still runs per row.
 //!
 //! A planted fault for the `batch` gate's red test ([`CudaDecoder::forward_batch_argmax_planted`])
-//! negates the final hidden state of one row before the head.
+//! negates the final hidden state of one row before the head (that step always runs
+//! eagerly, never captured).
 
 use super::{CudaDecoder, Feed, MAX_ROWS, fuse, get, model_err, put, take};
 use crate::arch::{self, AttentionSpec, Op};
