@@ -251,7 +251,7 @@ fn one_case(
         let outs = |gpu: &Gpu| -> Result<Vec<CudaSlice<f32>>, String> {
             rows.iter().map(|&r| poison(gpu, r).map_err(e2s)).collect()
         };
-        // The separate launches (the decoder without ASSAY_ROPE_FUSE).
+        // The separate launches (the decoder with ASSAY_ROPE_FUSE=0).
         let mut ys = outs(gpu)?;
         {
             let [y0, y1, y2] = &mut ys[..] else {

@@ -1,7 +1,7 @@
 //! The one-token step's q, k and v products with `rope_kv`'s work (RoPE of q and k, k and v
 //! into the KV cache) in their segmented launch's epilogue (`ops::matvec_segs_rope`, issue
 //! 7), then the attention: a [`fuse::Triple`] followed by its [`fuse::Fused::RopeAttn`] in
-//! one unit, where `ASSAY_ROPE_FUSE=1` ([`rope_fuse_switch_from`]) and
+//! one unit, where `ASSAY_ROPE_FUSE` allows it (the default; [`rope_fuse_switch_from`]) and
 //! `select::choose_rope_fuse` take it. Every value (q, k and v buffers, cache entries,
 //! attention output) has the bits of `run_triple` then `rope_attention`.
 
@@ -139,13 +139,15 @@ impl CudaDecoder {
     }
 }
 
-/// `ASSAY_ROPE_FUSE`: `1` (rope_kv in the q / k / v launch's epilogue where it applies);
-/// unset or `0`: off (the separate `rope_kv` launch, the default). Anything else is an
-/// error.
+/// `ASSAY_ROPE_FUSE`: unset or `1`: rope_kv in the q / k / v launch's epilogue where it
+/// applies (the default since engine19, session 19: bit-identical to the separate launches
+/// by construction and by kernel-check's `ropefuse` lines, and one launch fewer per layer;
+/// the window's A/B against `0` decides whether it stays); `0`: off (the separate `rope_kv`
+/// launch). Anything else is an error.
 pub(super) fn rope_fuse_switch_from(v: Option<&str>) -> Result<bool, String> {
-    match v {
-        None | Some("0") => Ok(false),
-        Some("1") => Ok(true),
+    match v.map(str::trim) {
+        None | Some("") | Some("1") => Ok(true),
+        Some("0") => Ok(false),
         Some(other) => Err(format!("ASSAY_ROPE_FUSE={other}: expected 0 or 1")),
     }
 }
@@ -155,8 +157,9 @@ mod tests {
     use super::rope_fuse_switch_from;
 
     #[test]
-    fn rope_fuse_switch_is_strict_and_off_by_default() {
-        assert_eq!(rope_fuse_switch_from(None), Ok(false));
+    fn rope_fuse_switch_is_strict_and_on_by_default() {
+        assert_eq!(rope_fuse_switch_from(None), Ok(true));
+        assert_eq!(rope_fuse_switch_from(Some("")), Ok(true));
         assert_eq!(rope_fuse_switch_from(Some("0")), Ok(false));
         assert_eq!(rope_fuse_switch_from(Some("1")), Ok(true));
         let e = rope_fuse_switch_from(Some("yes")).unwrap_err();

@@ -1,7 +1,8 @@
 //! Where the one-token decode step does `rope_kv`'s work (RoPE of q and k, k and v into the
 //! KV cache) in the epilogue of the q / k / v segmented streamed launch
 //! (`matvec_<fmt>_seg3rope_wr_r<R>_d<D>`, kernels/matvec/rope_epi.cuh) instead of a
-//! `rope_kv` launch of its own (issue 7; `ASSAY_ROPE_FUSE=1`, off by default).
+//! `rope_kv` launch of its own (issue 7; `ASSAY_ROPE_FUSE`, on by default since engine19,
+//! `=0` off).
 //!
 //! Owns [`choose_rope_fuse`]: a pure function of the switch, the segmented launch chosen
 //! for q, k and v ([`super::choose_matvec_segs`]) and the attention's shape.
@@ -67,7 +68,7 @@ impl std::fmt::Display for RopeFuse {
     }
 }
 
-/// Whether (and how) a step's `rope_kv` runs fused: `enabled` (`ASSAY_ROPE_FUSE=1`), one
+/// Whether (and how) a step's `rope_kv` runs fused: `enabled` (`ASSAY_ROPE_FUSE`, default on), one
 /// token, q, k and v in one segmented streamed launch `qkv` (three matrices, an even number
 /// of rows per warp, so that a warp's row group holds whole adjacent pairs), the normal
 /// (adjacent-pair) rotation, an even head size with `2 <= n_rot <= head_dim` even, and the
