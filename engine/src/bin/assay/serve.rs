@@ -88,9 +88,12 @@ pub struct Args {
     /// Requests waiting for admission before new ones get 429.
     #[arg(long, default_value_t = 256)]
     pub max_queue: usize,
-    /// Tokens per engine step (decodes + prefill chunks).
-    #[arg(long, default_value_t = 256)]
-    pub max_batch_tokens: usize,
+    /// Tokens per engine step (decodes + prefill chunks): a prompt is prefilled in chunks
+    /// of at most this many tokens. Default: 2048 on the CUDA backend (each chunk is a pass
+    /// over every weight; the tensor-core prompt pass reaches its rate by 512 tokens), 256 on
+    /// the CPU (a step's prefill then stalls the other streams' decode for less long).
+    #[arg(long)]
+    pub max_batch_tokens: Option<usize>,
     /// Prefix-cache entries kept per model (0 = off).
     #[arg(long, default_value_t = 64)]
     pub prefix_cache_entries: usize,
@@ -357,7 +360,7 @@ fn load(args: &Args, backend: &Resolved, spec: &str) -> anyhow::Result<ServedMod
         kv_budget_bytes: 0,
         block_tokens: args.kv_block_tokens,
         max_queue: args.max_queue,
-        max_batch_tokens: args.max_batch_tokens,
+        max_batch_tokens: args.max_batch_tokens.unwrap_or(256),
         prefix_cache_entries: args.prefix_cache_entries,
         eog_tokens: tokenizer.eog_ids(),
         warmup_token: tokenizer.bos_id().or(Some(0)),
@@ -381,6 +384,7 @@ fn load(args: &Args, backend: &Resolved, spec: &str) -> anyhow::Result<ServedMod
             };
             let config = SchedulerConfig {
                 kv_budget_bytes: budget,
+                max_batch_tokens: args.max_batch_tokens.unwrap_or(2048),
                 ..config
             };
             (scheduler::start_spec(*c, config, spec), "cuda")
