@@ -43,7 +43,8 @@ pub(super) const EPILOGUES: [&str; 7] = [
 const ALONE: [(usize, usize); 2] = [(5, 1), (5, 13)];
 
 /// Whether the streamed kernel serves both one-token products (plain and gate + up) of a
-/// `rows x k` weight in `format` on `dev` when forced.
+/// `rows x k` weight in `format` on `dev` when forced (the tests' shorthand).
+#[cfg(test)]
 fn streamed(format: QuantFormat, rows: usize, k: usize, dev: &DeviceFacts) -> bool {
     streamed_epilogues(format, rows, k, dev) == EPILOGUES.len()
 }
