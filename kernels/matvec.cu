@@ -28,8 +28,8 @@
 // R, on `ntok`, on the tokens per pass, on which rows share the launch or on the grid, so
 // a row's result is the same bits in every launch (batch invariance; kernel-check compares
 // 1 vs N tokens per launch for every entry point).
-// Streamed entry points matvec_<fmt>_wr_r<R>_d<D> and matvec_<fmt>_glu_wr_r<R>_d<D> (Q4_0
-// and Q8_0, one token, k a multiple of 1024; chosen by select.rs on sm_90): the same
+// Streamed entry points matvec_<fmt>_wr_r<R>_d<D> and matvec_<fmt>_glu_wr_r<R>_d<D> (Q4_0,
+// Q8_0 and BF16, one token, k a multiple of 1024; chosen by select.rs on sm_90): the same
 // arithmetic per row, with the weights streamed into shared memory by cp.async through a
 // ring of D slots per thread in a persistent grid (the last section of this file), and
 // matvec_<fmt>_seg3_wr_r<R>_d<D>: three matrices of one format and k on one x (q, k and v)
@@ -558,8 +558,17 @@ ASSAY_FOR_EACH_FORMAT(ASSAY_MATVEC_TB)
     ASSAY_MATVEC_SEG3_WR_R(name, F, 4, 2)  \
     ASSAY_MATVEC_SEG3ROPE_WR_R(name, F, 4, 3)  \
     ASSAY_MATVEC_SEG3ROPE_WR_R(name, F, 4, 2)
+// (R, D) of each for BF16 (64-byte chunks, 4x Q4_0's ring per unit): sources.rs
+// MV_WR_HALF_RD (plain and segmented) / MV_WR_HALF_GLU_RD.
+#define ASSAY_MATVEC_WR_HALF(name, F)       \
+    ASSAY_MATVEC_WR_R(name, F, 2, 2)        \
+    ASSAY_MATVEC_WR_R(name, F, 1, 3)        \
+    ASSAY_MATVEC_GLU_WR_R(name, F, 1, 2)   \
+    ASSAY_MATVEC_SEG3_WR_R(name, F, 2, 2)  \
+    ASSAY_MATVEC_SEG3_WR_R(name, F, 1, 3)
 #if MV_PART != 2
 ASSAY_MATVEC_WR(q4_0, FmtQ4_0)
 ASSAY_MATVEC_WR(q8_0, FmtQ8_0)
+ASSAY_MATVEC_WR_HALF(bf16, FmtBF16)
 ASSAY_MATVEC_WRT(q4_0, FmtQ4_0)
 #endif

@@ -124,8 +124,10 @@ fn every_entry_point_is_defined_in_its_family() {
                     })
             });
             // matvec.cu's streamed kernel: `matvec_##name##[_glu|_seg3|_seg3rope]_wr_r##R##_d##D(`
-            // by the `ASSAY_MATVEC_[GLU_|SEG3_|SEG3ROPE_]WR_R(name, F, R, D)` lines of
-            // ASSAY_MATVEC_WR, instantiated by `ASSAY_MATVEC_WR(fmt, ...)`.
+            // by the `ASSAY_MATVEC_[GLU_|SEG3_|SEG3ROPE_]WR_R(name, F, R, D)` lines of the list
+            // macro the format is instantiated with: `ASSAY_MATVEC_WR(fmt, ...)` (Q4_0, Q8_0)
+            // or `ASSAY_MATVEC_WR_HALF(fmt, ...)` (BF16's rings, no seg3rope); the line must
+            // be in that macro's definition.
             let by_wr = name.strip_prefix("matvec_").is_some_and(|rest| {
                 let Some((body, rd)) = rest.split_once("_wr_r") else {
                     return false;
@@ -156,11 +158,25 @@ fn every_entry_point_is_defined_in_its_family() {
                 } else {
                     (body, "matvec_##name##_wr_r##R##_d##D(", "ASSAY_MATVEC_WR_R")
                 };
-                src.contains(tail)
-                    && src.contains(&format!("    {inst}(name, F, {r}, {d})"))
-                    && src
-                        .lines()
-                        .any(|l| l.starts_with(&format!("ASSAY_MATVEC_WR({fmt},")))
+                let Some(list) = ["ASSAY_MATVEC_WR", "ASSAY_MATVEC_WR_HALF"]
+                    .into_iter()
+                    .find(|m| src.lines().any(|l| l.starts_with(&format!("{m}({fmt},"))))
+                else {
+                    return false;
+                };
+                let Some((_, rest)) = src.split_once(&format!("#define {list}(name, F)")) else {
+                    return false;
+                };
+                // The macro's definition: its lines up to the first without a continuation.
+                let mut def = String::new();
+                for l in rest.lines() {
+                    def.push_str(l);
+                    def.push('\n');
+                    if !l.trim_end().ends_with('\\') {
+                        break;
+                    }
+                }
+                src.contains(tail) && def.contains(&format!("    {inst}(name, F, {r}, {d})"))
             });
             // matvec.cu's multi-token streamed kernel: `matvec_##name##[_glu]_wrt##NT##_r##R##_d##D(`
             // by the `ASSAY_MATVEC_[GLU_]WRT_R(name, F, NT, R, D)` lines of ASSAY_MATVEC_WRT,

@@ -134,6 +134,12 @@ struct FmtF32 : RowFmt<FmtF32> {
 // the same bits.
 template <class F>
 struct HalfFmt : RowFmt<F> {
+    // matvec.cu's streamed kernel (matvec/streamed.cuh): a chunk is 64 bytes of its row
+    // (rows are k / 32 chunks of 64 bytes back to back: row_bytes == 2 k, so chunk c of
+    // row r starts at byte (r k / 32 + c) 64, the planar formats' quant offset with
+    // QBYTES = 64), streamed as 4 16-byte pieces, and no scale plane (WR_SCALE).
+    static constexpr int QBYTES = 64;
+    static constexpr bool WR_SCALE = false;
     struct Ld {
         u32 w[16];
     };
@@ -206,6 +212,7 @@ struct FmtBF16 : HalfFmt<FmtBF16> {
 struct FmtQ4_0 {
     static constexpr int BYTES = 18, ELEMS = 32;
     static constexpr int QBYTES = 16;  // plane 0 bytes per block (matvec.cu's streamed kernel)
+    static constexpr bool WR_SCALE = true;  // plane 1: one f16 scale per block (streamed kernel)
     static __device__ __forceinline__ void prefetch(const WMat& m, u64 row, int c) {
         const u64 bi = row * m.nb + (u64)c;
         pf_l2(m.w + bi * 16);
@@ -347,6 +354,7 @@ struct FmtQ5_1 : RowFmt<FmtQ5_1> {
 struct FmtQ8_0 {
     static constexpr int BYTES = 34, ELEMS = 32;
     static constexpr int QBYTES = 32;  // plane 0 bytes per block (matvec.cu's streamed kernel)
+    static constexpr bool WR_SCALE = true;  // plane 1: one f16 scale per block (streamed kernel)
     static __device__ __forceinline__ void prefetch(const WMat& m, u64 row, int c) {
         const u64 bi = row * m.nb + (u64)c;
         pf_l2(m.w + bi * 32);

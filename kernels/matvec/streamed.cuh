@@ -3,9 +3,11 @@
 // matvec_<fmt>_wr_r<R>_d<D> (y = W norm(x) (+ bias) (+ res)) and matvec_<fmt>_glu_wr_r<R>_d<D>
 // (act(Wg norm(x)) * (Wu norm(x))), with the parameters of matvec_<fmt>_r<R> and
 // matvec_<fmt>_glu_r<R> (row_bytes: unused by the planar layout; ntok: 1), for the planar
-// formats with one f16 scale per block of 32 (F::QBYTES quant bytes per block: Q4_0, Q8_0)
-// and k a multiple of 1024. Blocks of MV_WARPS warps, a persistent grid (select.rs: at most
-// MV_WR_MINB x SMs blocks).
+// formats with one f16 scale per block of 32 (F::QBYTES quant bytes per block: Q4_0, Q8_0;
+// F::WR_SCALE) and for BF16 (HalfFmt: a chunk is 64 bytes of its row, rows back to back,
+// so chunk c of row r is at (r k / 32 + c) 64, the quant-plane offset with QBYTES = 64; no
+// scale plane, !F::WR_SCALE; row_bytes == 2 k is implied), k a multiple of 1024. Blocks of
+// MV_WARPS warps, a persistent grid (select.rs: at most MV_WR_MINB x SMs blocks).
 //  * Work: row groups of R consecutive rows (of both matrices for GLU: NU = R or 2R units,
 //    a unit = one row of one matrix), dealt to the warps of the grid round-robin (group g to
 //    warp g mod (MV_WARPS x gridDim.x), warp w of block b being warp b MV_WARPS + w). Step u
@@ -18,7 +20,8 @@
 //    launch (kernel-check compares these entry points with matvec_<fmt>_r<R> bit for bit,
 //    on several grids and sub-matrices).
 //  * Stream: a warp's steps over all its groups form one sequence; step t's loads (per unit
-//    and lane: the chunk's F::QBYTES quant bytes and the 4-byte word holding its f16 scale)
+//    and lane: the chunk's F::QBYTES quant bytes and, WR_SCALE, the 4-byte word holding its
+//    f16 scale)
 //    go global -> shared memory by cp.async into slot t mod D of the warp's ring, issued
 //    D - 1 steps ahead and running on across group boundaries. Each lane copies exactly
 //    the bytes it later reads, so cp.async.wait_group is the only synchronisation in the
@@ -29,8 +32,18 @@
 //    lane reading its chunk as 8 16-byte loads, 8 lanes of consecutive chunks on 8
 //    different 16-byte bank groups (9 c mod 8 = c mod 8).
 // Shared memory (select.rs: mv_wr_shared_bytes): x (k / 32 chunks of MV_WR_XS floats),
-// then the quant ring [warp][D][NU][F::QBYTES / 16][32] x 16 bytes, then the scale ring
-// [warp][D][NU][32] x 4 bytes.
+// then the quant ring [warp][D][NU][F::QBYTES / 16][32] x 16 bytes, then (WR_SCALE) the
+// scale ring [warp][D][NU][32] x 4 bytes.
+// BF16 (the same statements; why its bits are matvec_bf16_r<R>'s): the row kernel's lane l
+// loads chunk c = l, l + 32, ... of a row with HalfFmt::ldc (4 16-byte loads: words 4v ..
+// 4v + 3 of L.w from bytes 16v .. 16v + 15 of the chunk), adds `acc += HalfFmt::dotc(L, xc,
+// 1)` (one fresh fma chain over values 0 .. 31: lo then hi half of each word) with xc the
+// staged, normalised x of the chunk, then warp_sum and mv_store. Here lane l copies the
+// same 64 bytes of chunk 32 u + l into its ring slot (piece v at (unit QV + v) 32 + l),
+// mv_wr_ld puts piece v into L.w[4v .. 4v + 3] as ldc does, x comes from the same staging
+// statements (mv_inv_rms, norm4, the values exact copies), and the accumulation,
+// reduction and epilogue are the same statements in the same order: the same operands in
+// the same order through the same f32 operations, so the same bits.
 // S > 1 (the segmented entry points, plain products only): the rows are those of S
 // matrices `sg` of one format and k (own weights, rows, bias and y each; no residual) on the
 // same x, and the row groups of the grid are the concatenation of the segments' groups:
@@ -45,6 +58,23 @@
 // the KV-cache store of k and v, with its bits) instead of mv_store; `rp` its arguments.
 #pragma once
 #include "matvec/rope_epi.cuh"
+// Unit u's chunk of this lane from its ring (the bytes this lane copied there): the QV
+// 16-byte pieces in order into the words of `F::Ld` as F::ldc loads them (piece v: words
+// 4v .. 4v + 3), and WR_SCALE the f16 scale, the half of its 4-byte word that the parity of
+// chunk c selects.
+template <class F>
+__device__ __forceinline__ void mv_wr_ld(typename F::Ld& L, const uint4* ringq, const u32* rings,
+                                         int u, int lane, int c) {
+    constexpr int QV = F::QBYTES / 16;
+    if constexpr (F::WR_SCALE) {
+#pragma unroll
+        for (int v = 0; v < QV; v++) u4w(ringq[(u * QV + v) * 32 + lane], L.q + 4 * v);
+        L.d = f16_to_f32((u16)(rings[u * 32 + lane] >> (16 * (c & 1))));
+    } else {
+#pragma unroll
+        for (int v = 0; v < QV; v++) u4w(ringq[(u * QV + v) * 32 + lane], L.w + 4 * v);
+    }
+}
 template <int S>
 struct MvWrSegs {
     const u8* w[S];
@@ -68,7 +98,6 @@ __device__ __forceinline__ void matvec_wrt_steps(const float* __restrict__ x,
                                                  int gw, int gstride, const uint4* ringq,
                                                  const u32* rings, double* red, Issue& issue) {
     constexpr int NU = GLU ? 2 * R : R;
-    constexpr int QV = F::QBYTES / 16;
     const int lane = threadIdx.x & 31;
     // The inverse RMS of each live token, one block reduction each (block-uniform: every
     // thread calls it, as matvec_body_tb does).
@@ -91,12 +120,7 @@ __device__ __forceinline__ void matvec_wrt_steps(const float* __restrict__ x,
         const int c = 32 * cu + lane;
         typename F::Ld L[NU];
 #pragma unroll
-        for (int n = 0; n < NU; n++) {
-            const int u = slot * NU + n;
-#pragma unroll
-            for (int v = 0; v < QV; v++) u4w(ringq[(u * QV + v) * 32 + lane], L[n].q + 4 * v);
-            L[n].d = f16_to_f32((u16)(rings[u * 32 + lane] >> (16 * (c & 1))));
-        }
+        for (int n = 0; n < NU; n++) mv_wr_ld<F>(L[n], ringq, rings, slot * NU + n, lane, c);
 #pragma unroll
         for (int t = 0; t < NT; t++) {
             if (t < ntok) {
@@ -242,7 +266,7 @@ __device__ __forceinline__ void matvec_wr_body(const u8* __restrict__ w, const u
 #pragma unroll
             for (int v = 0; v < QV; v++)
                 gt_cp16(sq + (u * QV + v) * 32 * 16, qa[n] + (u64)iu * (32 * F::QBYTES) + 16 * v);
-            gt_cp4(ss + u * 32 * 4, sa[n] + (u64)iu * 64);
+            if constexpr (F::WR_SCALE) gt_cp4(ss + u * 32 * 4, sa[n] + (u64)iu * 64);
         }
         if (++iu == spg) {
             iu = 0;
@@ -297,11 +321,8 @@ __device__ __forceinline__ void matvec_wr_body(const u8* __restrict__ w, const u
         }
 #pragma unroll
         for (int n = 0; n < NU; n++) {
-            const int u = slot * NU + n;
             typename F::Ld L;
-#pragma unroll
-            for (int v = 0; v < QV; v++) u4w(ringq[(u * QV + v) * 32 + lane], L.q + 4 * v);
-            L.d = f16_to_f32((u16)(rings[u * 32 + lane] >> (16 * (c & 1))));
+            mv_wr_ld<F>(L, ringq, rings, slot * NU + n, lane, c);
             acc[n] += F::dotc(L, xr, 1);
         }
         slot = slot == D - 1 ? 0 : slot + 1;

@@ -80,6 +80,15 @@ pub mod consts {
     /// The same for the gate + up entry points (`matvec_<fmt>_glu_wr_r<R>_d<D>`: 1 row of
     /// each matrix per warp, depth 6 at k = 4096).
     pub const MV_WR_GLU_RD: [(u32, u32); 2] = [(1, 6), (1, 4)];
+    /// (rows per warp, ring depth) of the BF16 streamed one-token entry points (plain and
+    /// segmented; matvec.cu's `ASSAY_MATVEC_WR_HALF`), deepest ring first as
+    /// [`MV_WR_RD`]: a 64-byte chunk per lane and unit (4x Q4_0's ring), so 2 rows at depth
+    /// 2 beside k = 4096's staged x (q / o, q / k / v), 1 row at depth 3 beside
+    /// k = 14336's (down: 63 KB of x; two blocks per SM).
+    pub const MV_WR_HALF_RD: [(u32, u32); 2] = [(2, 2), (1, 3)];
+    /// The same for the BF16 gate + up entry points: 1 row of each matrix per warp, depth 2
+    /// (k = 4096; no ring fits beside k = 14336's x).
+    pub const MV_WR_HALF_GLU_RD: [(u32, u32); 1] = [(1, 2)];
     /// (tokens, rows per warp, ring depth) of the multi-token streamed entry points
     /// (`matvec_q4_0_wrt<NT>_r<R>_d<D>`, `select::MatvecKernel::WrTok`; Q4_0 only):
     /// `select` takes the fewest tokens that hold the launch's token vectors.
@@ -504,17 +513,25 @@ impl Family {
                 // The streamed one-token kernel.
                 .chain(super::select::MV_WR_FORMATS.iter().flat_map(|f| {
                     let s = super::select::format_suffix(*f);
-                    let plain = consts::MV_WR_RD
+                    let rd = super::select::mv_wr_rd(*f, false);
+                    let plain = rd
                         .iter()
                         .map(move |(r, d)| format!("matvec_{s}_wr_r{r}_d{d}"));
-                    let glu = consts::MV_WR_GLU_RD
+                    let glu = super::select::mv_wr_rd(*f, true)
                         .iter()
                         .map(move |(r, d)| format!("matvec_{s}_glu_wr_r{r}_d{d}"));
-                    let segs = consts::MV_WR_RD.iter().map(move |(r, d)| {
+                    let segs = rd.iter().map(move |(r, d)| {
                         format!("matvec_{s}_seg{}_wr_r{r}_d{d}", consts::MV_WR_SEGS)
                     });
-                    // The segmented launch with rope_kv in its epilogue (ASSAY_ROPE_FUSE).
-                    let rope = consts::MV_WR_RD.iter().map(move |(r, d)| {
+                    // The segmented launch with rope_kv in its epilogue (ASSAY_ROPE_FUSE), for
+                    // the formats of select::ROPE_FUSE_FORMATS (not BF16's list).
+                    let rope_rd: &'static [(u32, u32)] =
+                        if super::select::ROPE_FUSE_FORMATS.contains(f) {
+                            &consts::MV_WR_RD
+                        } else {
+                            &[]
+                        };
+                    let rope = rope_rd.iter().map(move |(r, d)| {
                         format!("matvec_{s}_seg{}rope_wr_r{r}_d{d}", consts::MV_WR_SEGS)
                     });
                     plain.chain(glu).chain(segs).chain(rope)

@@ -1,7 +1,7 @@
 //! kernel-check's cases of `rope_kv` fused into the q / k / v segmented launch
 //! (`matvec_<fmt>_seg3rope_wr_r<R>_d<D>`, `ops::matvec_segs_rope`, `ASSAY_ROPE_FUSE=1`), on
 //! the devices that run the segmented launch (sm_90; no lines elsewhere). Every line's name
-//! holds `ropefuse`. For each format of [`select::MV_WR_FORMATS`] and each shape of
+//! holds `ropefuse`. For each format of [`select::ROPE_FUSE_FORMATS`] and each shape of
 //! [`SHAPES`] (GQA 32 / 8 heads of 128, heads of 64 with full and partial rotation, a
 //! frequency-factor table, biases, a folded norm), one token at a time over [`POSITIONS`]
 //! (the same caches written position after position, as a decode does; across the
@@ -158,7 +158,7 @@ const FORCED: MatvecOpts = MatvecOpts {
 
 /// Every case (an error becomes a failing line).
 pub fn run_all(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
-    for format in select::MV_WR_FORMATS {
+    for format in select::ROPE_FUSE_FORMATS {
         for c in SHAPES {
             let (nh, nkv, hd, n_rot, k, cap, style, ..) = c;
             let rows = [nh * hd, nkv * hd, nkv * hd];
@@ -420,7 +420,7 @@ mod tests {
     fn the_shapes_reach_every_fused_entry_point_and_the_fallback() {
         let mut seen = BTreeSet::new();
         let mut neox = 0;
-        for f in select::MV_WR_FORMATS {
+        for f in select::ROPE_FUSE_FORMATS {
             for (nh, nkv, hd, n_rot, k, _, style, ..) in SHAPES {
                 let rows = [nh * hd, nkv * hd, nkv * hd];
                 let Ok(Some(kern)) =
@@ -451,7 +451,7 @@ mod tests {
             }
         }
         assert_eq!(seen, matvec_entries(|e| e.contains("_seg3rope")));
-        assert_eq!(neox, select::MV_WR_FORMATS.len());
+        assert_eq!(neox, select::ROPE_FUSE_FORMATS.len());
         // GQA 32 / 8 at head_dim 128 and head_dim 64; the positions cross KV blocks of 64.
         assert!(SHAPES.iter().any(|c| (c.0, c.1, c.2) == (32, 8, 128)));
         assert!(SHAPES.iter().any(|c| c.2 == 64 && c.6 == RopeStyle::Normal));

@@ -1,7 +1,8 @@
 //! kernel-check's cases of the streamed one-token matvec (`matvec_<fmt>[_glu]_wr_r<R>_d<D>`,
 //! [`MatvecKernel::Wr`]), on the devices that run it (sm_90; no lines elsewhere). For each
 //! format of [`select::MV_WR_FORMATS`] and each shape of [`SHAPES`] where its requirements
-//! hold:
+//! hold (BF16's gate + up ring does not fit beside k = 14336's x: there its plain epilogues
+//! only, [`streamed_epilogues`]):
 //! - every epilogue of [`EPILOGUES`] on the streamed kernel (forced: `MatvecOpts::wr =
 //!   Some(true)`) against today's one-token entry points (`Some(false)`), bit for bit, a line
 //!   each (`fusion`);
@@ -12,9 +13,9 @@
 //!
 //! The shapes leave the last row group partial (rows not a multiple of 4), take k = 1024 m
 //! for m = 1 (every step ends a row group), 3 and 14 (Llama-3.1-8B's down: the shallower
-//! rings beside 63 KB of staged x), and one has more row groups than the default grid has
-//! warps (warps streaming several groups); `tests` check that together they reach every
-//! streamed entry point.
+//! rings beside 63 KB of staged x; BF16's 1-row ring), and one has more row groups than the
+//! default grid has warps (warps streaming several groups); `tests` check that together they
+//! reach every streamed entry point.
 
 use super::cases::{ProductCase, ProductInputs, Shape, dot_scales, e2s, poison};
 use super::{CheckLine, Rng, compare_f32, compare_f32_scaled};
@@ -42,18 +43,32 @@ pub(super) const EPILOGUES: [&str; 7] = [
 const ALONE: [(usize, usize); 2] = [(5, 1), (5, 13)];
 
 /// Whether the streamed kernel serves both one-token products (plain and gate + up) of a
-/// `rows x k` weight in `format` on `dev` when forced.
+/// `rows x k` weight in `format` on `dev` when forced (the tests' shorthand).
+#[cfg(test)]
 fn streamed(format: QuantFormat, rows: usize, k: usize, dev: &DeviceFacts) -> bool {
+    streamed_epilogues(format, rows, k, dev) == EPILOGUES.len()
+}
+
+/// How many of [`EPILOGUES`] (the first ones) the streamed kernel serves for a `rows x k`
+/// weight in `format` on `dev` when forced: all of them where it serves both products, the
+/// plain ones (all but the last 2) where it serves the plain product only (BF16 at
+/// k = 14336), none where it does not serve the plain product.
+fn streamed_epilogues(format: QuantFormat, rows: usize, k: usize, dev: &DeviceFacts) -> usize {
     let wr = |c: Result<MatvecKernel, _>| matches!(c, Ok(MatvecKernel::Wr { .. }));
-    wr(select::choose_matvec(format, rows, k, 1, dev, Some(true)))
-        && wr(select::choose_matvec_glu(
-            format,
-            rows,
-            k,
-            1,
-            dev,
-            Some(true),
-        ))
+    if !wr(select::choose_matvec(format, rows, k, 1, dev, Some(true))) {
+        0
+    } else if wr(select::choose_matvec_glu(
+        format,
+        rows,
+        k,
+        1,
+        dev,
+        Some(true),
+    )) {
+        EPILOGUES.len()
+    } else {
+        EPILOGUES.len() - 2
+    }
 }
 
 /// The streamed-kernel cases (an error becomes a failing line).
@@ -61,7 +76,7 @@ pub fn run_all(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
     let dev = gpu.facts();
     for format in select::MV_WR_FORMATS {
         for (rows, k) in SHAPES {
-            if !streamed(format, rows, k, &dev) {
+            if streamed_epilogues(format, rows, k, &dev) == 0 {
                 continue;
             }
             let name = format!("{format} rows={rows} k={k}");
@@ -132,13 +147,15 @@ pub(super) fn served_by(
 }
 
 /// [`run`] with the streamed kernel forced (on `grid` blocks, or the default grid), which
-/// must have served every launch.
+/// must have served the first `n` launches (the epilogues of [`streamed_epilogues`]); the
+/// outputs and kernels of those.
 fn run_streamed(
     gpu: &Gpu,
     inp: &ProductInputs,
     x: &[f32],
     res: &[f32],
     grid: Option<u32>,
+    n: usize,
 ) -> Result<(Vec<Vec<f32>>, Vec<MatvecKernel>), String> {
     let opts = MatvecOpts {
         wr: Some(true),
@@ -146,14 +163,18 @@ fn run_streamed(
         qkv: None,
         wrt: false,
     };
+    let (mut outs, mut kernels) = run(gpu, inp, x, res, 1, opts)?;
+    outs.truncate(n);
+    kernels.truncate(n);
     let streamed = |c: &MatvecKernel| matches!(c, MatvecKernel::Wr { .. });
-    served_by(run(gpu, inp, x, res, 1, opts)?, streamed, "streamed")
+    served_by((outs, kernels), streamed, "streamed")
 }
 
 fn cases_of(s: Shape, rng: &mut Rng, lines: &mut Vec<CheckLine>) -> Result<(), String> {
     let (gpu, format, rows, k, name) = s.parts();
     let case = ProductCase::random(gpu, rng, format, rows, k, 1)?;
-    let (wr, wk) = run_streamed(gpu, &case.dev, &case.x, &case.res, None)?;
+    let ne = streamed_epilogues(format, rows, k, &gpu.facts());
+    let (wr, wk) = run_streamed(gpu, &case.dev, &case.x, &case.res, None, ne)?;
     let today_opts = MatvecOpts {
         wr: Some(false),
         wr_grid: None,
@@ -166,7 +187,7 @@ fn cases_of(s: Shape, rng: &mut Rng, lines: &mut Vec<CheckLine>) -> Result<(), S
             "the streamed kernel was chosen with wr = Some(false) ({c})"
         ));
     }
-    for (i, e) in EPILOGUES.iter().enumerate() {
+    for (i, e) in EPILOGUES.iter().enumerate().take(ne) {
         lines.push(compare_f32(
             "fusion",
             format!(
@@ -188,13 +209,10 @@ fn cases_of(s: Shape, rng: &mut Rng, lines: &mut Vec<CheckLine>) -> Result<(), S
     ));
     let all = wr.concat();
     for g in [1, 7] {
-        let (o, _) = run_streamed(gpu, &case.dev, &case.x, &case.res, Some(g))?;
+        let (o, _) = run_streamed(gpu, &case.dev, &case.x, &case.res, Some(g), ne)?;
         lines.push(compare_f32(
             "batch_invariance",
-            format!(
-                "matvec {name} streamed: a grid of {g} == the default grid, {} epilogues",
-                EPILOGUES.len()
-            ),
+            format!("matvec {name} streamed: a grid of {g} == the default grid, {ne} epilogues"),
             &o.concat(),
             &all,
         ));
@@ -212,14 +230,13 @@ fn cases_of(s: Shape, rng: &mut Rng, lines: &mut Vec<CheckLine>) -> Result<(), S
             rows: n,
             k,
         };
-        let (o, _) = run_streamed(gpu, &inp, &case.x, &case.res[a..a + n], None)?;
+        let (o, _) = run_streamed(gpu, &inp, &case.x, &case.res[a..a + n], None, ne)?;
         let among: Vec<f32> = wr.iter().flat_map(|e| e[a..a + n].to_vec()).collect();
         lines.push(compare_f32(
             "batch_invariance",
             format!(
-                "matvec {name} streamed: rows {a}..{} alone == among {rows}, {} epilogues",
+                "matvec {name} streamed: rows {a}..{} alone == among {rows}, {ne} epilogues",
                 a + n,
-                EPILOGUES.len()
             ),
             &o.concat(),
             &among,
@@ -290,5 +307,27 @@ mod tests {
         assert!(!streamed(QuantFormat::Q4_0, 67, 1024, &a100));
         assert!(streamed(QuantFormat::Q4_0, 37, 14336, &h200));
         assert!(!streamed(QuantFormat::Q8_0, 37, 14336, &h200));
+        assert_eq!(streamed_epilogues(QuantFormat::Q8_0, 37, 14336, &h200), 0);
+        // BF16: every shape, the plain epilogues only at k = 14336 (its 1-row ring; no gate +
+        // up ring fits there).
+        let bf = QuantFormat::BF16;
+        for (rows, k) in SHAPES {
+            let want = if k == 14336 {
+                EPILOGUES.len() - 2
+            } else {
+                EPILOGUES.len()
+            };
+            assert_eq!(streamed_epilogues(bf, rows, k, &h200), want, "{rows} {k}");
+        }
+        assert!(
+            EPILOGUES[EPILOGUES.len() - 2..]
+                .iter()
+                .all(|e| e.contains("glu"))
+        );
+        assert!(
+            EPILOGUES[..EPILOGUES.len() - 2]
+                .iter()
+                .all(|e| !e.contains("glu"))
+        );
     }
 }

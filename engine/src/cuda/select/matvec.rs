@@ -102,20 +102,48 @@ pub const fn mv_shared_bytes(tokens_per_pass: usize, k: usize) -> usize {
 }
 
 /// Formats of the streamed one-token kernel ([`MatvecKernel::Wr`]): the planar layouts with
-/// one f16 scale per block of 32 values.
-pub const MV_WR_FORMATS: [QuantFormat; 2] = [QuantFormat::Q4_0, QuantFormat::Q8_0];
+/// one f16 scale per block of 32 values, and BF16 (rows of 64-byte chunks, no scales; its
+/// own rings, [`mv_wr_rd`]).
+pub const MV_WR_FORMATS: [QuantFormat; 3] =
+    [QuantFormat::Q4_0, QuantFormat::Q8_0, QuantFormat::BF16];
 
 /// The formats of [`MV_WR_FORMATS`] that take the streamed kernel by default (`wr` = `None`).
 /// Q8_0 only when forced (`ASSAY_MV_WR=1`): session 14 (research/notes/s14), 8B Q8_0 at 512
 /// context, graphed: streamed 209.5 / 211.6 (without PDL) tok/s vs 269.5 / 270.0 not streamed.
+/// BF16 only when forced: not yet timed on a GPU (session 19 built it; its bits are checked
+/// by kernel-check against `matvec_bf16_r<R>`).
 pub const MV_WR_DEFAULT_FORMATS: [QuantFormat; 1] = [QuantFormat::Q4_0];
 
-/// Quant bytes per block of a format of [`MV_WR_FORMATS`] (formats.cuh's `F::QBYTES`).
+/// Bytes per 32-value chunk of a format of [`MV_WR_FORMATS`] that the streamed kernel copies
+/// into its quant ring (formats.cuh's `F::QBYTES`: the quants of a block; BF16's 32 values).
 fn wr_quant_bytes(format: QuantFormat) -> Option<usize> {
     match format {
         QuantFormat::Q4_0 => Some(16),
         QuantFormat::Q8_0 => Some(32),
+        QuantFormat::BF16 => Some(64),
         _ => None,
+    }
+}
+
+/// Bytes per chunk of the streamed kernel's scale ring (formats.cuh's `F::WR_SCALE`: the
+/// 4-byte word holding the block's f16 scale; BF16 has none).
+fn wr_scale_bytes(format: QuantFormat) -> usize {
+    match format {
+        QuantFormat::BF16 => 0,
+        _ => 4,
+    }
+}
+
+/// (rows per warp, ring depth) of the streamed one-token entry points of `format`, deepest
+/// ring first (gate + up for `glu`; the segmented entry points use the plain ones): BF16's
+/// 64-byte chunks take [`MV_WR_HALF_RD`] / [`MV_WR_HALF_GLU_RD`], the planar formats
+/// [`MV_WR_RD`] / [`MV_WR_GLU_RD`].
+pub fn mv_wr_rd(format: QuantFormat, glu: bool) -> &'static [(u32, u32)] {
+    match (format, glu) {
+        (QuantFormat::BF16, false) => &MV_WR_HALF_RD,
+        (QuantFormat::BF16, true) => &MV_WR_HALF_GLU_RD,
+        (_, false) => &MV_WR_RD,
+        (_, true) => &MV_WR_GLU_RD,
     }
 }
 
@@ -148,7 +176,7 @@ pub fn mv_wr_max_shared_bytes(cc: (i32, i32)) -> Option<usize> {
 /// Dynamic shared memory of a streamed launch for rows of `k` values in `format` (one of
 /// [`MV_WR_FORMATS`]; matvec.cu's `matvec_wr_body`): x, k/32 chunks of [`MV_WR_XS`] floats;
 /// then per warp a ring of `depth` slots of `units` rows (`rows_per_warp`, twice for gate +
-/// up) x 32 lanes x (the chunk's quant bytes + the 4-byte word of its scale).
+/// up) x 32 lanes x (the chunk's quant bytes + the 4-byte word of its scale, none for BF16).
 pub fn mv_wr_shared_bytes(
     format: QuantFormat,
     glu: bool,
@@ -162,7 +190,8 @@ pub fn mv_wr_shared_bytes(
 /// Dynamic shared memory of a multi-token streamed launch ([`MatvecKernel::WrTok`]; matvec.cu's
 /// `matvec_wr_body` with NT > 1): the ring alone (x is read from global memory; the ring of
 /// [`mv_wr_shared_bytes`]), per warp
-/// `depth` slots of `units` rows x 32 lanes x (the chunk's quant bytes + 4).
+/// `depth` slots of `units` rows x 32 lanes x (the chunk's quant bytes + its scale's:
+/// [`wr_scale_bytes`]).
 pub fn mv_wrt_shared_bytes(
     format: QuantFormat,
     glu: bool,
@@ -170,7 +199,7 @@ pub fn mv_wrt_shared_bytes(
     depth: u32,
 ) -> usize {
     let units = rows_per_warp as usize * if glu { 2 } else { 1 };
-    let chunk = wr_quant_bytes(format).unwrap_or(0) + 4;
+    let chunk = wr_quant_bytes(format).unwrap_or(0) + wr_scale_bytes(format);
     MV_WARPS as usize * depth as usize * units * 32 * chunk
 }
 
@@ -536,8 +565,8 @@ pub fn choose_matvec_wrt(
 /// weight in `format` (two of them for `glu`, gate + up) on `ntok` vectors, on a shape that
 /// [`check_matvec`] accepted, or `None` for today's entry points. Its requirements: one
 /// token, k a multiple of [`MV_WR_K_STEP`], a format of [`MV_WR_FORMATS`], a device that
-/// runs it ([`mv_wr_max_shared_bytes`]) and a ring that fits: the deepest of
-/// [`MV_WR_RD`] ([`MV_WR_GLU_RD`]) whose shared memory leaves room for
+/// runs it ([`mv_wr_max_shared_bytes`]) and a ring that fits: the first of the format's
+/// [`mv_wr_rd`] whose shared memory leaves room for
 /// [`MV_WR_BLOCKS_PER_SM`] blocks per SM. Where they hold, `wr` decides: `Some(false)`
 /// never, `Some(true)` always, `None` (the default) for a format of
 /// [`MV_WR_DEFAULT_FORMATS`] when the launch has at least 3/4 of a block per SM (`rows / (rows per warp x MV_WARPS)` blocks): measured on the H200 (132 SMs,
@@ -557,8 +586,7 @@ fn choose_matvec_wr(
     if wr == Some(false) || ntok != 1 || k % MV_WR_K_STEP != 0 || !MV_WR_FORMATS.contains(&format) {
         return None;
     }
-    let configs: &[(u32, u32)] = if glu { &MV_WR_GLU_RD } else { &MV_WR_RD };
-    let kernel = configs
+    let kernel = mv_wr_rd(format, glu)
         .iter()
         .map(|&(rows_per_warp, depth)| MatvecKernel::Wr {
             format,
@@ -587,7 +615,7 @@ pub fn mv_seg_rows(rows_per_warp: u32, rows: &[usize]) -> usize {
 /// shape checks of [`choose_matvec`] first (errors). Requirements: [`MV_WR_SEGS`] matrices
 /// of at least one row, one token, k a multiple of [`MV_WR_K_STEP`], a format of
 /// [`MV_WR_FORMATS`], a device that runs the streamed kernel ([`mv_wr_max_shared_bytes`]:
-/// compute capability 9.0), a ring of [`MV_WR_RD`] that fits beside x (the plain streamed
+/// compute capability 9.0), a ring of [`mv_wr_rd`] that fits beside x (the plain streamed
 /// kernel's rule), and a group space that the kernel's 32-bit row indices hold. Where they
 /// hold, `qkv` (`ASSAY_MV_QKV`) decides: `Some(false)` never, `Some(true)` always, `None`
 /// (the default) for a format of [`MV_WR_DEFAULT_FORMATS`] unless `wr` (`ASSAY_MV_WR`) is
@@ -617,7 +645,7 @@ pub fn choose_matvec_segs(
     {
         return Ok(None);
     }
-    let Some(kernel) = MV_WR_RD
+    let Some(kernel) = mv_wr_rd(format, false)
         .iter()
         .map(|&(rows_per_warp, depth)| MatvecKernel::WrSegs {
             format,

@@ -8,6 +8,7 @@
 //! for q, k and v ([`super::choose_matvec_segs`]) and the attention's shape.
 
 use super::{MatvecKernel, format_suffix, format_suffix_of};
+use crate::quant::QuantFormat;
 
 /// The attention's shape as the fused epilogue sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,6 +69,10 @@ impl std::fmt::Display for RopeFuse {
     }
 }
 
+/// The formats whose segmented launch has a `seg3rope` twin (kernels/matvec.cu's
+/// `ASSAY_MATVEC_WR` list: Q4_0, Q8_0; BF16's `ASSAY_MATVEC_WR_HALF` list has none).
+pub const ROPE_FUSE_FORMATS: [QuantFormat; 2] = [QuantFormat::Q4_0, QuantFormat::Q8_0];
+
 /// Whether (and how) a step's `rope_kv` runs fused: `enabled` (`ASSAY_ROPE_FUSE`, default on), one
 /// token, q, k and v in one segmented streamed launch `qkv` (three matrices, an even number
 /// of rows per warp, so that a warp's row group holds whole adjacent pairs), the normal
@@ -95,6 +100,7 @@ pub fn choose_rope_fuse(
     let ok = enabled
         && s.ntok == 1
         && !s.neox
+        && ROPE_FUSE_FORMATS.contains(&format)
         && format_suffix_of(format).is_some()
         && rows_per_warp % 2 == 0
         && hd % 2 == 0
@@ -191,6 +197,11 @@ mod tests {
         // NeoX pairs straddle row groups.
         assert_eq!(
             choose_rope_fuse(true, k, RopeFuseShape { neox: true, ..base }),
+            None
+        );
+        // A format without seg3rope entry points (BF16's streamed list, session 19).
+        assert_eq!(
+            choose_rope_fuse(true, segs(QuantFormat::BF16, 2), base),
             None
         );
         // An odd number of rows per warp would split a pair.
