@@ -758,3 +758,7 @@ pub fn choose_matvec_pair(
 #[cfg(test)]
 #[path = "matvec_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "matvec_bf16_tests.rs"]
+mod bf16_tests;
