@@ -412,3 +412,86 @@ fn a_prefill_receipt_without_the_field_renders_as_before() {
     );
     assert_eq!(render::target_cells(25_000.0, None).1, "—");
 }
+
+/// The fixture's boards and README with receipts written to a temporary folder.
+fn with_receipts(receipts: &[Receipt]) -> (tempfile::TempDir, BoardPaths) {
+    let t = tempfile::tempdir().unwrap();
+    let research = t.path().join("research");
+    std::fs::create_dir_all(&research).unwrap();
+    for r in receipts {
+        append(&research.join("bench.jsonl"), r).unwrap();
+    }
+    let p = BoardPaths {
+        receipts: research,
+        ..paths("README.in.md")
+    };
+    (t, p)
+}
+
+fn red(mut r: Receipt, why: &str) -> Receipt {
+    r.verdict = Verdict::Red {
+        failures: vec![why.into()],
+    };
+    r
+}
+
+#[test]
+fn a_newer_red_receipt_is_shown_red_with_no_number_and_an_older_one_is_superseded() {
+    let s = [700.0, 710.0, 705.0, 702.0, 708.0];
+    let why = "the arms disagree on the first greedy tokens (not a near-tie)";
+    let (_t, p) = with_receipts(&[
+        // q4: green, then red on the same sources: red wins.
+        bench("q4", "2026-11-29T10:00:00Z", &today(), &s),
+        red(
+            bench("q4", "2026-11-29T11:00:00Z", &today(), &[900.0; 5]),
+            why,
+        ),
+        // q8: red, then green: the green one is shown.
+        red(
+            bench("q8", "2026-11-29T10:00:00Z", &today(), &[900.0; 5]),
+            "old | failure",
+        ),
+        bench("q8", "2026-11-29T11:00:00Z", &today(), &s),
+    ]);
+    let g = regenerate(&p, &today()).unwrap();
+    assert!(g.readme.contains(&format!("| Q4_0 | assay | red: {why} | | | | | NVIDIA H200 | 2026-11-29T11:00:00Z `0123456789` |")), "{}", g.readme);
+    assert!(
+        !g.readme.contains("900"),
+        "a red receipt's numbers are never shown"
+    );
+    assert!(
+        g.readme.contains("| Q8_0 | assay assay-cuda | 705.00 |"),
+        "{}",
+        g.readme
+    );
+    assert!(!g.readme.contains("old \\| failure"));
+    assert_eq!(g.counts[0], ("demo".to_owned(), 1, 0));
+    assert_eq!(g.red, vec![("demo".to_owned(), "q4".to_owned())]);
+    let svg = &g.plots[0].1;
+    assert!(svg.contains("red: see the table"), "{svg}");
+}
+
+#[test]
+fn a_red_receipt_on_other_sources_is_stale_not_red() {
+    let other = SourceIdentity {
+        kernel: "e".repeat(64),
+        engine: "b".repeat(64),
+    };
+    let (_t, p) = with_receipts(&[red(
+        bench("q4", "2026-11-29T11:00:00Z", &other, &[900.0; 5]),
+        "x",
+    )]);
+    let g = regenerate(&p, &today()).unwrap();
+    assert!(g.red.is_empty());
+    assert_eq!(g.readme.matches("stale: no current receipt").count(), 2);
+    assert!(!g.readme.contains("red:"));
+}
+
+#[test]
+fn red_text_escapes_pipes_and_line_breaks() {
+    let r = red(
+        bench("q4", "2026-11-29T11:00:00Z", &today(), &[1.0; 5]),
+        "a | b\nc",
+    );
+    assert_eq!(render::red_text(&r), "red: a \\| b c");
+}

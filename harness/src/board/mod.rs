@@ -49,8 +49,11 @@ pub struct Generated {
     /// README regions that no board file defines (a board removed, or a misspelt name):
     /// their text would stay as it is, never regenerated again.
     pub orphan_regions: Vec<String>,
-    /// (board, cells shown, cells stale).
+    /// (board, cells shown, cells stale); red cells (newest current receipt red) count as
+    /// neither: see `red`.
     pub counts: Vec<(String, usize, usize)>,
+    /// (board, cell id) of every cell shown red.
+    pub red: Vec<(String, String)>,
 }
 
 /// Regenerate everything from the files at `paths`, judging currentness against `today`.
@@ -60,28 +63,44 @@ pub fn regenerate(paths: &BoardPaths, today: &SourceIdentity) -> Result<Generate
     let boards = load_boards(&paths.boards)?;
     let all = select::load_all(&paths.receipts)?;
     let newest = select::newest_current(&paths.receipts, today)?;
-    let shown = select::pick(&all, &newest);
+    let newest_red = select::newest_current_with(&paths.receipts, today, "red")?;
+    let (shown, red) =
+        select::split_red(select::pick(&all, &newest), select::pick(&all, &newest_red));
     let mut text = std::fs::read_to_string(&paths.readme)
         .with_context(|| format!("reading {}", paths.readme.display()))?;
     let mut plots = Vec::new();
     let mut missing = Vec::new();
     let mut counts = Vec::new();
+    let mut red_cells = Vec::new();
     for b in &boards {
         let mine: std::collections::BTreeMap<String, &gates::receipt::Receipt> = b
             .cells
             .iter()
             .filter_map(|c| shown.get(&c.id).map(|r| (c.id.clone(), *r)))
             .collect();
-        counts.push((b.name.clone(), mine.len(), b.cells.len() - mine.len()));
+        let mine_red: std::collections::BTreeMap<String, &gates::receipt::Receipt> = b
+            .cells
+            .iter()
+            .filter_map(|c| red.get(&c.id).map(|r| (c.id.clone(), *r)))
+            .collect();
+        counts.push((
+            b.name.clone(),
+            mine.len(),
+            b.cells.len() - mine.len() - mine_red.len(),
+        ));
+        red_cells.extend(mine_red.keys().map(|c| (b.name.clone(), c.clone())));
         let svg_name = format!("{}.svg", b.name);
         let svg_rel = format!("boards/{svg_name}");
-        let body = render::board_markdown(b, &mine, &svg_rel);
+        let body = render::board_markdown(b, &mine, &mine_red, &svg_rel);
         match readme::replace_region(&text, &b.name, &body)? {
             Some(t) => text = t,
             None => missing.push(b.name.clone()),
         }
         if !missing.contains(&b.name) {
-            plots.push((paths.boards.join(svg_name), plot::board_svg(b, &mine)?));
+            plots.push((
+                paths.boards.join(svg_name),
+                plot::board_svg(b, &mine, &mine_red)?,
+            ));
         }
     }
     let orphan_regions = readme::region_names(&text)
@@ -94,6 +113,7 @@ pub fn regenerate(paths: &BoardPaths, today: &SourceIdentity) -> Result<Generate
         missing_markers: missing,
         orphan_regions,
         counts,
+        red: red_cells,
     })
 }
 
@@ -113,7 +133,21 @@ pub fn run(env: &EnvArgs, args: &BoardArgs) -> Result<bool> {
     let today = SourceIdentity::of_tree(&root).context("computing today's source identities")?;
     let g = regenerate(&paths, &today)?;
     for (b, shown, stale) in &g.counts {
-        println!("board {b}: {shown} cell(s) with a current receipt, {stale} stale");
+        let red: Vec<&str> = g
+            .red
+            .iter()
+            .filter(|(rb, _)| rb == b)
+            .map(|(_, c)| c.as_str())
+            .collect();
+        if red.is_empty() {
+            println!("board {b}: {shown} cell(s) with a current receipt, {stale} stale");
+        } else {
+            println!(
+                "board {b}: {shown} cell(s) with a current receipt, {} red ({}), {stale} stale",
+                red.len(),
+                red.join(", ")
+            );
+        }
     }
     for b in &g.missing_markers {
         let (begin, end) = readme::markers(b);
