@@ -496,12 +496,12 @@ pub fn run(env: &EnvArgs, args: &PairArgs) -> Result<bool> {
         );
     }
     if args.plan || args.budget_s.is_some() {
-        // A cell that already has a current green receipt (what `harness board` would
-        // show) is done: the plan and the budget leave it out, so the next window's
-        // `--budget-s` takes the next slice.
+        // A cell that already has a current receipt measured as the cell is defined today
+        // (what `harness board` shows: green, or red when newer) is done: the plan and the
+        // budget leave it out, so the next window's `--budget-s` takes the next slice.
         let today = gates::identity::SourceIdentity::of_tree(&root)
             .context("computing today's source identities")?;
-        let done = crate::board::select::newest_current(&root.join("research"), &today)?;
+        let done = crate::board::done_cells(&root.join("research"), &today, &cells)?;
         let before = cells.len();
         cells = pending(cells, &done);
         if cells.len() < before {

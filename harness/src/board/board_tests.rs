@@ -495,3 +495,94 @@ fn red_text_escapes_pipes_and_line_breaks() {
     );
     assert_eq!(render::red_text(&r), "red: a \\| b c");
 }
+
+/// A pairing receipt of `cell` whose assay arm ran with `flags`.
+fn pair_with_flags(flags: &[&str]) -> Receipt {
+    let mut r = bench("c4", "2026-11-29T11:00:00Z", &today(), &[1.0; 5]);
+    r.kind = Kind::Pair;
+    let mut theirs = r.arms[0].clone();
+    theirs.name = "llama.cpp decode".into();
+    theirs.engine = "llama-server".into();
+    theirs.flags = vec!["-ngl".into(), "999".into(), "--batched-decode".into()];
+    r.arms[0].engine = "assay-serve-cuda".into();
+    r.arms[0].flags = flags.iter().map(|s| s.to_string()).collect();
+    r.arms.push(theirs);
+    r
+}
+
+#[test]
+fn a_pairing_receipt_counts_only_with_the_server_flags_its_cell_names_today() {
+    let cell: crate::bench::cells::Cell = toml::from_str(
+        r#"
+id = "c4"
+label = "4 streams"
+vs = ["llama.cpp"]
+device = "gpu"
+mode = "serve"
+synth = { arch = "llama", shape = "llama-3.1-8b", quant = "Q4_0", seed = 0 }
+prompt_tokens = 512
+gen_tokens = 128
+batch = 4
+serve_flags = ["--batched-decode", "--mmv"]
+"#,
+    )
+    .unwrap();
+    let base = [
+        "bin=/tmp/assay-bin/assay",
+        "--backend",
+        "cuda",
+        "--ctx",
+        "656",
+        "--prefix-cache-entries",
+        "0",
+        "--max-queue",
+        "16",
+    ];
+    let with = |extra: &[&str]| {
+        let mut f = base.to_vec();
+        f.extend_from_slice(extra);
+        pair_with_flags(&f)
+    };
+    assert!(measured_as_defined(
+        &cell,
+        &with(&["--batched-decode", "--mmv"])
+    ));
+    // Measured before the cell gained --mmv (session 19's c4 receipt): not this cell's.
+    assert!(!measured_as_defined(&cell, &with(&["--batched-decode"])));
+    assert!(!measured_as_defined(&cell, &with(&["--mmv"])));
+    assert!(!measured_as_defined(
+        &cell,
+        &with(&["--batched-decode", "--mmv", "--x"])
+    ));
+    // A cell without serve flags and a receipt with some: stale too.
+    let plain = crate::bench::cells::Cell {
+        serve_flags: vec![],
+        ..cell.clone()
+    };
+    assert!(measured_as_defined(&plain, &with(&[])));
+    assert!(!measured_as_defined(&plain, &with(&["--batched-decode"])));
+    // Bench receipts are not judged by this rule.
+    let mut b = with(&["--anything"]);
+    b.kind = Kind::Bench;
+    assert!(measured_as_defined(&cell, &b));
+}
+
+#[test]
+fn done_cells_are_the_shown_ones_measured_as_defined() {
+    let s = [700.0, 710.0, 705.0, 702.0, 708.0];
+    let (_t, p) = with_receipts(&[
+        bench("q4", "2026-11-29T10:00:00Z", &today(), &s),
+        red(bench("q8", "2026-11-29T10:00:00Z", &today(), &s), "x"),
+    ]);
+    let b: crate::bench::cells::Board =
+        toml::from_str(&std::fs::read_to_string(fixture().join("boards/demo.toml")).unwrap())
+            .unwrap();
+    let cells: Vec<&crate::bench::cells::Cell> = b.cells.iter().collect();
+    let done = done_cells(&p.receipts, &today(), &cells).unwrap();
+    assert_eq!(done.len(), 2, "a red result is a result: {done:?}");
+    let other = SourceIdentity {
+        kernel: "f".repeat(64),
+        engine: "b".repeat(64),
+    };
+    assert!(done_cells(&p.receipts, &other, &cells).unwrap().is_empty());
+}

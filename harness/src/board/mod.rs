@@ -73,16 +73,10 @@ pub fn regenerate(paths: &BoardPaths, today: &SourceIdentity) -> Result<Generate
     let mut counts = Vec::new();
     let mut red_cells = Vec::new();
     for b in &boards {
-        let mine: std::collections::BTreeMap<String, &gates::receipt::Receipt> = b
-            .cells
-            .iter()
-            .filter_map(|c| shown.get(&c.id).map(|r| (c.id.clone(), *r)))
-            .collect();
-        let mine_red: std::collections::BTreeMap<String, &gates::receipt::Receipt> = b
-            .cells
-            .iter()
-            .filter_map(|c| red.get(&c.id).map(|r| (c.id.clone(), *r)))
-            .collect();
+        // A receipt measured with other server flags than the cell names today is not the
+        // cell's (its flags changed since): the cell is stale.
+        let mine = of_board(b, &shown);
+        let mine_red = of_board(b, &red);
         counts.push((
             b.name.clone(),
             mine.len(),
@@ -115,6 +109,87 @@ pub fn regenerate(paths: &BoardPaths, today: &SourceIdentity) -> Result<Generate
         counts,
         red: red_cells,
     })
+}
+
+/// The cells of `cells` that the board shows a result for (a green receipt, or a red one
+/// newer than any green: see [`select::split_red`]) measured as each is defined today
+/// ([`measured_as_defined`]), with the receipt's time: what `harness pair --plan` /
+/// `--budget-s` leave out as done.
+pub fn done_cells(
+    research: &Path,
+    today: &SourceIdentity,
+    cells: &[&crate::bench::cells::Cell],
+) -> Result<std::collections::BTreeMap<String, String>> {
+    let all = select::load_all(research)?;
+    let (green, red) = select::split_red(
+        select::pick(&all, &select::newest_current(research, today)?),
+        select::pick(&all, &select::newest_current_with(research, today, "red")?),
+    );
+    Ok(cells
+        .iter()
+        .filter_map(|c| {
+            green
+                .get(&c.id)
+                .or_else(|| red.get(&c.id))
+                .filter(|r| measured_as_defined(c, r))
+                .map(|r| (c.id.clone(), r.time.clone()))
+        })
+        .collect())
+}
+
+/// The receipts of `board`'s cells in `m` that were measured as the cell is defined today
+/// ([`measured_as_defined`]).
+fn of_board<'a>(
+    board: &crate::bench::cells::Board,
+    m: &std::collections::BTreeMap<String, &'a gates::receipt::Receipt>,
+) -> std::collections::BTreeMap<String, &'a gates::receipt::Receipt> {
+    board
+        .cells
+        .iter()
+        .filter_map(|c| {
+            m.get(&c.id)
+                .filter(|r| measured_as_defined(c, r))
+                .map(|r| (c.id.clone(), *r))
+        })
+        .collect()
+}
+
+/// Whether pairing receipt `r` ran our server with the flags `cell` names today: the
+/// assay arms' flags after the harness's own (`bin=...`, then `serve_load::serve_flags`'s
+/// `--backend`, `--ctx`, `--prefix-cache-entries` and `--max-queue` pairs) are exactly the
+/// cell's `serve_flags` (for a speculative cell, its `--spec` flags then `serve_flags`:
+/// they must end the list). Other receipts, and arms of other engines, always pass.
+pub fn measured_as_defined(cell: &crate::bench::cells::Cell, r: &gates::receipt::Receipt) -> bool {
+    if r.kind != gates::receipt::Kind::Pair {
+        return true;
+    }
+    r.arms
+        .iter()
+        .filter(|a| a.engine.starts_with("assay"))
+        .all(|a| {
+            let mut f: &[String] = &a.flags;
+            if f.first().is_some_and(|x| x.starts_with("bin=")) {
+                f = &f[1..];
+            }
+            for key in [
+                "--backend",
+                "--ctx",
+                "--prefix-cache-entries",
+                "--max-queue",
+            ] {
+                if f.first().map(String::as_str) == Some(key) && f.len() >= 2 {
+                    f = &f[2..];
+                }
+            }
+            if cell.spec.is_some() {
+                f.ends_with(&cell.serve_flags)
+                    && !f[..f.len() - cell.serve_flags.len()]
+                        .iter()
+                        .any(|x| x == "--batched-decode" || x == "--mmv")
+            } else {
+                f == cell.serve_flags.as_slice()
+            }
+        })
 }
 
 fn differs(path: &Path, text: &str) -> bool {
