@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
-use crate::bench::llama_server::{free_port, wait_ready};
+use crate::bench::llama_server::{free_port, start_error, wait_child_ready};
 
 /// A running vLLM server.
 pub struct VllmServer {
@@ -180,27 +180,14 @@ fn spawn(
         ready_s: 0.0,
         version,
     };
-    let waited = {
-        let child = &mut s.child;
-        wait_ready(port, ready_timeout, || match child.as_mut() {
-            Some(c) => Ok(c.try_wait().context("polling the server")?.is_none()),
-            None => Ok(false),
-        })
-    };
-    match waited {
+    match wait_child_ready(port, ready_timeout, &mut s.child) {
         Ok(t) => {
             s.ready_s = t;
             Ok(s)
         }
         Err(e) => {
             s.stop();
-            let text = std::fs::read_to_string(log).unwrap_or_default();
-            let lines: Vec<&str> = text.lines().collect();
-            let tail = lines[lines.len().saturating_sub(15)..].join("\n");
-            Err(e.context(format!(
-                "{what} on port {port}; log {}:\n{tail}",
-                log.display()
-            )))
+            Err(start_error(e, what, port, log))
         }
     }
 }

@@ -145,13 +145,12 @@ impl AssayServer {
             }
             Err(e) => {
                 s.stop();
-                let text = std::fs::read_to_string(log).unwrap_or_default();
-                let lines: Vec<&str> = text.lines().collect();
-                let tail = lines[lines.len().saturating_sub(15)..].join("\n");
-                Err(e.context(format!(
-                    "assay serve on port {port}; log {}:\n{tail}",
-                    log.display()
-                )))
+                Err(crate::bench::llama_server::start_error(
+                    e,
+                    "assay serve",
+                    port,
+                    log,
+                ))
             }
         }
     }
