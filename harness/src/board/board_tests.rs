@@ -561,9 +561,18 @@ serve_flags = ["--batched-decode", "--mmv"]
     };
     assert!(measured_as_defined(&plain, &with(&[])));
     assert!(!measured_as_defined(&plain, &with(&["--batched-decode"])));
-    // Bench receipts are not judged by this rule.
-    let mut b = with(&["--anything"]);
+    // The harness's --max-batch-tokens (since session 19) is a recorded setting, not the
+    // cell's definition: with or without it the receipt is the cell's.
+    assert!(measured_as_defined(
+        &cell,
+        &with(&["--max-batch-tokens", "2048", "--batched-decode", "--mmv"])
+    ));
+    // A bench receipt of a serve cell is judged the same way; an arm of another engine
+    // (a decode bench's assay-cuda) is not judged at all.
+    let mut b = with(&["--batched-decode"]);
     b.kind = Kind::Bench;
+    assert!(!measured_as_defined(&cell, &b));
+    b.arms[0].engine = "assay-cuda".into();
     assert!(measured_as_defined(&cell, &b));
 }
 

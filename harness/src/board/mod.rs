@@ -154,18 +154,17 @@ fn of_board<'a>(
         .collect()
 }
 
-/// Whether pairing receipt `r` ran our server with the flags `cell` names today: the
-/// assay arms' flags after the harness's own (`bin=...`, then `serve_load::serve_flags`'s
-/// `--backend`, `--ctx`, `--prefix-cache-entries` and `--max-queue` pairs) are exactly the
-/// cell's `serve_flags` (for a speculative cell, its `--spec` flags then `serve_flags`:
-/// they must end the list). Other receipts, and arms of other engines, always pass.
+/// Whether receipt `r` ran our server with the flags `cell` names today: the flags of its
+/// `assay serve` arms (engine `assay-serve-*`: pairing receipts, and the bench receipts of
+/// serve cells) after the harness's own (`bin=...`, then `serve_load::serve_flags`'s
+/// `--backend`, `--ctx`, `--prefix-cache-entries`, `--max-queue` and, since session 19,
+/// `--max-batch-tokens` pairs: settings recorded, not part of a cell's definition) are
+/// exactly the cell's `serve_flags` (for a speculative cell, its `--spec` flags then
+/// `serve_flags`: they must end the list). Receipts with no such arm always pass.
 pub fn measured_as_defined(cell: &crate::bench::cells::Cell, r: &gates::receipt::Receipt) -> bool {
-    if r.kind != gates::receipt::Kind::Pair {
-        return true;
-    }
     r.arms
         .iter()
-        .filter(|a| a.engine.starts_with("assay"))
+        .filter(|a| a.engine.starts_with("assay-serve"))
         .all(|a| {
             let mut f: &[String] = &a.flags;
             if f.first().is_some_and(|x| x.starts_with("bin=")) {
@@ -176,6 +175,7 @@ pub fn measured_as_defined(cell: &crate::bench::cells::Cell, r: &gates::receipt:
                 "--ctx",
                 "--prefix-cache-entries",
                 "--max-queue",
+                "--max-batch-tokens",
             ] {
                 if f.first().map(String::as_str) == Some(key) && f.len() >= 2 {
                     f = &f[2..];
