@@ -26,8 +26,12 @@
 //! ([`Protocol::LlamaNative`]: its OpenAI stream sends no event for a token that ends
 //! inside a UTF-8 sequence, so it cannot be counted token by token); `vllm` (its
 //! OpenAI-compatible server from competitors/vllm on the BF16 safetensors copy of the
-//! synthetic checkpoint, [`vllm`]; not yet run on the GPU machine). `transformers` is named
-//! so that the command line is the issue's; it fails with a clear error until wired.
+//! synthetic checkpoint, [`vllm`]; first run on the H200 in session 7, first receipts in
+//! session 19); `transformers` (competitors/transformers/server.py: transformers'
+//! `generate` with a static cache on the same safetensors, behind the OpenAI completions
+//! protocol on token ids, one request at a time: the numerical reference arm of the
+//! board's `-hf` cells; `--transformers-fake` runs its toy model, for the wiring without a
+//! GPU; not yet run on the GPU machine).
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -100,9 +104,15 @@ pub struct PairArgs {
     /// The folder vLLM is unpacked into (competitors/vllm/install).
     #[arg(long, env = "ASSAY_VLLM_SITE", default_value = "/tmp/vllm-site")]
     pub vllm_site: PathBuf,
-    /// The Python that runs vLLM (the GPU image's, which holds torch).
+    /// The Python that runs vLLM and the transformers arm (the GPU image's, which holds
+    /// torch and transformers).
     #[arg(long, env = "ASSAY_VLLM_PYTHON", default_value = "python3")]
     pub vllm_python: String,
+    /// The transformers arm's toy model (competitors/transformers/server.py `--fake`, no
+    /// torch): for checking the wiring on a machine without a GPU; its receipts say
+    /// `fake-0`.
+    #[arg(long)]
+    pub transformers_fake: bool,
     /// The `assay` binary (default: `assay` next to this harness).
     #[arg(long, env = "ASSAY_BIN")]
     pub assay_bin: Option<PathBuf>,
@@ -231,7 +241,9 @@ fn pair_cell(
         .context("assay: the agreement request")?;
     let b = match &theirs {
         TheirServer::Llama(l) => first_tokens_llama(l.port, &prompt, AGREE_TOKENS, timeout),
-        TheirServer::Vllm(_) => first_tokens_ours(&their_target, &prompt, AGREE_TOKENS, timeout),
+        TheirServer::Vllm(_) | TheirServer::Transformers(_) => {
+            first_tokens_ours(&their_target, &prompt, AGREE_TOKENS, timeout)
+        }
     }
     .with_context(|| format!("{}: the agreement request", args.vs.name()))?;
     let divergence = first_divergence(&a, &b);
@@ -275,7 +287,7 @@ fn pair_cell(
                         .and_then(|o| {
                             let t = match &theirs {
                                 TheirServer::Llama(l) => top_llama(l.port, &prefix, timeout),
-                                TheirServer::Vllm(_) => {
+                                TheirServer::Vllm(_) | TheirServer::Transformers(_) => {
                                     top_openai(&their_target, &prefix, &tok, timeout)
                                 }
                             }
@@ -496,12 +508,12 @@ pub fn run(env: &EnvArgs, args: &PairArgs) -> Result<bool> {
         );
     }
     if args.plan || args.budget_s.is_some() {
-        // A cell that already has a current green receipt (what `harness board` would
-        // show) is done: the plan and the budget leave it out, so the next window's
-        // `--budget-s` takes the next slice.
+        // A cell that already has a current receipt measured as the cell is defined today
+        // (what `harness board` shows: green, or red when newer) is done: the plan and the
+        // budget leave it out, so the next window's `--budget-s` takes the next slice.
         let today = gates::identity::SourceIdentity::of_tree(&root)
             .context("computing today's source identities")?;
-        let done = crate::board::select::newest_current(&root.join("research"), &today)?;
+        let done = crate::board::done_cells(&root.join("research"), &today, &cells)?;
         let before = cells.len();
         cells = pending(cells, &done);
         if cells.len() < before {

@@ -167,7 +167,7 @@ pub struct Cell {
 }
 
 /// Competitors a pairing cell may name in `vs`.
-pub const PAIR_COMPETITORS: &[&str] = &["llama.cpp", "vllm"];
+pub const PAIR_COMPETITORS: &[&str] = &["llama.cpp", "vllm", "transformers"];
 
 /// One board.
 #[derive(Clone, Debug, Deserialize, PartialEq)]

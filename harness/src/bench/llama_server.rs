@@ -133,6 +133,28 @@ pub fn wait_ready(
     }
 }
 
+/// [`wait_ready`] for a spawned `child` (held in an `Option` so that a stop can take it):
+/// the wait ends at once when the process has exited.
+pub fn wait_child_ready(
+    port: u16,
+    timeout: Duration,
+    child: &mut Option<std::process::Child>,
+) -> Result<f64> {
+    wait_ready(port, timeout, || match child.as_mut() {
+        Some(c) => Ok(c.try_wait().context("polling the server")?.is_none()),
+        None => Ok(false),
+    })
+}
+
+/// A failed start's error: `e` with the server's name, port and the tail of its log.
+pub fn start_error(e: anyhow::Error, what: &str, port: u16, log: &Path) -> anyhow::Error {
+    e.context(format!(
+        "{what} on port {port}; log {}:\n{}",
+        log.display(),
+        log_tail(log, 15)
+    ))
+}
+
 /// The last `n` lines of a log file (for error messages).
 fn log_tail(path: &Path, n: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
@@ -197,13 +219,7 @@ impl LlamaServer {
             flags,
             ready_s: 0.0,
         };
-        let waited = {
-            let child = &mut s.child;
-            wait_ready(port, o.ready_timeout, || match child.as_mut() {
-                Some(c) => Ok(c.try_wait().context("polling the server")?.is_none()),
-                None => Ok(false),
-            })
-        };
+        let waited = wait_child_ready(port, o.ready_timeout, &mut s.child);
         match waited {
             Ok(t) => {
                 s.ready_s = t;
@@ -211,11 +227,7 @@ impl LlamaServer {
             }
             Err(e) => {
                 let _ = s.stop();
-                Err(e.context(format!(
-                    "llama-server on port {port}; log {}:\n{}",
-                    log.display(),
-                    log_tail(log, 15)
-                )))
+                Err(start_error(e, "llama-server", port, log))
             }
         }
     }

@@ -412,3 +412,186 @@ fn a_prefill_receipt_without_the_field_renders_as_before() {
     );
     assert_eq!(render::target_cells(25_000.0, None).1, "—");
 }
+
+/// The fixture's boards and README with receipts written to a temporary folder.
+fn with_receipts(receipts: &[Receipt]) -> (tempfile::TempDir, BoardPaths) {
+    let t = tempfile::tempdir().unwrap();
+    let research = t.path().join("research");
+    std::fs::create_dir_all(&research).unwrap();
+    for r in receipts {
+        append(&research.join("bench.jsonl"), r).unwrap();
+    }
+    let p = BoardPaths {
+        receipts: research,
+        ..paths("README.in.md")
+    };
+    (t, p)
+}
+
+fn red(mut r: Receipt, why: &str) -> Receipt {
+    r.verdict = Verdict::Red {
+        failures: vec![why.into()],
+    };
+    r
+}
+
+#[test]
+fn a_newer_red_receipt_is_shown_red_with_no_number_and_an_older_one_is_superseded() {
+    let s = [700.0, 710.0, 705.0, 702.0, 708.0];
+    let why = "the arms disagree on the first greedy tokens (not a near-tie)";
+    let (_t, p) = with_receipts(&[
+        // q4: green, then red on the same sources: red wins.
+        bench("q4", "2026-11-29T10:00:00Z", &today(), &s),
+        red(
+            bench("q4", "2026-11-29T11:00:00Z", &today(), &[900.0; 5]),
+            why,
+        ),
+        // q8: red, then green: the green one is shown.
+        red(
+            bench("q8", "2026-11-29T10:00:00Z", &today(), &[900.0; 5]),
+            "old | failure",
+        ),
+        bench("q8", "2026-11-29T11:00:00Z", &today(), &s),
+    ]);
+    let g = regenerate(&p, &today()).unwrap();
+    assert!(g.readme.contains(&format!("| Q4_0 | assay | red: {why} | | | | | NVIDIA H200 | 2026-11-29T11:00:00Z `0123456789` |")), "{}", g.readme);
+    assert!(
+        !g.readme.contains("900"),
+        "a red receipt's numbers are never shown"
+    );
+    assert!(
+        g.readme.contains("| Q8_0 | assay assay-cuda | 705.00 |"),
+        "{}",
+        g.readme
+    );
+    assert!(!g.readme.contains("old \\| failure"));
+    assert_eq!(g.counts[0], ("demo".to_owned(), 1, 0));
+    assert_eq!(g.red, vec![("demo".to_owned(), "q4".to_owned())]);
+    let svg = &g.plots[0].1;
+    assert!(svg.contains("red: see the table"), "{svg}");
+}
+
+#[test]
+fn a_red_receipt_on_other_sources_is_stale_not_red() {
+    let other = SourceIdentity {
+        kernel: "e".repeat(64),
+        engine: "b".repeat(64),
+    };
+    let (_t, p) = with_receipts(&[red(
+        bench("q4", "2026-11-29T11:00:00Z", &other, &[900.0; 5]),
+        "x",
+    )]);
+    let g = regenerate(&p, &today()).unwrap();
+    assert!(g.red.is_empty());
+    assert_eq!(g.readme.matches("stale: no current receipt").count(), 2);
+    assert!(!g.readme.contains("red:"));
+}
+
+#[test]
+fn red_text_escapes_pipes_and_line_breaks() {
+    let r = red(
+        bench("q4", "2026-11-29T11:00:00Z", &today(), &[1.0; 5]),
+        "a | b\nc",
+    );
+    assert_eq!(render::red_text(&r), "red: a \\| b c");
+}
+
+/// A pairing receipt of `cell` whose assay arm ran with `flags`.
+fn pair_with_flags(flags: &[&str]) -> Receipt {
+    let mut r = bench("c4", "2026-11-29T11:00:00Z", &today(), &[1.0; 5]);
+    r.kind = Kind::Pair;
+    let mut theirs = r.arms[0].clone();
+    theirs.name = "llama.cpp decode".into();
+    theirs.engine = "llama-server".into();
+    theirs.flags = vec!["-ngl".into(), "999".into(), "--batched-decode".into()];
+    r.arms[0].engine = "assay-serve-cuda".into();
+    r.arms[0].flags = flags.iter().map(|s| s.to_string()).collect();
+    r.arms.push(theirs);
+    r
+}
+
+#[test]
+fn a_pairing_receipt_counts_only_with_the_server_flags_its_cell_names_today() {
+    let cell: crate::bench::cells::Cell = toml::from_str(
+        r#"
+id = "c4"
+label = "4 streams"
+vs = ["llama.cpp"]
+device = "gpu"
+mode = "serve"
+synth = { arch = "llama", shape = "llama-3.1-8b", quant = "Q4_0", seed = 0 }
+prompt_tokens = 512
+gen_tokens = 128
+batch = 4
+serve_flags = ["--batched-decode", "--mmv"]
+"#,
+    )
+    .unwrap();
+    let base = [
+        "bin=/tmp/assay-bin/assay",
+        "--backend",
+        "cuda",
+        "--ctx",
+        "656",
+        "--prefix-cache-entries",
+        "0",
+        "--max-queue",
+        "16",
+    ];
+    let with = |extra: &[&str]| {
+        let mut f = base.to_vec();
+        f.extend_from_slice(extra);
+        pair_with_flags(&f)
+    };
+    assert!(measured_as_defined(
+        &cell,
+        &with(&["--batched-decode", "--mmv"])
+    ));
+    // Measured before the cell gained --mmv (session 19's c4 receipt): not this cell's.
+    assert!(!measured_as_defined(&cell, &with(&["--batched-decode"])));
+    assert!(!measured_as_defined(&cell, &with(&["--mmv"])));
+    assert!(!measured_as_defined(
+        &cell,
+        &with(&["--batched-decode", "--mmv", "--x"])
+    ));
+    // A cell without serve flags and a receipt with some: stale too.
+    let plain = crate::bench::cells::Cell {
+        serve_flags: vec![],
+        ..cell.clone()
+    };
+    assert!(measured_as_defined(&plain, &with(&[])));
+    assert!(!measured_as_defined(&plain, &with(&["--batched-decode"])));
+    // The harness's --max-batch-tokens (since session 19) is a recorded setting, not the
+    // cell's definition: with or without it the receipt is the cell's.
+    assert!(measured_as_defined(
+        &cell,
+        &with(&["--max-batch-tokens", "2048", "--batched-decode", "--mmv"])
+    ));
+    // A bench receipt of a serve cell is judged the same way; an arm of another engine
+    // (a decode bench's assay-cuda) is not judged at all.
+    let mut b = with(&["--batched-decode"]);
+    b.kind = Kind::Bench;
+    assert!(!measured_as_defined(&cell, &b));
+    b.arms[0].engine = "assay-cuda".into();
+    assert!(measured_as_defined(&cell, &b));
+}
+
+#[test]
+fn done_cells_are_the_shown_ones_measured_as_defined() {
+    let s = [700.0, 710.0, 705.0, 702.0, 708.0];
+    let (_t, p) = with_receipts(&[
+        bench("q4", "2026-11-29T10:00:00Z", &today(), &s),
+        red(bench("q8", "2026-11-29T10:00:00Z", &today(), &s), "x"),
+    ]);
+    let b: crate::bench::cells::Board =
+        toml::from_str(&std::fs::read_to_string(fixture().join("boards/demo.toml")).unwrap())
+            .unwrap();
+    let cells: Vec<&crate::bench::cells::Cell> = b.cells.iter().collect();
+    let done = done_cells(&p.receipts, &today(), &cells).unwrap();
+    assert_eq!(done.len(), 2, "a red result is a result: {done:?}");
+    let other = SourceIdentity {
+        kernel: "f".repeat(64),
+        engine: "b".repeat(64),
+    };
+    assert!(done_cells(&p.receipts, &other, &cells).unwrap().is_empty());
+}

@@ -49,8 +49,11 @@ pub struct Generated {
     /// README regions that no board file defines (a board removed, or a misspelt name):
     /// their text would stay as it is, never regenerated again.
     pub orphan_regions: Vec<String>,
-    /// (board, cells shown, cells stale).
+    /// (board, cells shown, cells stale); red cells (newest current receipt red) count as
+    /// neither: see `red`.
     pub counts: Vec<(String, usize, usize)>,
+    /// (board, cell id) of every cell shown red.
+    pub red: Vec<(String, String)>,
 }
 
 /// Regenerate everything from the files at `paths`, judging currentness against `today`.
@@ -60,28 +63,38 @@ pub fn regenerate(paths: &BoardPaths, today: &SourceIdentity) -> Result<Generate
     let boards = load_boards(&paths.boards)?;
     let all = select::load_all(&paths.receipts)?;
     let newest = select::newest_current(&paths.receipts, today)?;
-    let shown = select::pick(&all, &newest);
+    let newest_red = select::newest_current_with(&paths.receipts, today, "red")?;
+    let (shown, red) =
+        select::split_red(select::pick(&all, &newest), select::pick(&all, &newest_red));
     let mut text = std::fs::read_to_string(&paths.readme)
         .with_context(|| format!("reading {}", paths.readme.display()))?;
     let mut plots = Vec::new();
     let mut missing = Vec::new();
     let mut counts = Vec::new();
+    let mut red_cells = Vec::new();
     for b in &boards {
-        let mine: std::collections::BTreeMap<String, &gates::receipt::Receipt> = b
-            .cells
-            .iter()
-            .filter_map(|c| shown.get(&c.id).map(|r| (c.id.clone(), *r)))
-            .collect();
-        counts.push((b.name.clone(), mine.len(), b.cells.len() - mine.len()));
+        // A receipt measured with other server flags than the cell names today is not the
+        // cell's (its flags changed since): the cell is stale.
+        let mine = of_board(b, &shown);
+        let mine_red = of_board(b, &red);
+        counts.push((
+            b.name.clone(),
+            mine.len(),
+            b.cells.len() - mine.len() - mine_red.len(),
+        ));
+        red_cells.extend(mine_red.keys().map(|c| (b.name.clone(), c.clone())));
         let svg_name = format!("{}.svg", b.name);
         let svg_rel = format!("boards/{svg_name}");
-        let body = render::board_markdown(b, &mine, &svg_rel);
+        let body = render::board_markdown(b, &mine, &mine_red, &svg_rel);
         match readme::replace_region(&text, &b.name, &body)? {
             Some(t) => text = t,
             None => missing.push(b.name.clone()),
         }
         if !missing.contains(&b.name) {
-            plots.push((paths.boards.join(svg_name), plot::board_svg(b, &mine)?));
+            plots.push((
+                paths.boards.join(svg_name),
+                plot::board_svg(b, &mine, &mine_red)?,
+            ));
         }
     }
     let orphan_regions = readme::region_names(&text)
@@ -94,7 +107,89 @@ pub fn regenerate(paths: &BoardPaths, today: &SourceIdentity) -> Result<Generate
         missing_markers: missing,
         orphan_regions,
         counts,
+        red: red_cells,
     })
+}
+
+/// The cells of `cells` that the board shows a result for (a green receipt, or a red one
+/// newer than any green: see [`select::split_red`]) measured as each is defined today
+/// ([`measured_as_defined`]), with the receipt's time: what `harness pair --plan` /
+/// `--budget-s` leave out as done.
+pub fn done_cells(
+    research: &Path,
+    today: &SourceIdentity,
+    cells: &[&crate::bench::cells::Cell],
+) -> Result<std::collections::BTreeMap<String, String>> {
+    let all = select::load_all(research)?;
+    let (green, red) = select::split_red(
+        select::pick(&all, &select::newest_current(research, today)?),
+        select::pick(&all, &select::newest_current_with(research, today, "red")?),
+    );
+    Ok(cells
+        .iter()
+        .filter_map(|c| {
+            green
+                .get(&c.id)
+                .or_else(|| red.get(&c.id))
+                .filter(|r| measured_as_defined(c, r))
+                .map(|r| (c.id.clone(), r.time.clone()))
+        })
+        .collect())
+}
+
+/// The receipts of `board`'s cells in `m` that were measured as the cell is defined today
+/// ([`measured_as_defined`]).
+fn of_board<'a>(
+    board: &crate::bench::cells::Board,
+    m: &std::collections::BTreeMap<String, &'a gates::receipt::Receipt>,
+) -> std::collections::BTreeMap<String, &'a gates::receipt::Receipt> {
+    board
+        .cells
+        .iter()
+        .filter_map(|c| {
+            m.get(&c.id)
+                .filter(|r| measured_as_defined(c, r))
+                .map(|r| (c.id.clone(), *r))
+        })
+        .collect()
+}
+
+/// Whether receipt `r` ran our server with the flags `cell` names today: the flags of its
+/// `assay serve` arms (engine `assay-serve-*`: pairing receipts, and the bench receipts of
+/// serve cells) after the harness's own (`bin=...`, then `serve_load::serve_flags`'s
+/// `--backend`, `--ctx`, `--prefix-cache-entries`, `--max-queue` and, since session 19,
+/// `--max-batch-tokens` pairs: settings recorded, not part of a cell's definition) are
+/// exactly the cell's `serve_flags` (for a speculative cell, its `--spec` flags then
+/// `serve_flags`: they must end the list). Receipts with no such arm always pass.
+pub fn measured_as_defined(cell: &crate::bench::cells::Cell, r: &gates::receipt::Receipt) -> bool {
+    r.arms
+        .iter()
+        .filter(|a| a.engine.starts_with("assay-serve"))
+        .all(|a| {
+            let mut f: &[String] = &a.flags;
+            if f.first().is_some_and(|x| x.starts_with("bin=")) {
+                f = &f[1..];
+            }
+            for key in [
+                "--backend",
+                "--ctx",
+                "--prefix-cache-entries",
+                "--max-queue",
+                "--max-batch-tokens",
+            ] {
+                if f.first().map(String::as_str) == Some(key) && f.len() >= 2 {
+                    f = &f[2..];
+                }
+            }
+            if cell.spec.is_some() {
+                f.ends_with(&cell.serve_flags)
+                    && !f[..f.len() - cell.serve_flags.len()]
+                        .iter()
+                        .any(|x| x == "--batched-decode" || x == "--mmv")
+            } else {
+                f == cell.serve_flags.as_slice()
+            }
+        })
 }
 
 fn differs(path: &Path, text: &str) -> bool {
@@ -113,7 +208,21 @@ pub fn run(env: &EnvArgs, args: &BoardArgs) -> Result<bool> {
     let today = SourceIdentity::of_tree(&root).context("computing today's source identities")?;
     let g = regenerate(&paths, &today)?;
     for (b, shown, stale) in &g.counts {
-        println!("board {b}: {shown} cell(s) with a current receipt, {stale} stale");
+        let red: Vec<&str> = g
+            .red
+            .iter()
+            .filter(|(rb, _)| rb == b)
+            .map(|(_, c)| c.as_str())
+            .collect();
+        if red.is_empty() {
+            println!("board {b}: {shown} cell(s) with a current receipt, {stale} stale");
+        } else {
+            println!(
+                "board {b}: {shown} cell(s) with a current receipt, {} red ({}), {stale} stale",
+                red.len(),
+                red.join(", ")
+            );
+        }
     }
     for b in &g.missing_markers {
         let (begin, end) = readme::markers(b);

@@ -2,7 +2,8 @@
 //! estimated, so the bytes depend only on the receipts). One horizontal bar per (cell,
 //! arm): the fraction of the roofline when every shown row has one, else the fraction of
 //! the prefill target when every shown receipt has one, else tokens/s. Stale cells keep
-//! their place with a `stale` label and no bar.
+//! their place with a `stale` label and no bar; red cells (newest current receipt red) with
+//! a `red` label and no bar.
 
 use std::collections::BTreeMap;
 
@@ -15,6 +16,8 @@ use crate::bench::cells::Board;
 struct Bar {
     label: String,
     value: Option<f64>,
+    /// What an absent bar says.
+    note: &'static str,
 }
 
 /// What the bars measure.
@@ -28,7 +31,11 @@ pub enum Axis {
     Rate,
 }
 
-fn bars(board: &Board, shown: &BTreeMap<String, &Receipt>) -> (Vec<Bar>, Axis) {
+fn bars(
+    board: &Board,
+    shown: &BTreeMap<String, &Receipt>,
+    red: &BTreeMap<String, &Receipt>,
+) -> (Vec<Bar>, Axis) {
     let roofline = shown
         .values()
         .all(|r| r.arms.iter().all(|a| a.roofline_fraction.is_some()));
@@ -36,9 +43,15 @@ fn bars(board: &Board, shown: &BTreeMap<String, &Receipt>) -> (Vec<Bar>, Axis) {
     let mut out = Vec::new();
     for c in &board.cells {
         match shown.get(&c.id) {
+            None if red.contains_key(&c.id) => out.push(Bar {
+                label: format!("{} (red)", c.label),
+                value: None,
+                note: "red: see the table",
+            }),
             None => out.push(Bar {
                 label: format!("{} (stale)", c.label),
                 value: None,
+                note: "stale: no current receipt",
             }),
             Some(r) => {
                 for a in &r.arms {
@@ -52,6 +65,7 @@ fn bars(board: &Board, shown: &BTreeMap<String, &Receipt>) -> (Vec<Bar>, Axis) {
                     out.push(Bar {
                         label: format!("{} {}", c.label, a.name),
                         value: v,
+                        note: "stale: no current receipt",
                     });
                 }
             }
@@ -68,8 +82,12 @@ fn bars(board: &Board, shown: &BTreeMap<String, &Receipt>) -> (Vec<Bar>, Axis) {
 }
 
 /// The SVG text of `board`'s plot.
-pub fn board_svg(board: &Board, shown: &BTreeMap<String, &Receipt>) -> Result<String> {
-    let (bars, axis) = bars(board, shown);
+pub fn board_svg(
+    board: &Board,
+    shown: &BTreeMap<String, &Receipt>,
+    red: &BTreeMap<String, &Receipt>,
+) -> Result<String> {
+    let (bars, axis) = bars(board, shown, red);
     let n = bars.len().max(1);
     let height = 80 + 28 * n as u32;
     let top = bars.iter().filter_map(|b| b.value).fold(1.0f64, f64::max) * 1.1;
@@ -133,7 +151,7 @@ pub fn board_svg(board: &Board, shown: &BTreeMap<String, &Receipt>) -> Result<St
                 None => {
                     chart
                         .draw_series(std::iter::once(Text::new(
-                            "stale: no current receipt".to_owned(),
+                            b.note.to_owned(),
                             (xmax * 0.01, y1 - 0.1),
                             ("sans-serif", 12).into_font().color(&RED),
                         )))

@@ -1,6 +1,7 @@
 //! The Markdown of one board: a row per (cell, arm) with the newest current receipt's
 //! median, min–max, N, roofline limit and fraction, device and receipt; a cell without a
-//! current receipt is one `stale` row with no number. A pairing receipt (`kind = pair`)
+//! current receipt is one `stale` row with no number, and a cell whose newest current
+//! receipt is red one `red` row with its failures and the receipt, and no number. A pairing receipt (`kind = pair`)
 //! also gets a ratio row per metric: ours over theirs for rates, theirs over ours for TTFT,
 //! so above 1 means we are ahead; bold at 1.1x and above, losses shown as plainly.
 //! A prefill receipt with a bf16 GEMM reference shows its target in the limit column and
@@ -21,8 +22,25 @@ fn device(r: &Receipt) -> String {
     }
 }
 
-/// The Markdown body of `board` given the receipt of each cell that has a current one.
-pub fn board_markdown(board: &Board, shown: &BTreeMap<String, &Receipt>, svg: &str) -> String {
+/// The failures of a red receipt, as one table cell (pipes escaped, no line breaks).
+pub fn red_text(r: &Receipt) -> String {
+    let failures = match &r.verdict {
+        gates::Verdict::Red { failures } => failures.join("; "),
+        _ => String::new(),
+    };
+    format!("red: {failures}")
+        .replace('|', "\\|")
+        .replace(['\n', '\r'], " ")
+}
+
+/// The Markdown body of `board` given the receipt of each cell that has a current one
+/// (`shown`, green) and of each cell whose newest current receipt is red (`red`).
+pub fn board_markdown(
+    board: &Board,
+    shown: &BTreeMap<String, &Receipt>,
+    red: &BTreeMap<String, &Receipt>,
+    svg: &str,
+) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "#### {}\n", board.title);
     if !board.about.is_empty() {
@@ -38,6 +56,18 @@ pub fn board_markdown(board: &Board, shown: &BTreeMap<String, &Receipt>, svg: &s
             } else {
                 format!("assay vs {}", c.vs.join(", "))
             };
+            if let Some(r) = red.get(&c.id) {
+                let _ = writeln!(
+                    s,
+                    "| {} | {arms} | {} | | | | | {} | {} `{}` |",
+                    c.label,
+                    red_text(r),
+                    device(r),
+                    r.time,
+                    &r.build.commit[..r.build.commit.len().min(10)]
+                );
+                continue;
+            }
             let _ = writeln!(
                 s,
                 "| {} | {arms} | stale: no current receipt | | | | | | |",

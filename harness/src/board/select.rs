@@ -2,6 +2,9 @@
 //! lines), keep green bench / pair rows measured on today's sources (kernel identity and
 //! engine identity both equal), and take the newest per cell. The full rows are then
 //! looked up in the serde-validated receipts, so what is rendered has passed the schema.
+//! A cell whose newest current receipt is red (a pairing whose arms disagree) shows that
+//! red receipt's failures instead of an older green one ([`split_red`]): a failure is never
+//! hidden behind an earlier success, nor behind `stale`.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -43,6 +46,16 @@ fn scan(path: &Path) -> Result<LazyFrame> {
 
 /// For each cell name, the time of its newest current green bench/pair receipt.
 pub fn newest_current(dir: &Path, today: &SourceIdentity) -> Result<BTreeMap<String, String>> {
+    newest_current_with(dir, today, "green")
+}
+
+/// For each cell name, the time of its newest current bench/pair receipt whose verdict is
+/// `status` (`green`, `red`).
+pub fn newest_current_with(
+    dir: &Path,
+    today: &SourceIdentity,
+    status: &str,
+) -> Result<BTreeMap<String, String>> {
     let files = jsonl_files(dir)?;
     let mut frames = Vec::new();
     for f in &files {
@@ -58,7 +71,7 @@ pub fn newest_current(dir: &Path, today: &SourceIdentity) -> Result<BTreeMap<Str
         .context("joining the receipt files")?
         .filter(
             (col("kind").eq(lit("bench")).or(col("kind").eq(lit("pair"))))
-                .and(col("status").eq(lit("green")))
+                .and(col("status").eq(lit(status)))
                 .and(col("kernel").eq(lit(today.kernel.as_str())))
                 .and(col("engine").eq(lit(today.engine.as_str()))),
         )
@@ -94,4 +107,23 @@ pub fn pick<'a>(
         }
     }
     out
+}
+
+/// Split the cells between their green receipt (`green`, from [`pick`] over the newest
+/// current green times) and their red one (`red`, the same over the red times): a cell
+/// whose red receipt is newer than its green one (or that has no green one) is red, and
+/// its green receipt is not shown; an older red receipt is superseded by the green one.
+pub fn split_red<'a>(
+    mut green: BTreeMap<String, &'a Receipt>,
+    red: BTreeMap<String, &'a Receipt>,
+) -> (BTreeMap<String, &'a Receipt>, BTreeMap<String, &'a Receipt>) {
+    let mut out = BTreeMap::new();
+    for (name, r) in red {
+        // RFC 3339 UTC times of one format compare as strings.
+        if green.get(&name).is_none_or(|g| r.time > g.time) {
+            green.remove(&name);
+            out.insert(name, r);
+        }
+    }
+    (green, out)
 }

@@ -434,14 +434,27 @@ mod tests {
         // d4k covers d512's limits with the same flags.
         assert!(o("h200-llama8b-q4_0-d4k").covers(&o("h200-llama8b-q4_0-d512")));
         assert!(!o("h200-llama8b-q4_0-d512").covers(&o("h200-llama8b-q4_0-d4k")));
-        // c16 (--batched-decode --mmv) and c4 (--batched-decode): never, either way.
+        // c16 (--batched-decode --mmv) and a c4 of --batched-decode alone (the Q4_0 c4
+        // cell's flags before session 19): never, either way; the c4 cell of today (both
+        // flags) is covered.
         let (c4, c16) = (o("h200-llama8b-q4_0-c4"), o("h200-llama8b-q4_0-c16"));
         let big = OurSpec {
             ctx: 1 << 20,
             concurrency: 1 << 10,
             ..c16.clone()
         };
-        assert!(!big.covers(&c4));
+        let c4_batched = OurSpec {
+            serve_flags: vec!["--batched-decode".into()],
+            ..c4.clone()
+        };
+        assert!(!big.covers(&c4_batched));
+        assert!(big.covers(&c4));
+        let big_batched = OurSpec {
+            ctx: 1 << 20,
+            concurrency: 1 << 10,
+            ..c4_batched.clone()
+        };
+        assert!(!big_batched.covers(&c16));
         assert!(big.covers(&o("h200-llama8b-q4_0-c64")));
         // A speculative server serves no plain cell.
         let spec = b

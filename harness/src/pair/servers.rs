@@ -57,11 +57,13 @@ pub(super) fn start_servers(
     // vLLM's safetensors first: a BF16 checkpoint is then made once, with its copy, and
     // our arm finds the GGUF already there.
     let vllm_dir = match (args.vs, &cell.synth) {
-        (Competitor::Vllm, Some(s)) => Some(vllm_model_dir(
-            env,
-            cell,
-            &env.models_dir()?.join("synth").join(s.file_name()),
-        )?),
+        (Competitor::Vllm | Competitor::Transformers, Some(s)) if !args.transformers_fake => {
+            Some(vllm_model_dir(
+                env,
+                cell,
+                &env.models_dir()?.join("synth").join(s.file_name()),
+            )?)
+        }
         _ => None,
     };
     let (_, path) = model_path(env, cell)?;
@@ -117,7 +119,28 @@ pub(super) fn start_servers(
             (TheirServer::Vllm(v), version, "vllm", Protocol::OpenAi)
         }
         Competitor::Transformers => {
-            bail!("the transformers arm is not wired yet; `harness pair` runs llama.cpp and vllm")
+            let dir = match (&vllm_dir, args.transformers_fake) {
+                (_, true) => None,
+                (Some(d), false) => Some(d.clone()),
+                (None, false) => Some(vllm_model_dir(env, cell, &path)?),
+            };
+            let log = std::env::temp_dir().join(format!("transformers-{}.log", cell.id));
+            let script = env.root()?.join("competitors/transformers/server.py");
+            let v = vllm::VllmServer::start_transformers(
+                &args.vllm_python,
+                &script,
+                dir.as_deref(),
+                g.theirs.ctx,
+                &log,
+                timeout,
+            )?;
+            let version = v.version.clone();
+            (
+                TheirServer::Transformers(v),
+                version,
+                "transformers",
+                Protocol::OpenAi,
+            )
         }
     };
     let bin = crate::bench::assay_bin(args.assay_bin.as_ref())?;
@@ -157,31 +180,33 @@ pub(super) fn start_servers(
 pub(super) enum TheirServer {
     Llama(LlamaServer),
     Vllm(vllm::VllmServer),
+    /// competitors/transformers/server.py (the same process type as vLLM's).
+    Transformers(vllm::VllmServer),
 }
 
 impl TheirServer {
     pub(super) fn port(&self) -> u16 {
         match self {
             TheirServer::Llama(l) => l.port,
-            TheirServer::Vllm(v) => v.port,
+            TheirServer::Vllm(v) | TheirServer::Transformers(v) => v.port,
         }
     }
     pub(super) fn ready_s(&self) -> f64 {
         match self {
             TheirServer::Llama(l) => l.ready_s,
-            TheirServer::Vllm(v) => v.ready_s,
+            TheirServer::Vllm(v) | TheirServer::Transformers(v) => v.ready_s,
         }
     }
     pub(super) fn flags(&self) -> Vec<String> {
         match self {
             TheirServer::Llama(l) => l.flags.clone(),
-            TheirServer::Vllm(v) => v.flags.clone(),
+            TheirServer::Vllm(v) | TheirServer::Transformers(v) => v.flags.clone(),
         }
     }
     pub(super) fn log(&self) -> &Path {
         match self {
             TheirServer::Llama(l) => &l.log,
-            TheirServer::Vllm(v) => &v.log,
+            TheirServer::Vllm(v) | TheirServer::Transformers(v) => &v.log,
         }
     }
     pub(super) fn stop(&mut self) {
@@ -189,7 +214,7 @@ impl TheirServer {
             TheirServer::Llama(l) => {
                 let _ = l.stop();
             }
-            TheirServer::Vllm(v) => v.stop(),
+            TheirServer::Vllm(v) | TheirServer::Transformers(v) => v.stop(),
         }
     }
 }
@@ -209,7 +234,7 @@ fn vllm_model_dir(env: &EnvArgs, cell: &Cell, gguf: &Path) -> Result<PathBuf> {
     let bf16 = s.quant.eq_ignore_ascii_case("BF16");
     if !bf16 && cell.vllm_quantization.is_none() {
         bail!(
-            "cell {}: the vllm arm runs the BF16 safetensors copy; this cell is {} (set vllm_quantization to pair it against vLLM's own quantization)",
+            "cell {}: the vllm and transformers arms run the BF16 safetensors copy; this cell is {} (set vllm_quantization to pair it against vLLM's own quantization)",
             cell.id,
             s.quant
         );

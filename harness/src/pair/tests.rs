@@ -32,8 +32,14 @@ fn the_published_board_covers_issue_12() {
     let b = load_cells(&root.join("boards/h200.toml")).unwrap();
     let of = |vs: Competitor| -> Vec<&Cell> { b.cells.iter().filter(|c| applies(c, vs)).collect() };
     let (llama, vllm) = (of(Competitor::LlamaCpp), of(Competitor::Vllm));
-    // Every cell names exactly one competitor.
-    assert_eq!(llama.len() + vllm.len(), b.cells.len());
+    // Every cell names exactly one competitor; the transformers (reference) cells are BF16.
+    let hf = of(Competitor::Transformers);
+    assert_eq!(llama.len() + vllm.len() + hf.len(), b.cells.len());
+    assert!(!hf.is_empty());
+    assert!(
+        hf.iter()
+            .all(|c| c.synth.as_ref().is_some_and(|s| s.quant == "BF16"))
+    );
     let quant = |c: &Cell| c.synth.as_ref().unwrap().quant.clone();
     let shape = |c: &Cell| c.synth.as_ref().unwrap().shape.clone();
     for shp in ["llama-3.1-8b", "qwen2.5-7b", "qwen3-8b", "gemma-3-12b"] {

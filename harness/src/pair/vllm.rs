@@ -2,7 +2,8 @@
 //! GPU image's Python and the unpacked vLLM folder on `PYTHONPATH`, on a free loopback
 //! port, serving a safetensors folder under the model name `bench` with token-id prompts
 //! (`--skip-tokenizer-init`: the synthetic checkpoints carry no HF tokenizer), stopped on
-//! drop. First run on the H200 in session 7 (research/notes/final-s7.md: ready in ~81 s,
+//! drop. The transformers arm (competitors/transformers/server.py) runs the same way
+//! ([`VllmServer::start_transformers`]). First run on the H200 in session 7 (research/notes/final-s7.md: ready in ~81 s,
 //! token-identical to ours on the first 16 greedy tokens of the BF16 decode cell).
 
 use std::path::{Path, PathBuf};
@@ -11,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
-use crate::bench::llama_server::{free_port, wait_ready};
+use crate::bench::llama_server::{free_port, start_error, wait_child_ready};
 
 /// A running vLLM server.
 pub struct VllmServer {
@@ -92,50 +93,54 @@ impl VllmServer {
             .unwrap_or_else(|| "unknown".into());
         let port = free_port()?;
         let args = vllm_args(model, port, o);
-        let out = std::fs::File::create(log)
-            .with_context(|| format!("creating the server log {}", log.display()))?;
-        let err = out.try_clone().context("sharing the server log")?;
-        let child = Command::new(python)
-            .args(["-m", "vllm.entrypoints.openai.api_server"])
+        let mut cmd = Command::new(python);
+        cmd.args(["-m", "vllm.entrypoints.openai.api_server"])
             .args(&args)
             .env("PYTHONPATH", site)
-            .env("VLLM_USE_FLASHINFER_SAMPLER", "0")
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .with_context(|| format!("starting {python} -m vllm.entrypoints.openai.api_server"))?;
-        let mut s = VllmServer {
-            child: Some(child),
-            port,
-            log: log.to_owned(),
-            flags: args,
-            ready_s: 0.0,
-            version,
-        };
-        let waited = {
-            let child = &mut s.child;
-            wait_ready(port, ready_timeout, || match child.as_mut() {
-                Some(c) => Ok(c.try_wait().context("polling the server")?.is_none()),
-                None => Ok(false),
-            })
-        };
-        match waited {
-            Ok(t) => {
-                s.ready_s = t;
-                Ok(s)
-            }
-            Err(e) => {
-                s.stop();
-                let text = std::fs::read_to_string(log).unwrap_or_default();
-                let lines: Vec<&str> = text.lines().collect();
-                let tail = lines[lines.len().saturating_sub(15)..].join("\n");
-                Err(e.context(format!(
-                    "vLLM on port {port}; log {}:\n{tail}",
-                    log.display()
-                )))
-            }
+            .env("VLLM_USE_FLASHINFER_SAMPLER", "0");
+        spawn(cmd, "vLLM", port, args, version, log, ready_timeout)
+    }
+
+    /// Start competitors/transformers/server.py (`script`) on `model` (the same safetensors
+    /// folder vLLM loads; `None`: its `--fake` toy model, for tests without torch) and wait
+    /// for its `/health` (it answers once the model is loaded and warmed up).
+    pub fn start_transformers(
+        python: &str,
+        script: &Path,
+        model: Option<&Path>,
+        ctx: usize,
+        log: &Path,
+        ready_timeout: Duration,
+    ) -> Result<VllmServer> {
+        if !script.is_file() {
+            bail!("no transformers server script at {}", script.display());
         }
+        let version = match model {
+            None => "fake-0".to_owned(),
+            Some(_) => Command::new(python)
+                .args(["-c", "import transformers; print(transformers.__version__)"])
+                .output()
+                .ok()
+                .filter(|o| o.status.success())
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+                .unwrap_or_else(|| "unknown".into()),
+        };
+        let port = free_port()?;
+        let mut args = vec![
+            "--host".into(),
+            "127.0.0.1".into(),
+            "--port".into(),
+            port.to_string(),
+            "--ctx".into(),
+            ctx.to_string(),
+        ];
+        match model {
+            Some(m) => args.extend(["--model".into(), m.display().to_string()]),
+            None => args.push("--fake".into()),
+        }
+        let mut cmd = Command::new(python);
+        cmd.arg(script).args(&args);
+        spawn(cmd, "transformers", port, args, version, log, ready_timeout)
     }
 
     /// Stop it (kill, then reap).
@@ -143,6 +148,46 @@ impl VllmServer {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
+        }
+    }
+}
+
+/// Spawn `cmd` (a Python server on `port`, logging to `log`) and wait for its `/health`;
+/// on a failure, the log's tail is in the error.
+fn spawn(
+    mut cmd: Command,
+    what: &str,
+    port: u16,
+    flags: Vec<String>,
+    version: String,
+    log: &Path,
+    ready_timeout: Duration,
+) -> Result<VllmServer> {
+    let out = std::fs::File::create(log)
+        .with_context(|| format!("creating the server log {}", log.display()))?;
+    let err = out.try_clone().context("sharing the server log")?;
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .with_context(|| format!("starting the {what} server"))?;
+    let mut s = VllmServer {
+        child: Some(child),
+        port,
+        log: log.to_owned(),
+        flags,
+        ready_s: 0.0,
+        version,
+    };
+    match wait_child_ready(port, ready_timeout, &mut s.child) {
+        Ok(t) => {
+            s.ready_s = t;
+            Ok(s)
+        }
+        Err(e) => {
+            s.stop();
+            Err(start_error(e, what, port, log))
         }
     }
 }
@@ -174,6 +219,63 @@ mod tests {
         o.quantization = Some("fp8".into());
         let a = vllm_args(Path::new("/m/x.hf"), 8000, &o).join(" ");
         assert!(a.ends_with("--quantization fp8"), "{a}");
+    }
+
+    /// competitors/transformers/server.py with its toy model (no torch): started, greedy
+    /// tokens and a timed stream through the harness's own clients, a bad request refused
+    /// with the server still answering, stopped.
+    #[test]
+    fn the_transformers_server_speaks_the_protocol_the_harness_sends() {
+        use crate::bench::serve_load::{Protocol, Target, stream_completion};
+        use std::net::{Ipv4Addr, SocketAddr};
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let log =
+            std::env::temp_dir().join(format!("transformers-test-{}.log", std::process::id()));
+        let mut s = VllmServer::start_transformers(
+            "python3",
+            &root.join("competitors/transformers/server.py"),
+            None,
+            656,
+            &log,
+            Duration::from_secs(60),
+        )
+        .unwrap();
+        assert_eq!(s.version, "fake-0");
+        assert!(s.flags.contains(&"--fake".to_owned()));
+        let t = Target {
+            addr: SocketAddr::from((Ipv4Addr::LOCALHOST, s.port)),
+            model: "bench".into(),
+            api_key: None,
+            protocol: Protocol::OpenAi,
+        };
+        let prompt: Vec<u32> = (1..40).collect();
+        let first =
+            crate::pair::requests::first_tokens_ours(&t, &prompt, 16, Duration::from_secs(30))
+                .unwrap();
+        assert_eq!(first.len(), 16);
+        let again =
+            crate::pair::requests::first_tokens_ours(&t, &prompt, 16, Duration::from_secs(30))
+                .unwrap();
+        assert_eq!(first, again, "greedy is deterministic");
+        let st = stream_completion(&t, &prompt, 12, Duration::from_secs(30)).unwrap();
+        assert_eq!(st.tokens, 12);
+        // A prompt of text (the arm takes token ids only): a 400, and the server goes on.
+        let bad = stream_completion(
+            &Target {
+                protocol: Protocol::LlamaNative,
+                ..t.clone()
+            },
+            &prompt,
+            4,
+            Duration::from_secs(30),
+        );
+        assert!(bad.is_err());
+        assert_eq!(
+            crate::bench::llama_server::http_status(s.port, "/health", Duration::from_secs(5)),
+            Some(200)
+        );
+        s.stop();
+        let _ = std::fs::remove_file(&log);
     }
 
     #[test]

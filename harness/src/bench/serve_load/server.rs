@@ -11,9 +11,17 @@ use anyhow::{Context, Result, bail};
 
 use super::{Protocol, Target};
 
+/// Tokens per engine step our server is given for load and pairing cells
+/// (`--max-batch-tokens`; `assay serve`'s default is 256). A prompt is prefilled in chunks of
+/// at most this many tokens, each chunk a pass over every weight: session 19's BF16 pairs
+/// against vLLM (TTFT 0.42x at 4096 prompt tokens, prefill 0.48x at 2048) ran at the default,
+/// 16 and 8 chunks. The prompt pass reaches its best rate by 512 tokens (board
+/// prefill-h200), so 2048-token chunks cost no rate and bound a step's prefill share.
+pub const SERVE_MAX_BATCH_TOKENS: usize = 2048;
+
 /// The flags of `assay serve` for a load or pairing cell: the cell's backend, a context of
 /// its prompt + generated tokens (+16), no prefix cache (every request is timed cold), a
-/// queue of at least twice the concurrency.
+/// queue of at least twice the concurrency, [`SERVE_MAX_BATCH_TOKENS`] tokens per step.
 pub fn serve_flags(
     backend: &str,
     prompt_tokens: usize,
@@ -29,6 +37,8 @@ pub fn serve_flags(
         "0".into(),
         "--max-queue".into(),
         (concurrency * 2).max(16).to_string(),
+        "--max-batch-tokens".into(),
+        SERVE_MAX_BATCH_TOKENS.to_string(),
     ]
 }
 
@@ -145,13 +155,12 @@ impl AssayServer {
             }
             Err(e) => {
                 s.stop();
-                let text = std::fs::read_to_string(log).unwrap_or_default();
-                let lines: Vec<&str> = text.lines().collect();
-                let tail = lines[lines.len().saturating_sub(15)..].join("\n");
-                Err(e.context(format!(
-                    "assay serve on port {port}; log {}:\n{tail}",
-                    log.display()
-                )))
+                Err(crate::bench::llama_server::start_error(
+                    e,
+                    "assay serve",
+                    port,
+                    log,
+                ))
             }
         }
     }

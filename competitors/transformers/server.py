@@ -1,0 +1,257 @@
+#!/usr/bin/env python3
+"""The transformers arm of `harness pair --vs transformers` (issue 12: the numerical
+reference arm): Hugging Face transformers' `generate` with a static KV cache, behind the
+small part of the OpenAI completions protocol the harness speaks, on token ids.
+
+    python3 server.py --model DIR --port PORT [--dtype bfloat16] [--ctx N]
+    python3 server.py --fake --port PORT      # no torch: a deterministic toy model
+
+DIR is the `<stem>.hf/` folder `harness synth` writes next to a BF16 synthetic GGUF
+(config.json + safetensors), the weights vLLM loads too. The GPU image has torch and
+transformers; nothing is carried for this arm.
+
+Endpoints (what harness/src/pair and harness/src/bench/serve_load send):
+  GET  /health                   200 once the model is loaded
+  POST /v1/completions           {"prompt": [ids], "max_tokens": n, "temperature": 0,
+                                  "ignore_eos": true, "stream": bool,
+                                  "logprobs": k, "return_tokens_as_token_ids": true, ...}
+       not streamed: {"choices": [{"text": "", "token_ids": [...], "logprobs": ...}],
+                      "usage": {...}}
+       streamed (SSE): one event per token {"choices": [{"text": "", "token_ids": [id]}]},
+                      then {"choices": [], "usage": {...}}, then [DONE]
+Greedy only (temperature 0; anything else is a 400). Requests are served one at a time
+(a lock): the arm is a reference, not a server under load, so the harness pairs it on
+single-stream cells. `ignore_eos` keeps generating through end-of-generation tokens
+(`min_new_tokens`); without it the stop token ends the completion.
+"""
+
+import argparse
+import json
+import math
+import queue
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class FakeModel:
+    """A deterministic toy next-token rule (no torch): tests of the protocol here."""
+
+    name = "fake"
+    version = "fake-0"
+    vocab = 1000
+
+    def logits(self, ids):
+        h = 0
+        for t in ids[-4:]:
+            h = (h * 1_000_003 + t + 7) % 2_147_483_647
+        return [((h >> (i % 24)) ^ (i * 2_654_435_761)) % 997 / 97.0 for i in range(self.vocab)]
+
+    def top(self, ids, k):
+        row = self.logits(ids)
+        m = max(row)
+        lse = m + math.log(sum(math.exp(x - m) for x in row))
+        order = sorted(range(len(row)), key=lambda i: (-row[i], i))[:k]
+        return [(i, row[i] - lse) for i in order]
+
+    def generate(self, ids, n, ignore_eos, emit):
+        ids = list(ids)
+        for _ in range(n):
+            t = self.top(ids, 1)[0][0]
+            ids.append(t)
+            emit(t)
+
+
+class HfModel:
+    """transformers' AutoModelForCausalLM on the GPU, greedy `generate` with a static cache."""
+
+    name = "transformers"
+
+    def __init__(self, path, dtype, ctx):
+        import torch
+        import transformers
+
+        self.torch = torch
+        self.version = transformers.__version__
+        self.ctx = ctx
+        dt = getattr(torch, dtype)
+        self.model = transformers.AutoModelForCausalLM.from_pretrained(path, torch_dtype=dt)
+        self.model.to("cuda").eval()
+        self.eos = self.model.generation_config.eos_token_id
+        # One warm-up generate: the static cache and its kernels are set up before /health.
+        self.generate([1, 2, 3, 4], 4, True, lambda t: None)
+
+    def top(self, ids, k):
+        torch = self.torch
+        with torch.inference_mode():
+            x = torch.tensor([ids], device="cuda")
+            row = self.model(x).logits[0, -1].float().log_softmax(-1)
+            v, i = torch.topk(row, k)
+        return list(zip(i.tolist(), v.tolist()))
+
+    def generate(self, ids, n, ignore_eos, emit):
+        torch = self.torch
+
+        class Ids:
+            """A streamer: `generate` puts the prompt first, then each new token."""
+
+            def __init__(self):
+                self.prompt_seen = False
+
+            def put(self, value):
+                if not self.prompt_seen:
+                    self.prompt_seen = True
+                    return
+                for t in value.reshape(-1).tolist():
+                    emit(int(t))
+
+            def end(self):
+                pass
+
+        x = torch.tensor([ids], device="cuda")
+        kw = dict(
+            max_new_tokens=n,
+            do_sample=False,
+            cache_implementation="static",
+            streamer=Ids(),
+            attention_mask=torch.ones_like(x),
+            pad_token_id=0,
+        )
+        if ignore_eos:
+            kw["min_new_tokens"] = n
+        with torch.inference_mode():
+            self.model.generate(x, **kw)
+
+
+def make_handler(model, lock):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, fmt, *args):
+            sys.stderr.write("%s\n" % (fmt % args))
+
+        def reply(self, code, obj):
+            body = json.dumps(obj).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(body)
+            self.close_connection = True
+
+        def do_GET(self):
+            if self.path == "/health":
+                self.reply(200, {"status": "ok"})
+            elif self.path == "/version":
+                self.reply(200, {"engine": model.name, "version": model.version})
+            else:
+                self.reply(404, {"error": {"message": f"no route {self.path}"}})
+
+        def do_POST(self):
+            if self.path != "/v1/completions":
+                return self.reply(404, {"error": {"message": f"no route {self.path}"}})
+            try:
+                n = int(self.headers.get("Content-Length", "0"))
+                if n > 64 << 20:
+                    raise ValueError("body over 64 MiB")
+                req = json.loads(self.rfile.read(n))
+                prompt = req.get("prompt")
+                if not (isinstance(prompt, list) and prompt and all(isinstance(t, int) and t >= 0 for t in prompt)):
+                    raise ValueError("prompt must be a non-empty list of token ids")
+                max_tokens = int(req.get("max_tokens", 16))
+                if max_tokens < 1:
+                    raise ValueError("max_tokens must be at least 1")
+                if float(req.get("temperature", 1.0)) != 0.0:
+                    raise ValueError("greedy only: temperature must be 0")
+                k = req.get("logprobs")
+                k = int(k) if k is not None else None
+            except (ValueError, TypeError, json.JSONDecodeError) as e:
+                return self.reply(400, {"error": {"message": str(e)}})
+            ignore_eos = bool(req.get("ignore_eos", False))
+            usage = lambda c: {"prompt_tokens": len(prompt), "completion_tokens": c,
+                               "total_tokens": len(prompt) + c}
+            with lock:
+                if req.get("stream"):
+                    self.stream(prompt, max_tokens, ignore_eos, usage)
+                    return
+                try:
+                    out = []
+                    model.generate(prompt, max_tokens, ignore_eos, out.append)
+                    choice = {"index": 0, "text": "", "token_ids": out, "finish_reason": "length"}
+                    if k:
+                        top = model.top(prompt, k)
+                        choice["logprobs"] = {
+                            "tokens": [f"token_id:{out[0]}"],
+                            "top_logprobs": [{f"token_id:{i}": lp for i, lp in top}],
+                        }
+                    self.reply(200, {"object": "text_completion", "model": req.get("model", ""),
+                                     "choices": [choice], "usage": usage(len(out))})
+                except Exception as e:  # a failed generate is the request's error, not the server's end
+                    self.reply(500, {"error": {"message": f"{type(e).__name__}: {e}"}})
+
+        def stream(self, prompt, max_tokens, ignore_eos, usage):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            q = queue.Queue()
+            err = []
+
+            def run():
+                try:
+                    model.generate(prompt, max_tokens, ignore_eos, q.put)
+                except Exception as e:
+                    err.append(f"{type(e).__name__}: {e}")
+                q.put(None)
+
+            th = threading.Thread(target=run, daemon=True)
+            th.start()
+            count = 0
+            try:
+                while True:
+                    t = q.get()
+                    if t is None:
+                        break
+                    count += 1
+                    ev = {"choices": [{"index": 0, "text": "", "token_ids": [t]}]}
+                    self.wfile.write(b"data: " + json.dumps(ev).encode() + b"\n\n")
+                    self.wfile.flush()
+                if err:
+                    self.wfile.write(b"data: " + json.dumps({"error": {"message": err[0]}}).encode() + b"\n\n")
+                self.wfile.write(b"data: " + json.dumps({"choices": [], "usage": usage(count)}).encode() + b"\n\n")
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            th.join()
+
+    return Handler
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", help="the safetensors folder (config.json + *.safetensors)")
+    ap.add_argument("--fake", action="store_true", help="a toy model, no torch (protocol tests)")
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--ctx", type=int, default=4096)
+    a = ap.parse_args()
+    t0 = time.time()
+    if a.fake:
+        model = FakeModel()
+    elif a.model:
+        model = HfModel(a.model, a.dtype, a.ctx)
+    else:
+        ap.error("--model DIR or --fake")
+    sys.stderr.write(f"{model.name} {model.version} ready in {time.time() - t0:.1f} s on {a.host}:{a.port}\n")
+    srv = ThreadingHTTPServer((a.host, a.port), make_handler(model, threading.Lock()))
+    srv.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
