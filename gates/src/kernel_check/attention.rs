@@ -143,24 +143,21 @@ pub(super) fn attention_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLin
                         .upload(&q[t * nh * hd..(t + 1) * nh * hd])
                         .map_err(e2s)?;
                     let dpt = gpu.upload(&pos[t..t + 1]).map_err(e2s)?;
-                    let mut o = poison(gpu, nh * hd).map_err(e2s)?;
-                    ops::attention(
+                    let kv = ops::KvView {
+                        k: &dk,
+                        v: &dv,
+                        bt: &dbt,
+                    };
+                    single.extend(attend(
                         gpu,
                         &dqt,
-                        &ops::KvView {
-                            k: &dk,
-                            v: &dv,
-                            bt: &dbt,
-                        },
+                        &kv,
                         &dpt,
                         one,
                         scale,
                         softcap,
                         &mut scratch,
-                        &mut o,
-                    )
-                    .map_err(e2s)?;
-                    single.extend(gpu.download(&o).map_err(e2s)?);
+                    )?);
                 }
                 res.push(compare_f32(
                     "batch_invariance",
@@ -212,6 +209,23 @@ pub(super) fn attention_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLin
             },
         );
     }
+}
+
+/// One [`ops::attention`] launch of `s` into a fresh poisoned output, downloaded.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn attend(
+    gpu: &Gpu,
+    q: &CudaSlice<f32>,
+    kv: &ops::KvView<'_>,
+    pos: &CudaSlice<i32>,
+    s: AttnShape,
+    scale: f32,
+    softcap: f32,
+    scratch: &mut AttnScratch,
+) -> Result<Vec<f32>, String> {
+    let mut o = poison(gpu, s.ntok * s.n_heads * s.head_dim).map_err(e2s)?;
+    ops::attention(gpu, q, kv, pos, s, scale, softcap, scratch, &mut o).map_err(e2s)?;
+    gpu.download(&o).map_err(e2s)
 }
 
 /// The one-launch forms of the attention block against the separate kernels, bit for bit:

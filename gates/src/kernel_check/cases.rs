@@ -132,6 +132,25 @@ pub fn random_weight(rng: &mut Rng, format: QuantFormat, rows: usize, k: usize) 
     }
 }
 
+/// A random weight of `format` and a random bias for each of `rows` (k columns), uploaded:
+/// the draws of each row's weight, then its bias.
+pub(super) fn random_weights(
+    gpu: &Gpu,
+    rng: &mut Rng,
+    format: QuantFormat,
+    rows: [usize; 3],
+    k: usize,
+) -> Result<(Vec<DeviceWeight>, Vec<CudaSlice<f32>>), String> {
+    let mut w = Vec::new();
+    let mut bias = Vec::new();
+    for r in rows {
+        let bytes = random_weight(rng, format, r, k);
+        w.push(DeviceWeight::upload(gpu, format, r, k, &bytes).map_err(e2s)?);
+        bias.push(gpu.upload(&rand_vec(rng, r, 1.0)).map_err(e2s)?);
+    }
+    Ok((w, bias))
+}
+
 pub(super) fn rand_vec(rng: &mut Rng, n: usize, scale: f32) -> Vec<f32> {
     (0..n).map(|_| scale * rng.symmetric()).collect()
 }

@@ -15,7 +15,7 @@
 //! per matrix), one of them with a matrix of a single row; k = 12288 takes Q4_0's shallower
 //! ring and BF16's 1-row ring (no Q8_0 ring fits beside its x: Q4_0 and BF16 only).
 
-use super::cases::{Shape, e2s, poison, rand_vec, random_weight};
+use super::cases::{Shape, e2s, poison, rand_vec, random_weights};
 use super::{CheckLine, Rng, compare_f32};
 use engine::cuda::cudarc::driver::{CudaSlice, DevicePtr};
 use engine::cuda::ops::{self, MatvecOpts};
@@ -221,13 +221,7 @@ fn run_separate(
 
 fn cases_of(s: Shape<[usize; 3]>, rng: &mut Rng, lines: &mut Vec<CheckLine>) -> Result<(), String> {
     let (gpu, format, rows, k, name) = s.parts();
-    let mut w = Vec::new();
-    let mut bias = Vec::new();
-    for r in rows {
-        let bytes = random_weight(rng, format, r, k);
-        w.push(DeviceWeight::upload(gpu, format, r, k, &bytes).map_err(e2s)?);
-        bias.push(gpu.upload(&rand_vec(rng, r, 1.0)).map_err(e2s)?);
-    }
+    let (w, bias) = random_weights(gpu, rng, format, rows, k)?;
     let x = gpu.upload(&rand_vec(rng, k, 1.0)).map_err(e2s)?;
     let nw: Vec<f32> = (0..k).map(|_| 1.0 + 0.1 * rng.symmetric()).collect();
     let inp = Inputs {

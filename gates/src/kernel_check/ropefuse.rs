@@ -17,8 +17,8 @@
 //! (`Ok(None)`) and leaves the outputs and caches untouched (the decoder then runs the
 //! separate launches).
 
-use super::attention::Paged;
-use super::cases::{case, e2s, poison, rand_vec, random_weight};
+use super::attention::{Paged, attend};
+use super::cases::{case, e2s, poison, rand_vec, random_weights};
 use super::{CheckLine, Rng, compare_exact};
 use engine::cuda::cudarc::driver::CudaSlice;
 use engine::cuda::ops::{self, AttnScratch, AttnShape, MatvecOpts, RopeStyle};
@@ -202,13 +202,7 @@ fn one_case(
 ) -> Result<Vec<CheckLine>, String> {
     let (nh, nkv, hd, n_rot, k, cap, style, base, ff, with_bias, w_off) = c;
     let rows = [nh * hd, nkv * hd, nkv * hd];
-    let mut w = Vec::new();
-    let mut bias = Vec::new();
-    for r in rows {
-        let bytes = random_weight(rng, format, r, k);
-        w.push(DeviceWeight::upload(gpu, format, r, k, &bytes).map_err(e2s)?);
-        bias.push(gpu.upload(&rand_vec(rng, r, 1.0)).map_err(e2s)?);
-    }
+    let (w, bias) = random_weights(gpu, rng, format, rows, k)?;
     let nw: Vec<f32> = (0..k).map(|_| 1.0 + 0.1 * rng.symmetric()).collect();
     let factors: Option<Vec<f32>> =
         ff.then(|| (0..n_rot / 2).map(|_| rng.range(1.0, 8.0)).collect());
@@ -248,15 +242,14 @@ fn one_case(
             w_offset,
         });
         let ws = [&fx.w[0], &fx.w[1], &fx.w[2]];
-        let outs = |gpu: &Gpu| -> Result<Vec<CudaSlice<f32>>, String> {
-            rows.iter().map(|&r| poison(gpu, r).map_err(e2s)).collect()
+        let outs = |gpu: &Gpu| -> Result<[CudaSlice<f32>; 3], String> {
+            let y = |r| poison(gpu, r).map_err(e2s);
+            Ok([y(rows[0])?, y(rows[1])?, y(rows[2])?])
         };
         // The separate launches (the decoder with ASSAY_ROPE_FUSE=0).
         let mut ys = outs(gpu)?;
         {
-            let [y0, y1, y2] = &mut ys[..] else {
-                return Err("three outputs".into());
-            };
+            let [y0, y1, y2] = &mut ys;
             let c = ops::matvec_segs(
                 gpu,
                 ws,
@@ -279,9 +272,7 @@ fn one_case(
         // The fused launch.
         let mut yf = outs(gpu)?;
         let fused = {
-            let [y0, y1, y2] = &mut yf[..] else {
-                return Err("three outputs".into());
-            };
+            let [y0, y1, y2] = &mut yf;
             ops::matvec_segs_rope(
                 gpu,
                 ws,
@@ -376,25 +367,9 @@ fn one_case(
                 window: 0,
             };
             let scale = 1.0 / (hd as f32).sqrt();
-            let mut att = |q: &CudaSlice<f32>, kc: &CudaSlice<f16>, vc: &CudaSlice<f16>| {
-                let mut o = poison(gpu, nh * hd).map_err(e2s)?;
-                ops::attention(
-                    gpu,
-                    q,
-                    &ops::KvView {
-                        k: kc,
-                        v: vc,
-                        bt: &fx.bt,
-                    },
-                    &dp,
-                    s,
-                    scale,
-                    0.0,
-                    &mut scratch,
-                    &mut o,
-                )
-                .map_err(e2s)?;
-                gpu.download(&o).map(bits32).map_err(e2s)
+            let mut att = |q: &CudaSlice<f32>, k: &CudaSlice<f16>, v: &CudaSlice<f16>| {
+                let kv = ops::KvView { k, v, bt: &fx.bt };
+                attend(gpu, q, &kv, &dp, s, scale, 0.0, &mut scratch).map(bits32)
             };
             let want = att(&ys[0], &sep.0, &sep.1)?;
             let got = att(&yf[0], &fus.0, &fus.1)?;

@@ -31,10 +31,7 @@ impl CudaDecoder {
             .rope
             .get(&q_rope)
             .ok_or_else(|| model_err("rope table missing"))?;
-        let style = match rs.style {
-            arch::RopeStyle::Adjacent => RopeStyle::Normal,
-            arch::RopeStyle::Neox => RopeStyle::Neox,
-        };
+        let style = style_of(rs.style);
         let layer = self
             .kv
             .get_mut(spec.kv_layer)
@@ -227,5 +224,13 @@ pub(super) fn feed_pos<'a>(
     match feed {
         Feed::Step => step.slice(1..2),
         Feed::Rows => pos.slice(..),
+    }
+}
+
+/// The RoPE style of a program's rope spec.
+pub(super) fn style_of(s: arch::RopeStyle) -> RopeStyle {
+    match s {
+        arch::RopeStyle::Adjacent => RopeStyle::Normal,
+        arch::RopeStyle::Neox => RopeStyle::Neox,
     }
 }

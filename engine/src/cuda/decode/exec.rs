@@ -3,10 +3,11 @@
 //! attention, are `decode/attention.rs`'s); plus the buffer/weight lookups the other
 //! submodules share.
 
-use super::super::cudarc::driver::{CudaSlice, DevicePtr};
-use super::super::ops::{self, Activation, RopeStyle};
+use super::super::cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
+use super::super::ops::{self, Activation};
 use super::super::sources::consts::MV_LAUNCH_MAX_TOK;
 use super::super::{CudaError, DeviceWeight};
+use super::attention::style_of;
 use super::{CudaDecoder, DevWeight, Feed, fuse, model_err};
 use crate::arch::{self, BufId, Op, WeightId};
 use std::collections::HashMap;
@@ -142,10 +143,7 @@ impl CudaDecoder {
                 let table = rope
                     .get(&idx)
                     .ok_or_else(|| model_err("rope table missing"))?;
-                let style = match spec.style {
-                    arch::RopeStyle::Adjacent => RopeStyle::Normal,
-                    arch::RopeStyle::Neox => RopeStyle::Neox,
-                };
+                let style = style_of(spec.style);
                 let mut o = take(bufs, *x)?;
                 let r = ops::rope(
                     gpu,
@@ -370,6 +368,17 @@ impl CudaDecoder {
         Ok(())
     }
 
+    /// Whether any of the triple `t`'s weights goes to `mmv.cu` (its segmented launches then
+    /// do not apply).
+    pub(super) fn triple_on_mmv(&self, t: &fuse::Triple) -> Result<bool, CudaError> {
+        for m in &t.m {
+            if self.mmv_takes(m.0)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     /// Three matvec units ([`fuse::Triple`]: q, k and v) as one segmented streamed launch
     /// (`ops::matvec_segs`) for `n` rows, where it applies: one row (the decode step, graphed
     /// or not), none of the weights on mmv, and `select::choose_matvec_segs` takes the
@@ -379,10 +388,8 @@ impl CudaDecoder {
         if n != 1 {
             return Ok(false);
         }
-        for m in &t.m {
-            if self.mmv_takes(m.0)? {
-                return Ok(false);
-            }
+        if self.triple_on_mmv(&t)? {
+            return Ok(false);
         }
         let CudaDecoder {
             gpu,
@@ -395,44 +402,67 @@ impl CudaDecoder {
             ..
         } = self;
         let gpu = &**gpu;
-        let norm = norm_in(weights, t.norm)?;
-        let bias = |b: Option<WeightId>| opt_vector(weights, b);
-        let ws = [
-            w_ref(mats, matrix(weights, t.m[0].0)?)?,
-            w_ref(mats, matrix(weights, t.m[1].0)?)?,
-            w_ref(mats, matrix(weights, t.m[2].0)?)?,
-        ];
-        let biases = [bias(t.m[0].1)?, bias(t.m[1].1)?, bias(t.m[2].1)?];
-        // The outputs are taken out of their slots (distinct buffers, none of them x:
-        // fuse::triple) and put back whatever happens.
-        let mut ya = take(bufs, t.m[0].2)?;
-        let r = (|| {
-            let mut yb = take(bufs, t.m[1].2)?;
-            let r = (|| {
-                let mut yc = take(bufs, t.m[2].2)?;
-                let r = ops::matvec_segs(
-                    gpu,
-                    ws,
-                    get(bufs, t.x)?,
-                    n,
-                    biases,
-                    norm,
-                    *mv,
-                    [&mut ya.slice, &mut yb.slice, &mut yc.slice],
-                );
-                put(bufs, t.m[2].2, yc);
-                r
-            })();
-            put(bufs, t.m[1].2, yb);
-            r
-        })();
-        put(bufs, t.m[0].2, ya);
+        let (norm, ws, biases) = triple_inputs(mats, weights, &t)?;
+        let r = with_triple_out(bufs, &t, |x, ys| {
+            ops::matvec_segs(gpu, ws, x, n, biases, norm, *mv, ys)
+        });
         let Some(choice) = r? else {
             return Ok(false);
         };
         note_choice(choices, program, t.m.iter().map(|m| m.0), choice);
         Ok(true)
     }
+}
+
+/// A triple's folded input norm, weights and biases (q, k, v), in that order of lookup.
+#[allow(clippy::type_complexity)]
+pub(super) fn triple_inputs<'a>(
+    mats: &'a [DeviceWeight],
+    weights: &'a [DevWeight],
+    t: &fuse::Triple,
+) -> Result<
+    (
+        Option<ops::NormIn<'a>>,
+        [&'a DeviceWeight; 3],
+        [Option<&'a dyn DevicePtr<f32>>; 3],
+    ),
+    CudaError,
+> {
+    let norm = norm_in(weights, t.norm)?;
+    let bias = |b: Option<WeightId>| opt_vector(weights, b);
+    let ws = [
+        w_ref(mats, matrix(weights, t.m[0].0)?)?,
+        w_ref(mats, matrix(weights, t.m[1].0)?)?,
+        w_ref(mats, matrix(weights, t.m[2].0)?)?,
+    ];
+    let biases = [bias(t.m[0].1)?, bias(t.m[1].1)?, bias(t.m[2].1)?];
+    Ok((norm, ws, biases))
+}
+
+/// Runs `f` on a triple's input x and its three outputs: the outputs are taken out of their
+/// slots (distinct buffers, none of them x: fuse::triple) and put back whatever happens.
+pub(super) fn with_triple_out<R>(
+    bufs: &mut [Option<CudaSlice<f32>>],
+    t: &fuse::Triple,
+    f: impl FnOnce(&CudaSlice<f32>, [&mut dyn DevicePtrMut<f32>; 3]) -> Result<R, CudaError>,
+) -> Result<R, CudaError> {
+    let mut ya = take(bufs, t.m[0].2)?;
+    let r = (|| {
+        let mut yb = take(bufs, t.m[1].2)?;
+        let r = (|| {
+            let mut yc = take(bufs, t.m[2].2)?;
+            let r = f(
+                get(bufs, t.x)?,
+                [&mut ya.slice, &mut yb.slice, &mut yc.slice],
+            );
+            put(bufs, t.m[2].2, yc);
+            r
+        })();
+        put(bufs, t.m[1].2, yb);
+        r
+    })();
+    put(bufs, t.m[0].2, ya);
+    r
 }
 
 /// The input norm a fused matvec folds in, if any.

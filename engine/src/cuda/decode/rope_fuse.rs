@@ -6,11 +6,11 @@
 //! attention output) has the bits of `run_triple` then `rope_attention`.
 
 use super::super::CudaError;
-use super::super::ops::{self, RopeStyle};
-use super::attention::feed_pos;
-use super::exec::{matrix, norm_in, note_choice, opt_vector, w_ref};
-use super::{CudaDecoder, Feed, fuse, get, model_err, put, take};
-use crate::arch::{self, Op};
+use super::super::ops;
+use super::attention::{feed_pos, style_of};
+use super::exec::{note_choice, triple_inputs, with_triple_out};
+use super::{CudaDecoder, Feed, fuse, model_err};
+use crate::arch::Op;
 
 impl CudaDecoder {
     /// The triple `t` (q, k and v of one x) and the unit `ra` right after it (RoPE of q and
@@ -44,15 +44,10 @@ impl CudaDecoder {
         if [t.m[0].2, t.m[1].2, t.m[2].2] != [q, k, spec.v] || spec.q != q || spec.k != k {
             return Ok(false);
         }
-        for m in &t.m {
-            if self.mmv_takes(m.0)? {
-                return Ok(false);
-            }
+        if self.triple_on_mmv(&t)? {
+            return Ok(false);
         }
-        let style = match rs.style {
-            arch::RopeStyle::Adjacent => RopeStyle::Normal,
-            arch::RopeStyle::Neox => RopeStyle::Neox,
-        };
+        let style = style_of(rs.style);
         let CudaDecoder {
             gpu,
             program,
@@ -79,17 +74,7 @@ impl CudaDecoder {
         if layer.n_kv_heads != spec.n_kv_heads || layer.head_dim != spec.head_dim {
             return Err(model_err("attention spec does not match its KV layer"));
         }
-        let norm = norm_in(weights, t.norm)?;
-        let ws = [
-            w_ref(mats, matrix(weights, t.m[0].0)?)?,
-            w_ref(mats, matrix(weights, t.m[1].0)?)?,
-            w_ref(mats, matrix(weights, t.m[2].0)?)?,
-        ];
-        let biases = [
-            opt_vector(weights, t.m[0].1)?,
-            opt_vector(weights, t.m[1].1)?,
-            opt_vector(weights, t.m[2].1)?,
-        ];
+        let (norm, ws, biases) = triple_inputs(mats, weights, &t)?;
         let p = feed_pos(step, pos, feed);
         let shape = ops::RopeKvShape {
             ntok: n,
@@ -98,38 +83,26 @@ impl CudaDecoder {
             head_dim: spec.head_dim,
             capacity: *capacity,
         };
-        // The outputs are taken out of their slots (distinct buffers, none of them x:
-        // fuse::triple) and put back whatever happens.
-        let mut ya = take(bufs, t.m[0].2)?;
-        let r = (|| {
-            let mut yb = take(bufs, t.m[1].2)?;
-            let r = (|| {
-                let mut yc = take(bufs, t.m[2].2)?;
-                let r = ops::matvec_segs_rope(
-                    gpu,
-                    ws,
-                    get(bufs, t.x)?,
-                    biases,
-                    norm,
-                    *mv,
-                    [&mut ya.slice, &mut yb.slice, &mut yc.slice],
-                    ops::QkvRope {
-                        k_cache: &mut layer.k,
-                        v_cache: &mut layer.v,
-                        bt: &*bt,
-                        pos: &p,
-                        table,
-                        style,
-                        shape,
-                    },
-                );
-                put(bufs, t.m[2].2, yc);
-                r
-            })();
-            put(bufs, t.m[1].2, yb);
-            r
-        })();
-        put(bufs, t.m[0].2, ya);
+        let r = with_triple_out(bufs, &t, |x, ys| {
+            ops::matvec_segs_rope(
+                gpu,
+                ws,
+                x,
+                biases,
+                norm,
+                *mv,
+                ys,
+                ops::QkvRope {
+                    k_cache: &mut layer.k,
+                    v_cache: &mut layer.v,
+                    bt: &*bt,
+                    pos: &p,
+                    table,
+                    style,
+                    shape,
+                },
+            )
+        });
         let Some(fused) = r? else {
             return Ok(false);
         };

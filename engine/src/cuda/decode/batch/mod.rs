@@ -45,10 +45,11 @@
 //! negates the final hidden state of one row before the head (that step always runs
 //! eagerly, never captured).
 
+use super::attention::style_of;
 use super::{CudaDecoder, Feed, MAX_ROWS, fuse, get, model_err, put, take};
-use crate::arch::{self, AttentionSpec, Op};
+use crate::arch::{AttentionSpec, Op};
 use crate::cuda::cudarc::driver::DevicePtr;
-use crate::cuda::ops::{self, AttnShape, KvRowsDev, RopeStyle};
+use crate::cuda::ops::{self, AttnShape, KvRowsDev};
 use crate::cuda::sources::consts::MV_LAUNCH_MAX_TOK;
 use crate::cuda::{CudaError, shape_err};
 use std::sync::Arc;
@@ -299,14 +300,6 @@ fn group_body(
         )?;
     }
     Ok(())
-}
-
-/// The RoPE style of a program's rope spec.
-fn style_of(s: arch::RopeStyle) -> RopeStyle {
-    match s {
-        arch::RopeStyle::Adjacent => RopeStyle::Normal,
-        arch::RopeStyle::Neox => RopeStyle::Neox,
-    }
 }
 
 /// Widths of q / k / v / out rows of an attention, checked against the buffers.
