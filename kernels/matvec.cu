@@ -489,6 +489,16 @@ ASSAY_FOR_EACH_FORMAT(ASSAY_MATVEC_TB)
         matvec_wr_body<F, R, D, true>(wg, wu, x, 0, 0, y, rows, k, act, nw, eps, w_off,       \
                                       MvWrSegs<1>{});                                         \
     }
+// The parameters the segmented entry points start with (both macros below), and the
+// segments they make.
+#define MV_SEG3_PARAMS                                                                        \
+        const u8* __restrict__ w0, const u8* __restrict__ w1, const u8* __restrict__ w2,      \
+        const float* __restrict__ x, const float* __restrict__ b0,                            \
+        const float* __restrict__ b1, const float* __restrict__ b2, float* y0, float* y1,     \
+        float* y2, int rows0, int rows1, int rows2, int k, const float* __restrict__ nw,      \
+        float eps, float w_off
+#define MV_SEG3_SEGS                                                                          \
+    const MvWrSegs<3> sg = {{w0, w1, w2}, {b0, b1, b2}, {y0, y1, y2}, {rows0, rows1, rows2}}
 // Three matrices of one format and k on the same x in one streamed launch (q, k and v of an
 // attention block; select.rs: MatvecKernel::WrSegs): matrix s is rows_s x k at w_s, its
 // output y_s, its bias b_s (or null); the optional folded norm applies to all three.
@@ -496,12 +506,8 @@ ASSAY_FOR_EACH_FORMAT(ASSAY_MATVEC_TB)
 // bits of its matrix's own streamed launch.
 #define ASSAY_MATVEC_SEG3_WR_R(name, F, R, D)                                                 \
     extern "C" __global__ void MV_LB_WR matvec_##name##_seg3_wr_r##R##_d##D(                 \
-        const u8* __restrict__ w0, const u8* __restrict__ w1, const u8* __restrict__ w2,      \
-        const float* __restrict__ x, const float* __restrict__ b0,                            \
-        const float* __restrict__ b1, const float* __restrict__ b2, float* y0, float* y1,     \
-        float* y2, int rows0, int rows1, int rows2, int k, const float* __restrict__ nw,      \
-        float eps, float w_off) {                                                             \
-        const MvWrSegs<3> sg = {{w0, w1, w2}, {b0, b1, b2}, {y0, y1, y2}, {rows0, rows1, rows2}}; \
+        MV_SEG3_PARAMS) {                                                                     \
+        MV_SEG3_SEGS;                                                                         \
         matvec_wr_body<F, R, D, false, 3>(w0, w0, x, b0, 0, y0, rows0, k, 0, nw, eps, w_off,  \
                                           sg);                                                \
     }
@@ -512,14 +518,10 @@ ASSAY_FOR_EACH_FORMAT(ASSAY_MATVEC_TB)
 // and k (y1) come out rotated, k and v are stored into the caches: rope_kv's bits.
 #define ASSAY_MATVEC_SEG3ROPE_WR_R(name, F, R, D)                                             \
     extern "C" __global__ void MV_LB_WR matvec_##name##_seg3rope_wr_r##R##_d##D(             \
-        const u8* __restrict__ w0, const u8* __restrict__ w1, const u8* __restrict__ w2,      \
-        const float* __restrict__ x, const float* __restrict__ b0,                            \
-        const float* __restrict__ b1, const float* __restrict__ b2, float* y0, float* y1,     \
-        float* y2, int rows0, int rows1, int rows2, int k, const float* __restrict__ nw,      \
-        float eps, float w_off, const int* __restrict__ pos, u16* kc, u16* vc,                \
+        MV_SEG3_PARAMS, const int* __restrict__ pos, u16* kc, u16* vc,                        \
         const int* __restrict__ bt, const double* __restrict__ tab, double freq_scale,        \
         int hd, int n_rot, int nkv, int cap) {                                                \
-        const MvWrSegs<3> sg = {{w0, w1, w2}, {b0, b1, b2}, {y0, y1, y2}, {rows0, rows1, rows2}}; \
+        MV_SEG3_SEGS;                                                                         \
         const MvRope rp = {pos, kc, vc, bt, tab, freq_scale, hd, n_rot, nkv, cap};            \
         matvec_wr_body<F, R, D, false, 3, 1, true>(w0, w0, x, b0, 0, y0, rows0, k, 0, nw, eps, \
                                                    w_off, sg, 1, &rp);                        \
