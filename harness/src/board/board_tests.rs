@@ -1,6 +1,7 @@
 //! Board tests on a committed fixture (boards, receipts, README with markers): the
 //! regeneration matches the committed expected files byte for byte, is idempotent, shows
-//! the newest *current* receipt per cell, and shows `stale` — never a number — when no
+//! the newest *current* receipt per cell, and shows `stale` — never a number in the median
+//! column — when no receipt is current (the stale row names the last receipt of other sources).
 //! receipt is current. `ASSAY_BLESS=1` rewrites the expected files (review the diff).
 
 use super::*;
@@ -187,10 +188,42 @@ fn with_no_current_receipt_every_cell_is_stale() {
     };
     let g = regenerate(&paths("README.in.md"), &other).unwrap();
     assert_eq!(g.counts[0], ("demo".to_owned(), 0, 2));
-    for n in ["805", "999", "500"] {
-        assert!(!g.readme.contains(n), "{n} shown");
+    // No number in the median column: each cell is one stale row, which names what the
+    // cell last measured on other sources (the newest green receipt, whatever its identity).
+    for n in ["| 805.00 |", "| 999.00 |", "| 500.00 |", "| 502.00 |"] {
+        assert!(!g.readme.contains(n), "{n} shown as a result");
     }
     assert_eq!(g.readme.matches("stale: no current receipt").count(), 2);
+    assert_eq!(g.readme.matches("; last measured ").count(), 2);
+    assert!(
+        g.readme
+            .contains("| Q8_0 | assay | stale: no current receipt; last measured 2026-11-29T12:00:00Z at `0123456789` (other sources): assay 502.00 tok/s |"),
+        "{}",
+        g.readme
+    );
+}
+
+#[test]
+fn a_stale_pairing_row_names_its_last_ratios_without_bold() {
+    let mut r = pair_with_flags(&[]);
+    r.arms[0].name = "assay decode".into();
+    r.arms[1].stats = r.arms[1].stats.map(|st| Stats {
+        median: 2.0 * st.median,
+        ..st
+    });
+    let t = render::last_text(&r);
+    assert!(t.contains("decode 0.50x vs llama.cpp"), "{t}");
+    assert!(
+        t.starts_with("stale: no current receipt; last measured "),
+        "{t}"
+    );
+    assert!(t.contains("x vs "), "{t}");
+    assert!(!t.contains("**"), "{t}");
+    let t = render::last_text(&red(r, "arms part at token 2"));
+    assert!(
+        t.ends_with("(other sources): red: arms part at token 2"),
+        "{t}"
+    );
 }
 
 #[test]
@@ -484,7 +517,17 @@ fn a_red_receipt_on_other_sources_is_stale_not_red() {
     let g = regenerate(&p, &today()).unwrap();
     assert!(g.red.is_empty());
     assert_eq!(g.readme.matches("stale: no current receipt").count(), 2);
-    assert!(!g.readme.contains("red:"));
+    // Not a red row of today's engine: a stale row naming its last receipt, red.
+    assert!(!g.readme.contains("| Q4_0 | assay | red:"), "{}", g.readme);
+    assert!(
+        g.readme.contains("(other sources): red: x |"),
+        "{}",
+        g.readme
+    );
+    assert!(
+        !g.readme.contains("900"),
+        "a red receipt's numbers are never shown"
+    );
 }
 
 #[test]

@@ -66,6 +66,14 @@ pub fn regenerate(paths: &BoardPaths, today: &SourceIdentity) -> Result<Generate
     let newest_red = select::newest_current_with(&paths.receipts, today, "red")?;
     let (shown, red) =
         select::split_red(select::pick(&all, &newest), select::pick(&all, &newest_red));
+    // What each cell last measured on any sources, named on its stale row: the newest
+    // green receipt, or the newest red one where that is newer (both kept in one map).
+    let (last_green, last_red) = select::split_red(
+        select::pick(&all, &select::newest_any(&paths.receipts)?),
+        select::pick(&all, &select::newest_any_red(&paths.receipts)?),
+    );
+    let mut last = last_green;
+    last.extend(last_red);
     let mut text = std::fs::read_to_string(&paths.readme)
         .with_context(|| format!("reading {}", paths.readme.display()))?;
     let mut plots = Vec::new();
@@ -85,7 +93,8 @@ pub fn regenerate(paths: &BoardPaths, today: &SourceIdentity) -> Result<Generate
         red_cells.extend(mine_red.keys().map(|c| (b.name.clone(), c.clone())));
         let svg_name = format!("{}.svg", b.name);
         let svg_rel = format!("boards/{svg_name}");
-        let body = render::board_markdown(b, &mine, &mine_red, &svg_rel);
+        let mine_last = of_board(b, &last);
+        let body = render::board_markdown(b, &mine, &mine_red, &mine_last, &svg_rel);
         match readme::replace_region(&text, &b.name, &body)? {
             Some(t) => text = t,
             None => missing.push(b.name.clone()),

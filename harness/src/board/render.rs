@@ -1,6 +1,8 @@
 //! The Markdown of one board: a row per (cell, arm) with the newest current receipt's
 //! median, min–max, N, roofline limit and fraction, device and receipt; a cell without a
-//! current receipt is one `stale` row with no number, and a cell whose newest current
+//! current receipt is one `stale` row with no number of today's (naming the newest green receipt
+//! of other sources, its time, commit and ratios or medians, when there is one: a loss does
+//! not vanish from the board when the engine changes), and a cell whose newest current
 //! receipt is red one `red` row with its failures and the receipt, and no number. A pairing receipt (`kind = pair`)
 //! also gets a ratio row per metric: ours over theirs for rates, theirs over ours for TTFT,
 //! so above 1 means we are ahead; bold at 1.1x and above, losses shown as plainly.
@@ -33,12 +35,45 @@ pub fn red_text(r: &Receipt) -> String {
         .replace(['\n', '\r'], " ")
 }
 
+/// What a stale cell last measured (`r`, the newest receipt of other sources), in one table
+/// cell: its time and commit, then its failures (red), the ratios of a pairing receipt or
+/// each arm's median, with no bold (it is not a result of today's engine).
+pub fn last_text(r: &Receipt) -> String {
+    let what: Vec<String> = if matches!(r.verdict, gates::Verdict::Red { .. }) {
+        vec![red_text(r)]
+    } else if matches!(r.kind, gates::receipt::Kind::Pair) {
+        ratios(r)
+            .into_iter()
+            .map(|(m, other, x)| format!("{m} {x:.2}x vs {other}"))
+            .collect()
+    } else {
+        r.arms
+            .iter()
+            .filter_map(|a| {
+                let unit = a.unit.as_deref().unwrap_or("tok/s");
+                a.stats
+                    .map(|st| format!("{} {:.2} {unit}", a.name, st.median))
+            })
+            .collect()
+    };
+    format!(
+        "stale: no current receipt; last measured {} at `{}` (other sources): {}",
+        r.time,
+        &r.build.commit[..r.build.commit.len().min(10)],
+        what.join(", ")
+    )
+    .replace('|', "\\|")
+    .replace(['\n', '\r'], " ")
+}
+
 /// The Markdown body of `board` given the receipt of each cell that has a current one
-/// (`shown`, green) and of each cell whose newest current receipt is red (`red`).
+/// (`shown`, green), of each cell whose newest current receipt is red (`red`), and of
+/// what each cell last measured on any sources (`last`, named on a stale row).
 pub fn board_markdown(
     board: &Board,
     shown: &BTreeMap<String, &Receipt>,
     red: &BTreeMap<String, &Receipt>,
+    last: &BTreeMap<String, &Receipt>,
     svg: &str,
 ) -> String {
     let mut s = String::new();
@@ -62,6 +97,18 @@ pub fn board_markdown(
                     "| {} | {arms} | {} | | | | | {} | {} `{}` |",
                     c.label,
                     red_text(r),
+                    device(r),
+                    r.time,
+                    &r.build.commit[..r.build.commit.len().min(10)]
+                );
+                continue;
+            }
+            if let Some(r) = last.get(&c.id) {
+                let _ = writeln!(
+                    s,
+                    "| {} | {arms} | {} | | | | | {} | {} `{}` |",
+                    c.label,
+                    last_text(r),
                     device(r),
                     r.time,
                     &r.build.commit[..r.build.commit.len().min(10)]

@@ -56,6 +56,27 @@ pub fn newest_current_with(
     today: &SourceIdentity,
     status: &str,
 ) -> Result<BTreeMap<String, String>> {
+    newest_of(dir, Some(today), status)
+}
+
+/// For each cell name, the time of its newest green bench/pair receipt measured on any
+/// sources: what a stale cell last measured ([`crate::board::render`] names it, marked stale,
+/// so that a loss does not vanish from the board when the engine changes).
+pub fn newest_any(dir: &Path) -> Result<BTreeMap<String, String>> {
+    newest_of(dir, None, "green")
+}
+
+/// [`newest_any`] for red receipts: a stale cell whose last receipt of other sources was
+/// red says so ([`split_red`] decides between the two as for current receipts).
+pub fn newest_any_red(dir: &Path) -> Result<BTreeMap<String, String>> {
+    newest_of(dir, None, "red")
+}
+
+fn newest_of(
+    dir: &Path,
+    today: Option<&SourceIdentity>,
+    status: &str,
+) -> Result<BTreeMap<String, String>> {
     let files = jsonl_files(dir)?;
     let mut frames = Vec::new();
     for f in &files {
@@ -69,12 +90,16 @@ pub fn newest_current_with(
     }
     let df = concat(frames, UnionArgs::default())
         .context("joining the receipt files")?
-        .filter(
-            (col("kind").eq(lit("bench")).or(col("kind").eq(lit("pair"))))
-                .and(col("status").eq(lit(status)))
-                .and(col("kernel").eq(lit(today.kernel.as_str())))
-                .and(col("engine").eq(lit(today.engine.as_str()))),
-        )
+        .filter({
+            let kind_status = (col("kind").eq(lit("bench")).or(col("kind").eq(lit("pair"))))
+                .and(col("status").eq(lit(status)));
+            match today {
+                Some(t) => kind_status
+                    .and(col("kernel").eq(lit(t.kernel.as_str())))
+                    .and(col("engine").eq(lit(t.engine.as_str()))),
+                None => kind_status,
+            }
+        })
         .group_by([col("name")])
         .agg([col("time").max().alias("time")])
         .collect()
