@@ -2,7 +2,7 @@
 //! regeneration matches the committed expected files byte for byte, is idempotent, shows
 //! the newest *current* receipt per cell, and shows `stale` — never a number in the median
 //! column — when no receipt is current (the stale row names the last receipt of other sources).
-//! receipt is current. `ASSAY_BLESS=1` rewrites the expected files (review the diff).
+//! `ASSAY_BLESS=1` rewrites the expected files (review the diff).
 
 use super::*;
 use gates::Verdict;
