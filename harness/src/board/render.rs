@@ -91,28 +91,24 @@ pub fn board_markdown(
             } else {
                 format!("assay vs {}", c.vs.join(", "))
             };
-            if let Some(r) = red.get(&c.id) {
+            // One row of text (no number) naming receipt `r`: a red one of today's sources,
+            // or the last one of other sources on a stale cell.
+            let text_row = |s: &mut String, text: String, r: &Receipt| {
                 let _ = writeln!(
                     s,
-                    "| {} | {arms} | {} | | | | | {} | {} `{}` |",
+                    "| {} | {arms} | {text} | | | | | {} | {} `{}` |",
                     c.label,
-                    red_text(r),
                     device(r),
                     r.time,
                     &r.build.commit[..r.build.commit.len().min(10)]
                 );
+            };
+            if let Some(r) = red.get(&c.id) {
+                text_row(&mut s, red_text(r), r);
                 continue;
             }
             if let Some(r) = last.get(&c.id) {
-                let _ = writeln!(
-                    s,
-                    "| {} | {arms} | {} | | | | | {} | {} `{}` |",
-                    c.label,
-                    last_text(r),
-                    device(r),
-                    r.time,
-                    &r.build.commit[..r.build.commit.len().min(10)]
-                );
+                text_row(&mut s, last_text(r), r);
                 continue;
             }
             let _ = writeln!(
