@@ -270,6 +270,23 @@ fn stats_detail(stats: &SpecStats) -> [String; 4] {
     ]
 }
 
+/// The receipt line comparing a policy cell's timed runs with plain generation timed on
+/// the same decoder after each of them (None when no plain run was timed).
+fn same_decoder_line(policy: &[f64], plain: &[f64]) -> Option<String> {
+    if policy.is_empty() || plain.is_empty() {
+        return None;
+    }
+    let (a, b) = (
+        gates::graph_check::median(policy),
+        gates::graph_check::median(plain),
+    );
+    Some(format!(
+        "plain on the same decoder after each timed run: median {b:.2} tok/s (N={}); policy/plain {:.4}x (medians)",
+        plain.len(),
+        a / b.max(1e-9)
+    ))
+}
+
 fn opts_of(cell: &Cell, k: usize) -> SpecOptions {
     SpecOptions {
         depth: DepthConfig {
@@ -297,6 +314,10 @@ pub struct CudaTextArm {
     runs: usize,
     stats: SpecStats,
     draft_file: Option<String>,
+    /// Policy cells: plain generation timed on the same decoder right after each timed
+    /// speculative run (tok/s), so that "never slower than plain" is read without the
+    /// decoder-to-decoder variance of two cells.
+    plain_after: Vec<f64>,
 }
 
 fn decoder(gpu: &Arc<Gpu>, model: &GgufModel, capacity: usize) -> Result<CudaDecoder> {
@@ -368,6 +389,7 @@ impl CudaTextArm {
             runs: 0,
             stats: SpecStats::default(),
             draft_file,
+            plain_after: Vec::new(),
         };
         arm.want = arm.plain()?.tokens;
         Ok(arm)
@@ -424,9 +446,23 @@ impl CudaTextArm {
                 self.runs
             );
         }
+        let timed = self.runs >= self.cell.warmup;
         self.runs += 1;
         let steps = g.tokens.len().saturating_sub(1);
-        Ok(steps as f64 / g.decode_s.max(1e-9))
+        let rate = steps as f64 / g.decode_s.max(1e-9);
+        if timed && self.cell.spec.as_ref().is_some_and(|s| s.policy) {
+            let p = self.plain()?;
+            if p.tokens != self.want {
+                bail!(
+                    "cell {}: plain generation after run {} gave other tokens",
+                    self.cell.id,
+                    self.runs - 1
+                );
+            }
+            let ps = p.tokens.len().saturating_sub(1);
+            self.plain_after.push(ps as f64 / p.decode_s.max(1e-9));
+        }
+        Ok(rate)
     }
 
     /// How the samples were made, with `samples` (warm-up excluded).
@@ -459,6 +495,7 @@ impl CudaTextArm {
                 flags.push(format!("draft-file={f}"));
             }
             detail.extend(stats_detail(&self.stats));
+            detail.extend(same_decoder_line(&samples, &self.plain_after));
         }
         Measured {
             samples,
@@ -474,5 +511,19 @@ impl CudaTextArm {
 impl ArmRun for CudaTextArm {
     fn run(&mut self, n: usize) -> Result<Vec<f64>> {
         (0..n).map(|_| self.once()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_decoder_line;
+
+    #[test]
+    fn the_same_decoder_line_compares_medians() {
+        assert_eq!(same_decoder_line(&[], &[1.0]), None);
+        assert_eq!(same_decoder_line(&[1.0], &[]), None);
+        let l = same_decoder_line(&[99.0, 101.0, 100.0], &[200.0, 100.0, 101.0, 99.0]).unwrap();
+        assert!(l.contains("median 100.50 tok/s (N=4)"), "{l}");
+        assert!(l.contains("policy/plain 0.9950x"), "{l}");
     }
 }
