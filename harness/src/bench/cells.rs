@@ -356,13 +356,15 @@ fn check_pair_cell(c: &Cell) -> std::result::Result<(), String> {
     Ok(())
 }
 
-/// Every board file of `dir` (all `*.toml` but `defaults.toml`), sorted by file name.
+/// Every board file of `dir` (all `*.toml` but `defaults.toml` and the losses' causes,
+/// `losses.toml`), sorted by file name.
 pub fn board_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     for e in std::fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
         let p = e?.path();
         let is_board = p.extension().is_some_and(|x| x == "toml")
-            && p.file_name().is_some_and(|n| n != "defaults.toml");
+            && p.file_name()
+                .is_some_and(|n| n != "defaults.toml" && n != crate::board::losses::FILE);
         if is_board {
             files.push(p);
         }

@@ -251,6 +251,11 @@ fn the_committed_readme_is_a_regeneration_of_the_committed_receipts() {
         g.readme == text,
         "README.md is out of date: run `harness board`"
     );
+    assert!(
+        g.uncaused.is_empty(),
+        "losses shown without a cause in boards/losses.toml: {:?}",
+        g.uncaused
+    );
     for (p, svg) in &g.plots {
         let on_disk = std::fs::read_to_string(p).unwrap_or_default();
         assert!(
@@ -637,4 +642,94 @@ fn done_cells_are_the_shown_ones_measured_as_defined() {
         engine: "b".repeat(64),
     };
     assert!(done_cells(&p.receipts, &other, &cells).unwrap().is_empty());
+}
+
+/// A pairing receipt of the demo board's `q4` with our decode at `ours` and llama.cpp's at
+/// `theirs` (tok/s, 5 equal samples).
+fn pair_q4(ours: f64, theirs: f64) -> Receipt {
+    let mut r = bench("q4", "2026-11-29T11:00:00Z", &today(), &[ours; 5]);
+    r.kind = Kind::Pair;
+    r.arms[0].name = "assay decode".into();
+    let mut t = r.arms[0].clone();
+    t.name = "llama.cpp decode".into();
+    t.engine = "llama-server".into();
+    t.samples = vec![theirs; 5];
+    t.stats = Stats::of(&t.samples);
+    t.roofline_fraction = r.roofline.as_ref().map(|x| theirs / x.limit_tokens_per_s);
+    r.arms.push(t);
+    r
+}
+
+#[test]
+fn a_loss_without_a_cause_is_flagged_and_one_with_a_cause_shows_it() {
+    // Planted: our decode at 0.90x of theirs, and no losses.toml in the fixture's boards.
+    let (_t, p) = with_receipts(&[pair_q4(90.0, 100.0)]);
+    let g = regenerate(&p, &today()).unwrap();
+    assert_eq!(g.uncaused.len(), 1, "{:?}", g.uncaused);
+    let (b, l) = &g.uncaused[0];
+    assert_eq!(
+        (b.as_str(), l.cell.as_str(), l.metric.as_str()),
+        ("demo", "q4", "decode")
+    );
+    assert!((l.ratio - 0.9).abs() < 1e-12);
+    assert!(
+        g.readme
+            .contains("- Q4_0: decode 0.90x vs llama.cpp: **no cause recorded**"),
+        "{}",
+        g.readme
+    );
+
+    // The same receipt with a cause for (q4, decode): nothing uncaused, the cause shown.
+    let boards = tempfile::tempdir().unwrap();
+    for f in ["demo.toml", "other.toml"] {
+        std::fs::copy(p.boards.join(f), boards.path().join(f)).unwrap();
+    }
+    std::fs::write(
+        boards.path().join(losses::FILE),
+        "[[loss]]\ncells = [\"q4\"]\nmetrics = [\"decode\"]\ncause = \"the planted cause\"\nsee = \"notes/x.md\"\n",
+    )
+    .unwrap();
+    let p2 = BoardPaths {
+        boards: boards.path().to_owned(),
+        ..p.clone()
+    };
+    let g = regenerate(&p2, &today()).unwrap();
+    assert!(g.uncaused.is_empty(), "{:?}", g.uncaused);
+    assert!(
+        g.readme
+            .contains("- Q4_0: decode 0.90x vs llama.cpp: the planted cause (notes/x.md)")
+    );
+
+    // Ahead, or 1.00x as shown (0.996): no loss, no list.
+    for ours in [120.0, 99.6] {
+        let (_t, p) = with_receipts(&[pair_q4(ours, 100.0)]);
+        let g = regenerate(&p, &today()).unwrap();
+        assert!(g.uncaused.is_empty());
+        assert!(!g.readme.contains("Losses (ratio rows"));
+    }
+    assert!(losses::is_loss(0.9949) && !losses::is_loss(0.995));
+}
+
+#[test]
+fn a_losses_file_is_checked_against_the_boards() {
+    let boards = load_boards(&fixture().join("boards")).unwrap();
+    let load = |text: &str| {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join(losses::FILE), text).unwrap();
+        losses::Causes::load(d.path(), &boards).map(|_| ())
+    };
+    let ok = "[[loss]]\ncells = [\"q4\"]\nmetrics = [\"decode\"]\ncause = \"c\"\n";
+    assert!(load(ok).is_ok());
+    let err = |text: &str| format!("{:#}", load(text).unwrap_err());
+    assert!(err(&ok.replace("q4", "nope")).contains("cell nope is on no board"));
+    assert!(err(&format!("{ok}{ok}")).contains("two causes"));
+    assert!(
+        err(&ok.replace("cause = \"c\"", "cause = \"  \""))
+            .contains("needs cells, metrics and a cause")
+    );
+    assert!(err(&ok.replace("cause = \"c\"", "cause = \"a\\nb\"")).contains("one line"));
+    assert!(err(&ok.replace("metrics", "metric")).contains("unknown field"));
+    // No file: no causes, no error.
+    let d = tempfile::tempdir().unwrap();
+    assert!(losses::Causes::load(d.path(), &boards).is_ok());
 }

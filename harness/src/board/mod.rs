@@ -5,8 +5,9 @@
 //! twice changes no byte; `--check` exits non-zero when the committed files differ.
 //!
 //! Files: [`select`] (polars: which receipt each cell shows), [`render`] (tables),
-//! [`plot`] (SVG), [`readme`] (marker regions).
+//! [`plot`] (SVG), [`readme`] (marker regions), [`losses`] (the causes of pairing losses).
 
+pub mod losses;
 pub mod plot;
 pub mod readme;
 pub mod render;
@@ -54,6 +55,8 @@ pub struct Generated {
     pub counts: Vec<(String, usize, usize)>,
     /// (board, cell id) of every cell shown red.
     pub red: Vec<(String, String)>,
+    /// (board, loss) of every loss shown without a cause in boards/losses.toml.
+    pub uncaused: Vec<(String, losses::LossRow)>,
 }
 
 /// Regenerate everything from the files at `paths`, judging currentness against `today`.
@@ -61,6 +64,7 @@ pub fn regenerate(paths: &BoardPaths, today: &SourceIdentity) -> Result<Generate
     // Pairing boards (cells with `vs`, boards/h200.toml) render the same way, with a ratio
     // row per metric (render::ratio_rows).
     let boards = load_boards(&paths.boards)?;
+    let causes = losses::Causes::load(&paths.boards, &boards)?;
     let all = select::load_all(&paths.receipts)?;
     let newest = select::newest_current(&paths.receipts, today)?;
     let newest_red = select::newest_current_with(&paths.receipts, today, "red")?;
@@ -80,6 +84,7 @@ pub fn regenerate(paths: &BoardPaths, today: &SourceIdentity) -> Result<Generate
     let mut missing = Vec::new();
     let mut counts = Vec::new();
     let mut red_cells = Vec::new();
+    let mut uncaused = Vec::new();
     for b in &boards {
         // A receipt measured with other server flags than the cell names today is not the
         // cell's (its flags changed since): the cell is stale.
@@ -94,7 +99,14 @@ pub fn regenerate(paths: &BoardPaths, today: &SourceIdentity) -> Result<Generate
         let svg_name = format!("{}.svg", b.name);
         let svg_rel = format!("boards/{svg_name}");
         let mine_last = of_board(b, &last);
-        let body = render::board_markdown(b, &mine, &mine_red, &mine_last, &svg_rel);
+        let loss_rows = losses::losses(b, &mine);
+        uncaused.extend(
+            losses::uncaused(&loss_rows, &causes)
+                .into_iter()
+                .map(|l| (b.name.clone(), l.clone())),
+        );
+        let notes = losses::notes(&loss_rows, &causes);
+        let body = render::board_markdown(b, &mine, &mine_red, &mine_last, &svg_rel, &notes);
         match readme::replace_region(&text, &b.name, &body)? {
             Some(t) => text = t,
             None => missing.push(b.name.clone()),
@@ -117,6 +129,7 @@ pub fn regenerate(paths: &BoardPaths, today: &SourceIdentity) -> Result<Generate
         orphan_regions,
         counts,
         red: red_cells,
+        uncaused,
     })
 }
 
@@ -250,6 +263,17 @@ pub fn run(env: &EnvArgs, args: &BoardArgs) -> Result<bool> {
     if !g.orphan_regions.is_empty() {
         return Ok(false);
     }
+    for (b, l) in &g.uncaused {
+        println!(
+            "error: board {b}: {} {} {:.2}x vs {} is a loss with no cause in {}/{} (add a one-line cause)",
+            l.cell,
+            l.metric,
+            l.ratio,
+            l.other,
+            paths.boards.display(),
+            losses::FILE
+        );
+    }
     let mut changed = Vec::new();
     if differs(&paths.readme, &g.readme) {
         changed.push(paths.readme.clone());
@@ -266,7 +290,7 @@ pub fn run(env: &EnvArgs, args: &BoardArgs) -> Result<bool> {
         if changed.is_empty() {
             println!("boards up to date");
         }
-        return Ok(changed.is_empty());
+        return Ok(changed.is_empty() && g.uncaused.is_empty());
     }
     std::fs::write(&paths.readme, &g.readme)
         .with_context(|| format!("writing {}", paths.readme.display()))?;
@@ -274,7 +298,7 @@ pub fn run(env: &EnvArgs, args: &BoardArgs) -> Result<bool> {
         std::fs::write(p, svg).with_context(|| format!("writing {}", p.display()))?;
     }
     println!("{} file(s) changed", changed.len());
-    Ok(true)
+    Ok(g.uncaused.is_empty())
 }
 
 #[cfg(test)]

@@ -68,13 +68,15 @@ pub fn last_text(r: &Receipt) -> String {
 
 /// The Markdown body of `board` given the receipt of each cell that has a current one
 /// (`shown`, green), of each cell whose newest current receipt is red (`red`), and of
-/// what each cell last measured on any sources (`last`, named on a stale row).
+/// what each cell last measured on any sources (`last`, named on a stale row); `notes` goes
+/// under the table (the losses' causes of a pairing board: [`super::losses::notes`]).
 pub fn board_markdown(
     board: &Board,
     shown: &BTreeMap<String, &Receipt>,
     red: &BTreeMap<String, &Receipt>,
     last: &BTreeMap<String, &Receipt>,
     svg: &str,
+    notes: &str,
 ) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "#### {}\n", board.title);
@@ -167,6 +169,7 @@ pub fn board_markdown(
         }
     }
     s.push_str(&gemm_notes(board, shown));
+    s.push_str(notes);
     let _ = writeln!(s, "\n![{}]({svg})", board.name);
     s
 }
