@@ -396,6 +396,64 @@ pub fn time_pair(
     Ok(timing)
 }
 
+/// Time of the verification forward by row count (`decode-check --rows N`): per row count
+/// n, the wall time of [`CudaDecoder::forward_rows_argmax_graphed`] on n tokens, each rep
+/// rolled back ([`CudaDecoder::truncate`]) so every rep starts at the prompt's end; row
+/// count 0 is the graphed one-token step ([`CudaDecoder::step_graphed`]). What a
+/// speculative round costs against a plain step on this model (issue 10).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct RowsTiming {
+    pub name: String,
+    pub prompt_tokens: usize,
+    /// (rows, milliseconds per forward of each timed rep); rows 0: the one-token step.
+    pub ms: Vec<(usize, Vec<f64>)>,
+}
+
+/// [`RowsTiming`] of `case` for 1 ..= `max_rows` rows, `reps` timed reps per row count after
+/// one untimed rep (the capture of that row count's graph).
+pub fn time_rows(
+    gpu: &Arc<Gpu>,
+    case: &DecodeCase,
+    max_rows: usize,
+    reps: usize,
+    capacity: usize,
+) -> Result<RowsTiming, String> {
+    let e2s = |e: CudaError| e.to_string();
+    let program = engine::arch::build_program(case.model.header()).map_err(|e| e.to_string())?;
+    let mut dec = CudaDecoder::new(Arc::clone(gpu), &case.model, program, capacity).map_err(e2s)?;
+    dec.prefill(&case.prompt).map_err(e2s)?;
+    let t = dec.argmax().map_err(e2s)?;
+    let at = dec.len();
+    // Tokens of the rows: the prompt's own ids, in order (any ids time the same).
+    let ids: Vec<u32> = case.prompt.iter().copied().cycle().take(max_rows).collect();
+    let mut out = RowsTiming {
+        name: case.name.clone(),
+        prompt_tokens: case.prompt.len(),
+        ms: Vec::new(),
+    };
+    for rows in 0..=max_rows {
+        let mut v = Vec::new();
+        for rep in 0..=reps {
+            let t0 = Instant::now();
+            if rows == 0 {
+                dec.step_graphed(t).map_err(e2s)?;
+            } else {
+                dec.forward_rows_argmax_graphed(&ids[..rows]).map_err(e2s)?;
+            }
+            let ms = t0.elapsed().as_secs_f64() * 1e3;
+            dec.truncate(at);
+            if rep > 0 {
+                v.push(ms);
+            }
+        }
+        out.ms.push((rows, v));
+    }
+    if let Some(e) = dec.rows_graph_error() {
+        return Err(format!("the rows forward ran eagerly: {e}"));
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,7 +5,10 @@
 //! reference is the slow part).
 //!
 //! Usage: `decode-check [--tokens N] [--time-tokens N] [--reps N] [--prompt-tokens N] [--near-tie X]
-//! [--skip-argmax] [--skip-synthetic] [--json FILE] [--cubin-cache DIR] [MODEL.gguf ...]`.
+//! [--rows N] [--skip-argmax] [--skip-synthetic] [--json FILE] [--cubin-cache DIR] [MODEL.gguf ...]`.
+//! `--rows N` also times each given model's verification forward (speculative decoding's
+//! K+1 rows, graphed) at 1 ..= N rows against its graphed one-token step (issue 10: what a
+//! round costs; `graph_check::time_rows`).
 //! `--skip-synthetic` checks and times only the given models (e.g. under a profiler, where
 //! every launch of the synthetic families costs tens of milliseconds). Exit status: 0 green,
 //! 1 red, 2 no GPU, 3 usage.
@@ -24,7 +27,7 @@ const PROMPT: &str = "The history of the printing press begins in the fifteenth 
 
 fn usage(msg: &str) -> ExitCode {
     eprintln!(
-        "decode-check: {msg}\nusage: decode-check [--tokens N] [--time-tokens N] [--reps N] [--prompt-tokens N] [--near-tie X] [--skip-argmax] [--skip-synthetic] [--json FILE] [--cubin-cache DIR] [MODEL.gguf ...]"
+        "decode-check: {msg}\nusage: decode-check [--tokens N] [--time-tokens N] [--reps N] [--prompt-tokens N] [--near-tie X] [--rows N] [--skip-argmax] [--skip-synthetic] [--json FILE] [--cubin-cache DIR] [MODEL.gguf ...]"
     );
     ExitCode::from(3)
 }
@@ -35,6 +38,7 @@ fn main() -> ExitCode {
     let mut reps = 5usize;
     let mut skip_argmax = false;
     let mut skip_synthetic = false;
+    let mut max_rows = 0usize;
     let mut prompt_tokens: Option<usize> = None;
     let mut json: Option<PathBuf> = None;
     let mut cuda = CudaConfig {
@@ -66,6 +70,10 @@ fn main() -> ExitCode {
             "--prompt-tokens" => match num("--prompt-tokens needs a number") {
                 Ok(v) if v >= 1.0 => prompt_tokens = Some(v as usize),
                 _ => return usage("--prompt-tokens needs a number >= 1"),
+            },
+            "--rows" => match num("--rows needs a number") {
+                Ok(v) if (1.0..=64.0).contains(&v) => max_rows = v as usize,
+                _ => return usage("--rows needs a number from 1 to 64"),
             },
             "--skip-argmax" => skip_argmax = true,
             "--skip-synthetic" => skip_synthetic = true,
@@ -196,6 +204,39 @@ fn main() -> ExitCode {
             }
         }
     }
+    let mut rows_timings = Vec::new();
+    if max_rows > 0 {
+        println!(
+            "\n[rows] verification forward of 1..={max_rows} rows (graphed, rolled back) vs the graphed one-token step, {reps} reps (median [min-max] ms)"
+        );
+        for c in cases.iter().skip(n_synth) {
+            match graph_check::time_rows(&gpu, c, max_rows, reps, cfg.capacity) {
+                Ok(t) => {
+                    let step =
+                        t.ms.first()
+                            .map_or(f64::NAN, |(_, v)| graph_check::median(v));
+                    println!("{} ({} prompt tokens)", t.name, t.prompt_tokens);
+                    for (rows, v) in &t.ms {
+                        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+                        let hi = v.iter().copied().fold(0f64, f64::max);
+                        let m = graph_check::median(v);
+                        let what = if *rows == 0 {
+                            "step".to_string()
+                        } else {
+                            format!("{rows} rows")
+                        };
+                        println!(
+                            "  {what:>8}: {m:>8.3} ms [{lo:.3}-{hi:.3}]  {:>5.2}x the step, {:>7.3} ms per row",
+                            m / step,
+                            m / (*rows).max(1) as f64
+                        );
+                    }
+                    rows_timings.push(t);
+                }
+                Err(e) => println!("{:<40} error: {e}", c.name),
+            }
+        }
+    }
     let mut lines = Vec::new();
     if !skip_argmax {
         println!("\n[argmax] CUDA greedy vs CPU reference greedy (teacher-forced)");
@@ -217,6 +258,7 @@ fn main() -> ExitCode {
             "argmax": { "lines": lines, "verdict": v },
             "graph": { "lines": glines, "verdict": gv },
             "timings": timings,
+            "rows": rows_timings,
         });
         if let Err(e) = std::fs::write(&path, doc.to_string()) {
             eprintln!("decode-check: cannot write {}: {e}", path.display());
