@@ -347,6 +347,12 @@ impl PairTiming {
     }
 }
 
+/// A CUDA decoder of `case`'s model with room for `capacity` positions.
+fn decoder(gpu: &Arc<Gpu>, case: &DecodeCase, capacity: usize) -> Result<CudaDecoder, String> {
+    let program = engine::arch::build_program(case.model.header()).map_err(|e| e.to_string())?;
+    CudaDecoder::new(Arc::clone(gpu), &case.model, program, capacity).map_err(|e| e.to_string())
+}
+
 /// Time `n` greedy tokens after the prompt, eager then graphed, `reps` times interleaved
 /// (after one discarded warm-up of each). The prompt pass is not timed.
 pub fn time_pair(
@@ -357,8 +363,7 @@ pub fn time_pair(
     capacity: usize,
 ) -> Result<PairTiming, String> {
     let e2s = |e: CudaError| e.to_string();
-    let program = engine::arch::build_program(case.model.header()).map_err(|e| e.to_string())?;
-    let mut dec = CudaDecoder::new(Arc::clone(gpu), &case.model, program, capacity).map_err(e2s)?;
+    let mut dec = decoder(gpu, case, capacity)?;
     let mut timing = PairTiming {
         name: case.name.clone(),
         prompt_tokens: case.prompt.len(),
@@ -419,8 +424,7 @@ pub fn time_rows(
     capacity: usize,
 ) -> Result<RowsTiming, String> {
     let e2s = |e: CudaError| e.to_string();
-    let program = engine::arch::build_program(case.model.header()).map_err(|e| e.to_string())?;
-    let mut dec = CudaDecoder::new(Arc::clone(gpu), &case.model, program, capacity).map_err(e2s)?;
+    let mut dec = decoder(gpu, case, capacity)?;
     dec.prefill(&case.prompt).map_err(e2s)?;
     let t = dec.argmax().map_err(e2s)?;
     let at = dec.len();

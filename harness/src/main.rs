@@ -32,6 +32,8 @@ enum Command {
     Gate(gate::GateArgs),
     /// Write a synthetic checkpoint with a real model's exact shapes.
     Synth(synth::SynthArgs),
+    /// Write a tokenizer donor for `synth` without tensors (the donor's metadata only).
+    SynthDonor(synth::donor::SynthDonorArgs),
     /// Run the bench cells of boards/*.toml; one receipt row per cell.
     Bench(bench::BenchArgs),
     /// Pair our server with a competitor's on the same model, interleaved (A B A B).
@@ -51,6 +53,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Gate(a) => gate::run(&cli.env, &a),
         Command::Synth(a) => synth::run(&cli.env, &a),
+        Command::SynthDonor(a) => synth::donor::run(&cli.env, &a),
         Command::Bench(a) => bench::run(&cli.env, &a),
         Command::Pair(a) => pair::run(&cli.env, &a),
         Command::Board(a) => board::run(&cli.env, &a),

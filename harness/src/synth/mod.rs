@@ -5,8 +5,9 @@
 //!
 //! Files: [`shapes`] (the table), [`tensors`] (inventory, mix, scales), [`weights`]
 //! (per-row random streams), [`metadata`] (hyper-parameters + donor tokenizer), [`hf`]
-//! (safetensors side).
+//! (safetensors side), [`donor`] (`harness synth-donor`: a tokenizer donor without tensors).
 
+pub mod donor;
 pub mod hf;
 pub mod metadata;
 pub mod shapes;

@@ -187,3 +187,44 @@ fn bf16_checkpoints_have_a_safetensors_twin_with_the_same_values() {
         serde_json::json!([256, 256])
     );
 }
+
+#[test]
+fn a_donor_without_tensors_writes_the_same_checkpoint() {
+    for arch in [Arch::Llama, Arch::Qwen2, Arch::Gemma3] {
+        let Some(full) = donor(arch) else { continue };
+        let d = tempfile::tempdir().unwrap();
+        let slim = d.path().join(format!("{arch}-tokenizer.gguf"));
+        let n = donor::write_tokenizer_donor(&full, &slim).unwrap();
+        assert!(
+            n < std::fs::metadata(&full).unwrap().len() / 4,
+            "{arch}: {n} bytes"
+        );
+        let m = GgufModel::open(&slim).unwrap();
+        assert!(m.header().tensors.is_empty());
+        let write = |donor: &Path, name: &str| {
+            let out = d.path().join(name);
+            let mut s = spec(arch, "Q8_0", out.clone(), donor.to_owned());
+            s.safetensors = false;
+            generate(&s, &ProgressBar::hidden()).unwrap();
+            std::fs::read(out).unwrap()
+        };
+        assert!(
+            write(&full, "a.gguf") == write(&slim, "b.gguf"),
+            "{arch}: the checkpoint differs with the donor without tensors"
+        );
+    }
+    // A file with no tokenizer cannot donate: a clear error, not a checkpoint without one.
+    let d = tempfile::tempdir().unwrap();
+    let bare = d.path().join("bare.gguf");
+    engine::model_file::gguf_write::write_gguf(
+        std::fs::File::create(&bare).unwrap(),
+        &std::collections::BTreeMap::new(),
+        &[],
+    )
+    .unwrap();
+    let e = donor::write_tokenizer_donor(&bare, &d.path().join("x.gguf")).unwrap_err();
+    assert!(
+        format!("{e:#}").contains("cannot donate a tokenizer"),
+        "{e:#}"
+    );
+}
