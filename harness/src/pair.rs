@@ -131,6 +131,12 @@ pub struct PairArgs {
     /// start covers share it, `pair::group`).
     #[arg(long)]
     pub no_reuse: bool,
+    /// One more argument for llama-server after its standard flags (repeatable, in order;
+    /// e.g. `--llama-server-arg=--ctx-checkpoints --llama-server-arg=0`): an A/B of the
+    /// competitor's own settings. Recorded in its arm's flags; without it the standard flags
+    /// only (competitors/llama.cpp/README.md).
+    #[arg(long = "llama-server-arg", allow_hyphen_values = true)]
+    pub llama_server_args: Vec<String>,
 }
 
 /// Where two token lists first differ (None when equal).

@@ -86,6 +86,7 @@ pub(super) fn start_servers(
                     0
                 },
                 ready_timeout: timeout,
+                extra: args.llama_server_args.clone(),
                 ..ServerOptions::default()
             };
             let log = std::env::temp_dir().join(format!("llama-server-{}.log", cell.id));

@@ -154,3 +154,41 @@ fn the_cells_files_parse_as_boards() {
         assert!(b.cells.iter().all(|c| c.runs >= 5 && c.batch >= 1), "{f}");
     }
 }
+
+#[test]
+fn llama_server_args_pass_through_in_order_after_the_standard_flags() {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct W {
+        #[command(flatten)]
+        a: PairArgs,
+    }
+    let w = W::try_parse_from([
+        "pair",
+        "--vs",
+        "llama.cpp",
+        "--cells",
+        "boards/h200.toml",
+        "--llama-server-arg=--ctx-checkpoints",
+        "--llama-server-arg",
+        "0",
+        "--llama-server-arg",
+        "--cache-ram",
+        "--llama-server-arg=0",
+    ])
+    .unwrap();
+    assert_eq!(
+        w.a.llama_server_args,
+        ["--ctx-checkpoints", "0", "--cache-ram", "0"]
+    );
+    let o = crate::bench::llama_server::ServerOptions {
+        extra: w.a.llama_server_args.clone(),
+        ..Default::default()
+    };
+    let a = crate::bench::llama_server::server_args(&o, 8080);
+    assert!(a.ends_with(&w.a.llama_server_args), "{a:?}");
+    assert!(a.starts_with(&["--host".to_owned(), "127.0.0.1".to_owned()]));
+    // None given: the standard flags only.
+    let w = W::try_parse_from(["pair", "--vs", "llama.cpp", "--cells", "x.toml"]).unwrap();
+    assert!(w.a.llama_server_args.is_empty());
+}
