@@ -143,13 +143,76 @@ impl VllmServer {
         spawn(cmd, "transformers", port, args, version, log, ready_timeout)
     }
 
-    /// Stop it (kill, then reap).
+    /// Stop it and every process it started: vLLM's engine core is a child process that
+    /// holds the GPU memory, and outlived a kill of the API server alone in session 23 (the
+    /// next group's servers then ran out of memory). See [`stop_group`].
     pub fn stop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
+        if let Some(c) = self.child.take() {
+            stop_group(c, Duration::from_secs(20), Duration::from_secs(30));
         }
     }
+}
+
+/// Stop `child`, started as the leader of its own process group ([`spawn`] does so), and
+/// everything in that group: SIGTERM to the group, up to `grace` for the leader to exit,
+/// then SIGKILL to the group, and up to `gone` until no live process of the group is left
+/// (a CUDA process's GPU memory is freed once it has exited; a zombie holds none). Through
+/// kill(1) and /proc: the harness links no libc binding. Returns whether the group is gone.
+pub fn stop_group(mut child: Child, grace: Duration, gone: Duration) -> bool {
+    let pgid = child.id();
+    let group = format!("-{pgid}");
+    let signal = |sig: &str| {
+        let _ = Command::new("kill")
+            .args([sig, "--", &group])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    };
+    signal("-TERM");
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < grace && matches!(child.try_wait(), Ok(None)) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    signal("-KILL");
+    let _ = child.kill();
+    let _ = child.wait();
+    let t0 = std::time::Instant::now();
+    loop {
+        if live_in_group(pgid).is_empty() {
+            return true;
+        }
+        if t0.elapsed() >= gone {
+            return false;
+        }
+        signal("-KILL");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The processes of process group `pgid` that have not exited (state not Z or X), from
+/// /proc/<pid>/stat (the state is the field after the command's closing parenthesis, the
+/// group the third after it).
+pub fn live_in_group(pgid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            continue;
+        };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        if f.len() > 2 && f[2].parse::<u32>().ok() == Some(pgid) && !matches!(f[0], "Z" | "X") {
+            out.push(pid);
+        }
+    }
+    out
 }
 
 /// Spawn `cmd` (a Python server on `port`, logging to `log`) and wait for its `/health`;
@@ -166,7 +229,9 @@ fn spawn(
     let out = std::fs::File::create(log)
         .with_context(|| format!("creating the server log {}", log.display()))?;
     let err = out.try_clone().context("sharing the server log")?;
+    use std::os::unix::process::CommandExt;
     let child = cmd
+        .process_group(0)
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err)
@@ -276,6 +341,70 @@ mod tests {
         );
         s.stop();
         let _ = std::fs::remove_file(&log);
+    }
+
+    /// The fault session 23 hit: a server whose child outlives the server. `stop_group`
+    /// takes the whole group down; a kill of the leader alone (the old `stop`) leaves the
+    /// grandchild running.
+    #[test]
+    fn stopping_a_server_stops_the_processes_it_started() {
+        use std::os::unix::process::CommandExt;
+        // Alive: in /proc and not a zombie (an orphan's zombie may wait for a reaper).
+        let alive = |pid: &str| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| {
+                let state = st
+                    .rfind(')')
+                    .map(|i| st[i + 1..].trim_start())
+                    .unwrap_or("");
+                !state.starts_with('Z') && !state.starts_with('X')
+            })
+        };
+        let start = || {
+            let dir = tempfile::tempdir().unwrap();
+            let pidfile = dir.path().join("pid");
+            let child = Command::new("sh")
+                .arg("-c")
+                .arg(format!("sleep 300 & echo $! > {}; wait", pidfile.display()))
+                .process_group(0)
+                .spawn()
+                .unwrap();
+            let t0 = std::time::Instant::now();
+            let pid = loop {
+                if let Ok(p) = std::fs::read_to_string(&pidfile)
+                    && !p.trim().is_empty()
+                {
+                    break p.trim().to_owned();
+                }
+                assert!(t0.elapsed() < Duration::from_secs(10));
+                std::thread::sleep(Duration::from_millis(20));
+            };
+            (child, pid)
+        };
+        // The planted fault: kill the leader only, and the grandchild survives.
+        let (mut c, pid) = start();
+        c.kill().unwrap();
+        c.wait().unwrap();
+        assert!(
+            alive(&pid),
+            "the grandchild outlives a kill of the leader alone"
+        );
+        let _ = Command::new("kill").args(["-KILL", &pid]).status();
+        // The fix: the whole group goes.
+        let (c, pid) = start();
+        assert!(alive(&pid));
+        let pgid = c.id();
+        assert_eq!(
+            live_in_group(pgid).len(),
+            2,
+            "the leader and its grandchild"
+        );
+        assert!(stop_group(
+            c,
+            Duration::from_secs(5),
+            Duration::from_secs(10)
+        ));
+        assert!(!alive(&pid), "grandchild {pid} still alive");
+        assert!(live_in_group(pgid).is_empty());
     }
 
     #[test]
