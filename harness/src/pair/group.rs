@@ -498,9 +498,9 @@ mod tests {
             "one --batched-decode server, vLLM at 64 sequences"
         );
         assert_eq!(gv[1].theirs.slots, 64);
-        // fp8: c4 is --batched-decode, c16 and c64 --batched-decode --mmv.
-        assert_eq!(named[3], vec![v("fp8-c4")]);
-        assert_eq!(named[4], vec![v("fp8-c16"), v("fp8-c64")]);
+        // fp8 (our Q8_0): c4, c16 and c64 all --batched-decode --mmv (since session 23: c4
+        // had no --mmv before, a group of its own), one server.
+        assert_eq!(named[3], vec![v("fp8-c4"), v("fp8-c16"), v("fp8-c64")]);
         for (cells, gs, vs) in [
             (&llama, &gs, Competitor::LlamaCpp),
             (&vllm, &gv, Competitor::Vllm),

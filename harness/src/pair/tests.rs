@@ -192,3 +192,28 @@ fn llama_server_args_pass_through_in_order_after_the_standard_flags() {
     let w = W::try_parse_from(["pair", "--vs", "llama.cpp", "--cells", "x.toml"]).unwrap();
     assert!(w.a.llama_server_args.is_empty());
 }
+
+/// Every batched cell of the published board whose weights have tensor-core decode products
+/// (Q4_0, Q8_0) serves them with `--mmv` (our best flags at 4 rows and more: boards/h200.toml's
+/// header), whichever competitor it faces: session 23 found the four FP8 (our Q8_0) c4 cells
+/// left without it.
+#[test]
+fn batched_q4_0_and_q8_0_cells_run_the_tensor_core_products() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let b = load_cells(&root.join("boards/h200.toml")).unwrap();
+    let mut seen = 0;
+    for c in &b.cells {
+        let batched = c.serve_flags.iter().any(|f| f == "--batched-decode");
+        let quant = c.synth.as_ref().map(|s| s.quant.as_str());
+        if batched && matches!(quant, Some("Q4_0" | "Q8_0")) {
+            seen += 1;
+            assert!(
+                c.serve_flags.iter().any(|f| f == "--mmv"),
+                "{} runs {:?} without --mmv",
+                c.id,
+                quant
+            );
+        }
+    }
+    assert!(seen >= 24, "{seen} batched Q4_0 / Q8_0 cells");
+}
