@@ -6,6 +6,11 @@
 //! [`ChunkingConfig::modes`]: the row path and the tensor-core GEMMs (issue 8), each
 //! compared with itself across chunkings.
 //!
+//! The prompt is [`ChunkingConfig::prompt_tokens`] = 1100 tokens by default: longer than the
+//! tiled kernel's default pass (`PREFILL_PASS_ROWS`, 1024 rows since engine21), so feeding it
+//! whole still runs two passes in one `prefill` call (1024 + 76 rows), next to chunkings
+//! whose passes end elsewhere (512 + 512 + 76, seventeen of 64 + 12, single rows).
+//!
 //! One decoder per model runs the same prompt once per chunk size, resetting in between;
 //! after each run the last token's logits and the cached K/V of every position are read
 //! back. The verdict ([`compare`]) is a pure function of those runs, so a planted fault
@@ -19,7 +24,8 @@ use std::sync::Arc;
 /// How to run the chunking check.
 #[derive(Clone, Debug)]
 pub struct ChunkingConfig {
-    /// Prompt length (the case's prompt repeated and cut to this length).
+    /// Prompt length (the case's prompt repeated and cut to this length); more than the
+    /// prompt pass's default rows, so that the whole prompt takes more than one pass.
     pub prompt_tokens: usize,
     /// Chunk sizes compared against feeding the prompt whole (0 = whole).
     pub chunks: Vec<usize>,
@@ -30,7 +36,7 @@ pub struct ChunkingConfig {
 impl Default for ChunkingConfig {
     fn default() -> Self {
         ChunkingConfig {
-            prompt_tokens: 600,
+            prompt_tokens: 1100,
             chunks: vec![0, 1, 64, 512],
             modes: vec![PrefillMode::Rows, PrefillMode::Gemm],
         }
@@ -279,6 +285,14 @@ mod tests {
                 kv: vec![1, 2, 3, 4, 5],
             })
             .collect()
+    }
+
+    #[test]
+    fn default_prompt_spans_more_than_one_pass() {
+        // Fed whole, the prompt must still cross a pass boundary of the default tiled pass.
+        let cfg = ChunkingConfig::default();
+        assert!(cfg.prompt_tokens > engine::cuda::decode::PREFILL_PASS_ROWS);
+        assert!(cfg.chunks.contains(&0));
     }
 
     #[test]

@@ -75,7 +75,7 @@ mod verify;
 pub use batch::batch_graphs_from_env;
 use exec::{get, matrix, put, take, vector, vector_host, w_ref};
 pub use graph::StepGraph;
-pub use prefill::{DEFAULT_PREFILL, PrefillMode};
+pub use prefill::{DEFAULT_PREFILL, PREFILL_PASS_ROWS, PrefillMode};
 
 /// Most tokens one step of the body runs in one launch.
 pub const MAX_ROWS: usize = MV_MAX_TOK;

@@ -89,9 +89,10 @@ pub struct Args {
     #[arg(long, default_value_t = 256)]
     pub max_queue: usize,
     /// Tokens per engine step (decodes + prefill chunks): a prompt is prefilled in chunks
-    /// of at most this many tokens. Default: 2048 on the CUDA backend (each chunk is a pass
-    /// over every weight; the tensor-core prompt pass reaches its rate by 512 tokens), 256 on
-    /// the CPU (a step's prefill then stalls the other streams' decode for less long).
+    /// of at most this many tokens. Default: 2048 on the CUDA backend (a chunk runs as
+    /// prompt passes of up to 1024 rows, `PREFILL_PASS_ROWS`, each a pass over every weight:
+    /// a full chunk is two passes), 256 on the CPU (a step's prefill then stalls the other
+    /// streams' decode for less long).
     #[arg(long)]
     pub max_batch_tokens: Option<usize>,
     /// Prefix-cache entries kept per model (0 = off).

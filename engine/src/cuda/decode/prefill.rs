@@ -3,7 +3,7 @@
 //! and swapped with the decoder's [`MAX_ROWS`]-row buffers while it runs, so a captured
 //! graph's addresses stay valid), with the body's matrix products as GEMMs, by one of two
 //! kernels ([`GemmKernel`], `ASSAY_GEMM=tiled|v1`, default [`DEFAULT_GEMM_KERNEL`]):
-//! - **tiled** (`kernels/gemmt.cu`): passes of [`PREFILL_PASS_ROWS`] = 512 rows
+//! - **tiled** (`kernels/gemmt.cu`): passes of [`PREFILL_PASS_ROWS`] = 1024 rows
 //!   (`ASSAY_PREFILL_PASS`); each product decodes its weights to f16 (BF16: bf16) into a
 //!   scratch of the decoder's, then one dense tiled GEMM over all the pass's rows; every
 //!   weight format but F32 ([`select::gemmt_supported`]);
@@ -45,18 +45,26 @@ use std::sync::{Arc, Mutex};
 
 /// Most bytes of split-KV attention scratch a prompt pass allocates per attention shape
 /// (`rows * n_heads * ceil(capacity / ATT_SPLIT) * (head_dim + 2) * 4`): the pass's
-/// attention runs in launches of as many rows as fit (at least [`MAX_ROWS`], at most
-/// [`PREFILL_ROWS`]; `ASSAY_PREFILL_ATT_BYTES` sets another budget). Llama-3.1-8B (32 heads of 128, 16.6 KB per row and 64 positions):
-/// 64 rows (68 MB) at a capacity of 4096, 64 rows up to ~8k positions, fewer beyond; the
-/// floor of 8 rows is what the decode scratch already holds (273 MB at 131072 positions).
+/// attention runs in launches of as many rows as fit (at least [`MAX_ROWS`], at most the
+/// pass's rows, [`CudaDecoder::prefill_pass_rows`]; `ASSAY_PREFILL_ATT_BYTES` sets another
+/// budget). Llama-3.1-8B (32 heads of 128, 16.6 KB per row and 64 positions): 126 rows
+/// (134 MB) at a capacity of 4096, 63 at 8192, fewer beyond, a whole pass of 1024 rows up to
+/// 448 positions; the floor of 8 rows is what the decode scratch already holds (273 MB at
+/// 131072 positions).
 pub const PREFILL_ATT_SCRATCH_BYTES: usize = 128 << 20;
 
 /// The prompt pass's GEMM kernel when `ASSAY_GEMM` is unset.
 pub const DEFAULT_GEMM_KERNEL: GemmKernel = GemmKernel::Tiled;
 
 /// Rows per prompt pass of the tiled kernel when `ASSAY_PREFILL_PASS` is unset (its tiles
-/// are 128 tokens; `gemm.cu`'s passes stay [`PREFILL_ROWS`]).
-pub const PREFILL_PASS_ROWS: usize = 512;
+/// are 128 tokens; `gemm.cu`'s passes stay [`PREFILL_ROWS`]). 1024 since engine21: session
+/// 21's H200 A/B (synthetic Llama-3.1-8B, `harness bench --board prefill-h200`, assay arm)
+/// measured Q8_0 p8192 21173 tok/s at 512 rows vs 25229 at 1024 (25514 at 2048), Q4_0 p2048
+/// 27370 -> 32092 and p8192 21917 -> 25935 at 1024. The pass's row buffers grow with it
+/// ([`CudaDecoder::prefill_buffer_bytes`]: every program buffer x the pass's rows, plus the
+/// staged x of `rows x k_max x 6` bytes; Llama-3.1-8B ~0.86 GB at 1024 rows, ~0.43 GB at
+/// 512); the attention scratch stays within [`PREFILL_ATT_SCRATCH_BYTES`] per shape.
+pub const PREFILL_PASS_ROWS: usize = 1024;
 
 /// Most rows `ASSAY_PREFILL_PASS` may ask for.
 pub const PREFILL_PASS_MAX: usize = 4096;
@@ -397,9 +405,11 @@ impl CudaDecoder {
     /// with the body's products on tensor cores when the mode is [`PrefillMode::Gemm`]
     /// and the device has them (sm_80+). Generated tokens must go through `forward`.
     ///
-    /// The GEMM mode feeds passes of [`PREFILL_ROWS`] rows through buffers of that many
-    /// rows (made on the first call: the program's buffers x 64 rows, plus the attention
-    /// scratch of [`PREFILL_ATT_SCRATCH_BYTES`] at most per shape; kept for the next).
+    /// The GEMM mode feeds passes of [`CudaDecoder::prefill_pass_rows`] rows (the tiled
+    /// kernel: [`PREFILL_PASS_ROWS`] unless `ASSAY_PREFILL_PASS` says otherwise; `gemm.cu`:
+    /// [`PREFILL_ROWS`]) through buffers of that many rows (made on the first call: the
+    /// program's buffers x the pass's rows, plus the attention scratch of
+    /// [`PREFILL_ATT_SCRATCH_BYTES`] at most per shape; kept for the next).
     pub fn prefill(&mut self, tokens: &[u32]) -> Result<(), CudaError> {
         let cc = self.gpu.info().compute_capability;
         if self.prefill.mode == PrefillMode::Rows || cc.0 < 8 {
@@ -595,8 +605,21 @@ mod tests {
     }
 
     #[test]
+    fn default_pass_is_1024_rows() {
+        // Session 21's A/B (prefill-h200, H200): 1024 rows beat 512 by 16-19% at 2048 and
+        // 8192 prompt tokens; the default must be a size `ASSAY_PREFILL_PASS` accepts.
+        assert_eq!(PREFILL_PASS_ROWS, 1024);
+        assert_eq!(
+            parse_pass_rows(&PREFILL_PASS_ROWS.to_string()),
+            Some(PREFILL_PASS_ROWS)
+        );
+        const { assert!(PREFILL_PASS_ROWS <= PREFILL_PASS_MAX && PREFILL_PASS_ROWS % 64 == 0) };
+    }
+
+    #[test]
     fn pass_rows_parse() {
         assert_eq!(parse_pass_rows("512"), Some(512));
+        assert_eq!(parse_pass_rows("1024"), Some(1024));
         assert_eq!(parse_pass_rows(" 64 "), Some(64));
         assert_eq!(parse_pass_rows("4096"), Some(4096));
         assert_eq!(parse_pass_rows("100"), None);

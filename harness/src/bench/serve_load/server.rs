@@ -15,8 +15,10 @@ use super::{Protocol, Target};
 /// (`--max-batch-tokens`; `assay serve`'s default is 256). A prompt is prefilled in chunks of
 /// at most this many tokens, each chunk a pass over every weight: session 19's BF16 pairs
 /// against vLLM (TTFT 0.42x at 4096 prompt tokens, prefill 0.48x at 2048) ran at the default,
-/// 16 and 8 chunks. The prompt pass reaches its best rate by 512 tokens (board
-/// prefill-h200), so 2048-token chunks cost no rate and bound a step's prefill share.
+/// 16 and 8 chunks. A chunk runs as prompt passes of up to 1024 rows (the engine's
+/// `PREFILL_PASS_ROWS` since engine21: session 21's prefill-h200 A/B measured 1024-row passes
+/// 16-19% faster than 512 at 2048 and 8192 tokens), so a 2048-token chunk is two full passes
+/// and bounds a step's prefill share.
 pub const SERVE_MAX_BATCH_TOKENS: usize = 2048;
 
 /// The flags of `assay serve` for a load or pairing cell: the cell's backend, a context of
