@@ -160,8 +160,8 @@ pub struct CudaDecoder {
     /// The matvec kernel choices forced on this decoder's launches (`ASSAY_MV_WR`:
     /// [`exec::mv_wr_switch_from`]).
     mv: ops::MatvecOpts,
-    /// `rope_kv` in the q / k / v launch's epilogue on a one-token step (`ASSAY_ROPE_FUSE`,
-    /// [`rope_fuse`]; on by default, `=0` off).
+    /// `rope_kv` in the q / k / v launch's epilogue on a one-token step (`ASSAY_ROPE_FUSE=1`,
+    /// [`rope_fuse`]; off by default since engine21).
     rope_fuse: bool,
     /// The batched step's workspace ([`batch`]), made on first use by the batch's first row.
     batch: Option<Box<batch::BatchWs>>,
@@ -392,7 +392,7 @@ impl CudaDecoder {
     }
 
     /// Whether `rope_kv` may run in the q / k / v launch's epilogue on one-token steps (where
-    /// `select::choose_rope_fuse` takes it): the default, off with `ASSAY_ROPE_FUSE=0`.
+    /// `select::choose_rope_fuse` takes it): `ASSAY_ROPE_FUSE=1` (opt-in; off by default).
     pub fn rope_fuse(&self) -> bool {
         self.rope_fuse
     }
@@ -502,7 +502,7 @@ impl CudaDecoder {
                     self.gemm_active(),
                 ) {
                     if let Some(t) = fuse::triple(&self.program, &a, &b, &c) {
-                        // ASSAY_ROPE_FUSE (default on): with the rope + attention unit right after
+                        // ASSAY_ROPE_FUSE=1 (opt-in): with the rope + attention unit right after
                         // (rope_kv in the segmented launch's epilogue, the same bits).
                         if let Some(ra @ fuse::Fused::RopeAttn { .. }) =
                             plan.get(si + 3).and_then(|s| s.fused)

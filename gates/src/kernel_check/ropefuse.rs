@@ -246,7 +246,7 @@ fn one_case(
             let y = |r| poison(gpu, r).map_err(e2s);
             Ok([y(rows[0])?, y(rows[1])?, y(rows[2])?])
         };
-        // The separate launches (the decoder with ASSAY_ROPE_FUSE=0).
+        // The separate launches (the decoder's default; ASSAY_ROPE_FUSE unset or 0).
         let mut ys = outs(gpu)?;
         {
             let [y0, y1, y2] = &mut ys;

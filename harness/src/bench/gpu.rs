@@ -354,10 +354,11 @@ impl GpuArm {
         if let Some(on) = self.dec.matvec_qkv() {
             flags.push(format!("mv_qkv={}", if on { "on" } else { "off" }));
         }
-        // rope_kv in the q / k / v launch's epilogue (ASSAY_ROPE_FUSE; the default since
-        // engine19, on, records nothing; `=0` records rope_fuse=off).
-        if !self.dec.rope_fuse() {
-            flags.push("rope_fuse=off".into());
+        // rope_kv in the q / k / v launch's epilogue (ASSAY_ROPE_FUSE=1, opt-in since
+        // engine21, records rope_fuse=on; the default, off, records nothing). Engine19's
+        // receipts ran it on by default and recorded rope_fuse=off when off.
+        if self.dec.rope_fuse() {
+            flags.push("rope_fuse=on".into());
         }
         let mut detail = vec![
             self.same.detail(),

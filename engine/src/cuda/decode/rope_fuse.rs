@@ -1,7 +1,7 @@
 //! The one-token step's q, k and v products with `rope_kv`'s work (RoPE of q and k, k and v
 //! into the KV cache) in their segmented launch's epilogue (`ops::matvec_segs_rope`, issue
 //! 7), then the attention: a [`fuse::Triple`] followed by its [`fuse::Fused::RopeAttn`] in
-//! one unit, where `ASSAY_ROPE_FUSE` allows it (the default; [`rope_fuse_switch_from`]) and
+//! one unit, where `ASSAY_ROPE_FUSE=1` asks for it (opt-in; [`rope_fuse_switch_from`]) and
 //! `select::choose_rope_fuse` take it. Every value (q, k and v buffers, cache entries,
 //! attention output) has the bits of `run_triple` then `rope_attention`.
 
@@ -112,15 +112,16 @@ impl CudaDecoder {
     }
 }
 
-/// `ASSAY_ROPE_FUSE`: unset or `1`: rope_kv in the q / k / v launch's epilogue where it
-/// applies (the default since engine19, session 19: bit-identical to the separate launches
-/// by construction and by kernel-check's `ropefuse` lines, and one launch fewer per layer;
-/// the window's A/B against `0` decides whether it stays); `0`: off (the separate `rope_kv`
-/// launch). Anything else is an error.
+/// `ASSAY_ROPE_FUSE`: `1`: rope_kv in the q / k / v launch's epilogue where it applies
+/// (bit-identical to the separate launches by construction and by kernel-check's `ropefuse`
+/// lines, one launch fewer per layer); unset, empty or `0`: off (the separate `rope_kv`
+/// launch, the default again since engine21: on by default in engine19, it measured 2.4%
+/// slower on the H200 in session 20's A/B, 8B Q4_0 p512 decode 378.38 tok/s on vs 387.59
+/// off, research/notes/s20). Anything else is an error.
 pub(super) fn rope_fuse_switch_from(v: Option<&str>) -> Result<bool, String> {
     match v.map(str::trim) {
-        None | Some("") | Some("1") => Ok(true),
-        Some("0") => Ok(false),
+        None | Some("") | Some("0") => Ok(false),
+        Some("1") => Ok(true),
         Some(other) => Err(format!("ASSAY_ROPE_FUSE={other}: expected 0 or 1")),
     }
 }
@@ -130,11 +131,13 @@ mod tests {
     use super::rope_fuse_switch_from;
 
     #[test]
-    fn rope_fuse_switch_is_strict_and_on_by_default() {
-        assert_eq!(rope_fuse_switch_from(None), Ok(true));
-        assert_eq!(rope_fuse_switch_from(Some("")), Ok(true));
+    fn rope_fuse_switch_is_strict_and_off_by_default() {
+        assert_eq!(rope_fuse_switch_from(None), Ok(false));
+        assert_eq!(rope_fuse_switch_from(Some("")), Ok(false));
         assert_eq!(rope_fuse_switch_from(Some("0")), Ok(false));
+        assert_eq!(rope_fuse_switch_from(Some(" 0 ")), Ok(false));
         assert_eq!(rope_fuse_switch_from(Some("1")), Ok(true));
+        assert_eq!(rope_fuse_switch_from(Some("1\n")), Ok(true));
         let e = rope_fuse_switch_from(Some("yes")).unwrap_err();
         assert!(e.starts_with("ASSAY_ROPE_FUSE="), "{e}");
     }

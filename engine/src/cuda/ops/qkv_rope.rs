@@ -1,6 +1,6 @@
 //! Wrapper of the q / k / v segmented streamed launch with `rope_kv` in its epilogue
 //! (`matvec_<fmt>_seg3rope_wr_r<R>_d<D>`, kernels/matvec/rope_epi.cuh; issue 7,
-//! `ASSAY_ROPE_FUSE`, on by default): one launch giving the bits of [`super::matvec_segs`] followed by a
+//! `ASSAY_ROPE_FUSE=1`, opt-in): one launch giving the bits of [`super::matvec_segs`] followed by a
 //! one-token [`super::rope_kv`] (q and k rotated in their outputs, k and v stored into the
 //! layer's paged f16 caches), where [`select::choose_rope_fuse`] takes it.
 

@@ -1,8 +1,9 @@
 //! Where the one-token decode step does `rope_kv`'s work (RoPE of q and k, k and v into the
 //! KV cache) in the epilogue of the q / k / v segmented streamed launch
 //! (`matvec_<fmt>_seg3rope_wr_r<R>_d<D>`, kernels/matvec/rope_epi.cuh) instead of a
-//! `rope_kv` launch of its own (issue 7; `ASSAY_ROPE_FUSE`, on by default since engine19,
-//! `=0` off).
+//! `rope_kv` launch of its own (issue 7; `ASSAY_ROPE_FUSE=1`, opt-in: on by default in
+//! engine19, off again since engine21 after session 20's A/B measured it 2.4% slower on 8B
+//! Q4_0 decode).
 //!
 //! Owns [`choose_rope_fuse`]: a pure function of the switch, the segmented launch chosen
 //! for q, k and v ([`super::choose_matvec_segs`]) and the attention's shape.
@@ -73,7 +74,7 @@ impl std::fmt::Display for RopeFuse {
 /// `ASSAY_MATVEC_WR` list: Q4_0, Q8_0; BF16's `ASSAY_MATVEC_WR_HALF` list has none).
 pub const ROPE_FUSE_FORMATS: [QuantFormat; 2] = [QuantFormat::Q4_0, QuantFormat::Q8_0];
 
-/// Whether (and how) a step's `rope_kv` runs fused: `enabled` (`ASSAY_ROPE_FUSE`, default on), one
+/// Whether (and how) a step's `rope_kv` runs fused: `enabled` (`ASSAY_ROPE_FUSE=1`, default off), one
 /// token, q, k and v in one segmented streamed launch `qkv` (three matrices, an even number
 /// of rows per warp, so that a warp's row group holds whole adjacent pairs), the normal
 /// (adjacent-pair) rotation, an even head size with `2 <= n_rot <= head_dim` even, and the
