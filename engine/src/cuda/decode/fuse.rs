@@ -475,6 +475,25 @@ pub fn gemm_group(p: &Program, steps: &[Step], max: usize) -> usize {
     len.max(1)
 }
 
+/// Which of `p`'s buffers (by index) the body's ops read or write, and the body's output
+/// (`hidden`, copied to the head's input): the only ones a prompt pass needs at its many
+/// rows. The rest belong to the head alone (the final norm's output, the logits), which
+/// runs on one row in the decoder's `head_bufs`.
+pub(super) fn body_buffers(p: &Program) -> Vec<bool> {
+    let mut used = vec![false; p.buffers.len()];
+    let ids = p
+        .body
+        .iter()
+        .flat_map(|op| reads(op).into_iter().chain([writes(op)]))
+        .chain([p.hidden]);
+    for b in ids {
+        if let Some(u) = used.get_mut(b.0 as usize) {
+            *u = true;
+        }
+    }
+    used
+}
+
 /// The body of `p` as launch units, in order, covering every op once.
 pub fn plan(p: &Program) -> Vec<Step> {
     let mut steps = Vec::new();

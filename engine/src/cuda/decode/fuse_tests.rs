@@ -329,3 +329,28 @@ fn a_matmul_output_read_later_is_not_fused() {
     // head reads it: only the last layer's attention residual stays unfused.
     assert_eq!(res, 2 * p.shape.n_layers - 1);
 }
+
+#[test]
+fn body_buffers_leave_out_the_heads_own() {
+    for arch in ["llama", "qwen2", "qwen3", "gemma3"] {
+        let spec = crate::arch::synthetic::SyntheticSpec::tiny(arch);
+        let bytes = crate::arch::synthetic::gguf_bytes(&spec).unwrap();
+        let header = crate::model_file::gguf::parse(&bytes).unwrap();
+        let p = crate::arch::build_program(&header).unwrap();
+        let used = body_buffers(&p);
+        assert_eq!(used.len(), p.buffers.len(), "{arch}");
+        // The body's output and every buffer a body op touches are in; the logits (and the
+        // final norm's output, written only by the head) are out.
+        assert!(used[p.hidden.0 as usize], "{arch}");
+        assert!(!used[p.logits.0 as usize], "{arch}");
+        for op in &p.body {
+            for b in reads(op).into_iter().chain([writes(op)]) {
+                assert!(used[b.0 as usize], "{arch}: {}", p.buffer(b).name);
+            }
+        }
+        for op in &p.head {
+            let w = writes(op);
+            assert!(!used[w.0 as usize], "{arch}: {}", p.buffer(w).name);
+        }
+    }
+}

@@ -1,7 +1,8 @@
 //! The prompt pass on tensor cores (issue 8): [`CudaDecoder::prefill`] feeds PROMPT tokens
-//! in passes of many rows, in activation buffers of their own (made on the first prompt pass
-//! and swapped with the decoder's [`MAX_ROWS`]-row buffers while it runs, so a captured
-//! graph's addresses stay valid), with the body's matrix products as GEMMs, by one of two
+//! in passes of many rows, in activation buffers of their own (the body's buffers only: the
+//! head runs on one row in the decoder's own; made on the first prompt pass and swapped with
+//! the decoder's [`MAX_ROWS`]-row buffers while it runs, so a captured graph's addresses
+//! stay valid), with the body's matrix products as GEMMs, by one of two
 //! kernels ([`GemmKernel`], `ASSAY_GEMM=tiled|v1`, default [`DEFAULT_GEMM_KERNEL`]):
 //! - **tiled** (`kernels/gemmt.cu`): passes of [`PREFILL_PASS_ROWS`] = 1024 rows
 //!   (`ASSAY_PREFILL_PASS`); each product decodes its weights to f16 (BF16: bf16) into a
@@ -33,7 +34,7 @@
 
 mod gemm;
 
-use super::{CudaDecoder, MAX_ROWS, matrix, w_ref};
+use super::{CudaDecoder, MAX_ROWS, fuse, matrix, w_ref};
 use crate::arch;
 use crate::cuda::ops::{AttnScratch, GemmOpts, GemmX, GemmtOpts, GemmtScratch, XParts};
 use crate::cuda::select::GemmKernel;
@@ -61,9 +62,10 @@ pub const DEFAULT_GEMM_KERNEL: GemmKernel = GemmKernel::Tiled;
 /// 21's H200 A/B (synthetic Llama-3.1-8B, `harness bench --board prefill-h200`, assay arm)
 /// measured Q8_0 p8192 21173 tok/s at 512 rows vs 25229 at 1024 (25514 at 2048), Q4_0 p2048
 /// 27370 -> 32092 and p8192 21917 -> 25935 at 1024. The pass's row buffers grow with it
-/// ([`CudaDecoder::prefill_buffer_bytes`]: every program buffer x the pass's rows, plus the
-/// staged x of `rows x k_max x 6` bytes; Llama-3.1-8B ~0.86 GB at 1024 rows, ~0.43 GB at
-/// 512); the attention scratch stays within [`PREFILL_ATT_SCRATCH_BYTES`] per shape.
+/// ([`CudaDecoder::prefill_buffer_bytes`]: the body's buffers x the pass's rows, plus the
+/// staged x of `rows x k_max x 6` bytes; Llama-3.1-8B 0.31 GB at 1024 rows, where every
+/// program buffer at 512 rows, the logits' included, held 0.43 GB; Gemma-3-12B 0.33 GB);
+/// the attention scratch stays within [`PREFILL_ATT_SCRATCH_BYTES`] per shape.
 pub const PREFILL_PASS_ROWS: usize = 1024;
 
 /// Most rows `ASSAY_PREFILL_PASS` may ask for.
@@ -71,6 +73,10 @@ pub const PREFILL_PASS_MAX: usize = 4096;
 
 /// The buffers of a prompt pass, swapped with the decoder's own while it runs.
 struct PassBufs {
+    /// The body's buffers at the pass's rows ([`fuse::body_buffers`]); `None` for the
+    /// head's own (the final norm's output, the logits: the head runs on one row in
+    /// `head_bufs`), so while the pass runs the decoder holds none of them (a body op
+    /// that asked for one would fail, not write past a smaller buffer).
     bufs: Vec<Option<CudaSlice<f32>>>,
     tokens: CudaSlice<i32>,
     pos: CudaSlice<i32>,
@@ -408,7 +414,7 @@ impl CudaDecoder {
     /// The GEMM mode feeds passes of [`CudaDecoder::prefill_pass_rows`] rows (the tiled
     /// kernel: [`PREFILL_PASS_ROWS`] unless `ASSAY_PREFILL_PASS` says otherwise; `gemm.cu`:
     /// [`PREFILL_ROWS`]) through buffers of that many rows (made on the first call: the
-    /// program's buffers x the pass's rows, plus the attention scratch of
+    /// body's buffers x the pass's rows, plus the attention scratch of
     /// [`PREFILL_ATT_SCRATCH_BYTES`] at most per shape; kept for the next).
     pub fn prefill(&mut self, tokens: &[u32]) -> Result<(), CudaError> {
         let cc = self.gpu.info().compute_capability;
@@ -456,11 +462,21 @@ impl CudaDecoder {
     fn pass_bufs(&self) -> Result<PassBufs, CudaError> {
         let gpu = &*self.gpu;
         let rows = self.prefill_pass_rows();
+        // The head's own buffers (its norm's output, the logits: at 1024 rows the logits
+        // alone would be 525 MB for Llama-3.1-8B's vocabulary) are not the pass's.
+        let body = fuse::body_buffers(&self.program);
         let bufs = self
             .program
             .buffers
             .iter()
-            .map(|b| gpu.zeros::<f32>(b.width * rows).map(Some))
+            .zip(body)
+            .map(|(b, used)| {
+                if used {
+                    gpu.zeros::<f32>(b.width * rows).map(Some)
+                } else {
+                    Ok(None)
+                }
+            })
             .collect::<Result<Vec<_>, CudaError>>()?;
         let shapes: Vec<(usize, usize)> = self.scratch.keys().copied().collect();
         // `ASSAY_PREFILL_ATT_BYTES` lowers the budget (the gates' way to make a small
