@@ -41,7 +41,8 @@
 //! launch through the body's matvecs, RoPE + KV store + attention per row into its own
 //! decoder's cache with the one-token kernels, so each row's logits are those of a plain
 //! step (the `batch` gate). By default a group's step runs as one captured CUDA graph per
-//! group of decoders (`decode/batch/graph.rs`; `ASSAY_BATCH_GRAPH=0`: eager launches).
+//! row count, in a workspace shared by every decoder of the weights' upload, replayed for
+//! any group of that size (`decode/batch/graph.rs`; `ASSAY_BATCH_GRAPH=0`: eager launches).
 //!
 //! Constrained decoding (`decode/mask.rs`): [`CudaDecoder::set_mask`] uploads a grammar's
 //! token bitmask, which the next pick (argmax, sample, or a graphed step) applies to the
@@ -72,7 +73,7 @@ mod sample;
 mod shared;
 mod verify;
 
-pub use batch::batch_graphs_from_env;
+pub use batch::{BatchGraphStats, batch_graphs_from_env};
 use exec::{get, matrix, put, take, vector, vector_host, w_ref};
 pub use graph::StepGraph;
 pub use prefill::{DEFAULT_PREFILL, PREFILL_PASS_ROWS, PrefillMode};
@@ -107,8 +108,8 @@ struct LayerKv {
     head_dim: usize,
 }
 
-/// Identities of decoders (never reused in a process): the batched step's graphs are keyed
-/// by the decoders whose buffers they hold.
+/// Identities of decoders (never reused in a process): a batched step that reads decoders'
+/// own buffers (an unfused attention) keys its graphs by them.
 static NEXT_DECODER_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// A program bound to uploaded weights, with the state of one sequence.
@@ -163,8 +164,9 @@ pub struct CudaDecoder {
     /// `rope_kv` in the q / k / v launch's epilogue on a one-token step (`ASSAY_ROPE_FUSE=1`,
     /// [`rope_fuse`]; off by default since engine21).
     rope_fuse: bool,
-    /// The batched step's workspace ([`batch`]), made on first use by the batch's first row.
-    batch: Option<Box<batch::BatchWs>>,
+    /// The batched step's workspace ([`batch`]): one slot per upload of the weights, shared
+    /// by the decoders made by [`CudaDecoder::share`], filled on the first batched step.
+    batch: batch::BatchSlot,
 }
 
 fn model_err(what: impl std::fmt::Display) -> CudaError {
@@ -314,7 +316,7 @@ impl CudaDecoder {
                 std::env::var("ASSAY_ROPE_FUSE").ok().as_deref(),
             )
             .map_err(|e| shape_err("decoder", e))?,
-            batch: None,
+            batch: batch::BatchSlot::default(),
             tokens: gpu.zeros(MAX_ROWS)?,
             pos: gpu.zeros(MAX_ROWS)?,
             head_pos: gpu.zeros(1)?,

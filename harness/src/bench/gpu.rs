@@ -11,7 +11,7 @@
 //! A decode cell with `batch` B > 1 times batched decode (issue 8): B sequences (distinct
 //! prompts of the cell's length), each on its own decoder sharing one upload of the
 //! weights, prefilled one by one, then `gen_tokens` batched device steps
-//! ([`CudaDecoder::forward_batch_argmax`]: by default one captured CUDA graph per group,
+//! ([`CudaDecoder::forward_batch_argmax`]: by default one captured CUDA graph per row count,
 //! eager with `ASSAY_BATCH_GRAPH=0`; the receipt's `graph=` flag says which ran); the sample
 //! is the aggregate rate, `B * gen_tokens` over the time of the batched steps.
 
@@ -374,20 +374,19 @@ impl GpuArm {
         ];
         if !self.rows.is_empty() {
             // The batched step as CUDA graphs (the default since session 19; eager with
-            // ASSAY_BATCH_GRAPH=0 or when a capture failed): what the workspaces hold after
-            // the runs says which ran.
-            let (held, failed) = std::iter::once(&self.dec)
-                .chain(self.rows.iter())
-                .map(|d| d.batch_graph_counts())
-                .fold((0, 0), |(h, f), (dh, df)| (h + dh, f + df));
+            // ASSAY_BATCH_GRAPH=0 or when a capture failed): what the workspace holds after
+            // the runs says which ran (one workspace per upload of the weights, shared by
+            // every decoder of the cell).
+            let stats = self.dec.batch_graph_stats();
+            let (held, failed) = (stats.held, stats.failed);
             let (graph, launches) = match (held, failed) {
                 (0, 0) => (
                     "graph=none (batched decode, eager)".to_string(),
                     "eager launches, no graph".to_string(),
                 ),
                 (_, 0) => (
-                    "graph=batch (batched decode, one CUDA graph per group)".to_string(),
-                    "the step captured once as a CUDA graph per group and replayed".to_string(),
+                    "graph=batch (batched decode, one CUDA graph per row count)".to_string(),
+                    "the step captured once as a CUDA graph per row count and replayed".to_string(),
                 ),
                 (0, f) => (
                     format!("graph=none (batched decode, eager: {f} captures failed)"),
@@ -412,6 +411,11 @@ impl GpuArm {
             detail.push(format!(
                 "batch workspace on device: {:.1} MB",
                 self.dec.batch_buffer_bytes() as f64 / 1e6
+            ));
+            detail.push(format!(
+                "batched step graphs: {} captures, {} replays, {} evictions, {} held, {} \
+                 captures failed",
+                stats.captures, stats.replays, stats.evictions, stats.held, stats.failed
             ));
         }
         if let Some(g) = &self.grammar {

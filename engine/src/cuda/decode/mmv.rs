@@ -46,8 +46,10 @@ pub(super) struct MmvState {
     x1: bool,
     /// Ops of the body (ops at or past this index are the head's).
     n_body: usize,
-    x: Option<GemmX>,
-    scratch: Option<MmvScratch>,
+    /// The staging and split scratch (swapped with the batch workspace's while a batched
+    /// step runs: `batch/ws.rs`).
+    pub(super) x: Option<GemmX>,
+    pub(super) scratch: Option<MmvScratch>,
     /// The products run so far (for receipts), by weight name.
     pub(super) choices: HashMap<String, MmvKernel>,
 }

@@ -32,6 +32,8 @@ impl CudaDecoder {
         d.set_mmv(self.mmv_on())?;
         d.mv = self.mv;
         d.share_prefill(self);
+        // One batched-step workspace (and its captured steps) per upload of the weights.
+        d.batch = Arc::clone(&self.batch);
         Ok(d)
     }
 

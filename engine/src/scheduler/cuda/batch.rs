@@ -6,7 +6,9 @@
 //! runs in ONE batched device step ([`CudaDecoder::forward_batch_argmax`]: each weight read
 //! once per group of up to 64 sequences, RoPE + KV store and attention one launch per layer
 //! for all of them, each row into its own KV cache; by default one captured CUDA graph per
-//! group of decoders, captured anew when the group changes, `ASSAY_BATCH_GRAPH=0`: eager); the
+//! row count in a workspace shared by every decoder of the executor's weights, so a request
+//! joining or leaving replays the graph of the new count, captured once per count seen,
+//! `ASSAY_BATCH_GRAPH=0`: eager); the
 //! other inputs (prefill chunks) run one by one as in the plain path, and a step with fewer
 //! than two decoding sequences is the plain path altogether (graph replay for one).
 //!

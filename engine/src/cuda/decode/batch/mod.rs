@@ -9,22 +9,24 @@
 //! [`CudaDecoder::forward_batch_argmax`] (plus the greedy token of every row by one
 //! row-wise argmax launch and one download of 4 bytes per row per group).
 //!
-//! How a group of `n <= BATCH_ROWS` sequences runs: a workspace of [`BATCH_ROWS`]-row
-//! activation buffers ([`BatchWs`], made on first use, kept by the group's first decoder
-//! and handed on to whichever decoder leads a later batch) is swapped in for the first
-//! decoder's own buffers while the step runs (as the prompt pass swaps its buffers, so a
-//! captured graph's addresses stay valid); row `r` holds sequence `r`'s token and
-//! position. Every launch unit of the body's fusion plan runs over the `n` rows in one
-//! launch with the batched matvec kernels (`_tb_` entry points: bit-identical per row to
-//! the one-token kernels, kernel-check `batch` cases for 1..8, 13 and 64 rows per launch).
+//! How a group of `n <= BATCH_ROWS` sequences runs: a workspace of activation buffers
+//! ([`BatchWs`]: one per upload of the weights, in a slot every decoder of the upload
+//! shares, made on the first batched step and grown to the largest row count seen, up to
+//! [`BATCH_ROWS`]) is swapped in for the first decoder's own buffers (and its mmv staging)
+//! while the step runs (as the prompt pass swaps its buffers, so a captured graph's
+//! addresses stay valid); row `r` holds sequence `r`'s token and position. Every launch
+//! unit of the body's fusion plan runs over the `n` rows in one launch with the batched
+//! matvec kernels (`_tb_` entry points: bit-identical per row to the one-token kernels,
+//! kernel-check `batch` cases for 1..8, 13 and 64 rows per launch).
 //! RoPE + KV store and the attention run once per layer for all `n` rows
 //! (`rope_kv_rows`, `attn_rows*`): each row's blocks take that row's KV cache from a
 //! per-layer pointer table (uploaded once per step with the tokens, positions and
 //! capacities) and run the code of the one-row kernels on it, hence the same bits
 //! (kernel-check `attention_rows` cases: the batched launch vs one launch per row, rows at
-//! different lengths). The head runs on the `n` rows, and each row's logits are copied
-//! into its decoder's head buffer. A sequence's tokens therefore do not depend on the
-//! batch it runs in (the `batch` gate checks it token for token on the GPU).
+//! different lengths). The head runs on the `n` rows, and after the step each row's logits
+//! are copied into its decoder's head buffer (eagerly, outside the graph: [`copy_logits`]).
+//! A sequence's tokens therefore do not depend on the batch it runs in (the `batch` gate
+//! checks it token for token on the GPU).
 //!
 //! Launches per step of an L-layer Llama body: the fusion plan's matvec units (5 per
 //! layer) + 2 per layer for RoPE/KV/attention (more attention launches only when the
@@ -32,13 +34,13 @@
 //! a long capacity), whatever `n`; the first version took the matvec units once per 8
 //! rows and `2 n` attention launches per layer. By default ([`batch_graphs_from_env`];
 //! `ASSAY_BATCH_GRAPH=0` makes every launch eager, as before session 19's A/B: graphs ahead
-//! by 0.3% to 2.5% at 4, 16 and 64 rows) a group's step is captured once as a
-//! CUDA graph per group of decoders (their identities and order: a graph holds their head
-//! buffers; so one graph per batch size for a fixed set of sequences) and replayed after
-//! the per-step uploads (tokens, positions, KV tables), the attention grids then spanning
-//! every split of the capacity (the same bits). The step stays exact-B (no padding rows);
-//! a continuous batch whose membership changes captures anew (at most
-//! [`BatchGraphs::MAX`] graphs kept per workspace). An attention the plan did
+//! by 0.3% to 2.5% at 4, 16 and 64 rows) a group's step is captured once as a CUDA graph
+//! per row count (and argmax / mmv / matvec modes: [`graph::GraphKey`]) in the workspace
+//! and replayed for any group of that size after the per-step uploads (tokens, positions,
+//! KV tables, capacities), the attention grids then spanning every split of the capacity
+//! (the same bits). The step stays exact-B (no padding rows); a continuous batch whose
+//! membership changes replays the graph of its new size (at most [`BatchGraphs::MAX`]
+//! graphs kept, least recently used evicted). An attention the plan did
 //! not fuse with its RoPE (no model of the registry today) still runs per row.
 //!
 //! A planted fault for the `batch` gate's red test ([`CudaDecoder::forward_batch_argmax_planted`])
@@ -57,10 +59,11 @@ use std::sync::Arc;
 mod graph;
 mod ws;
 
+pub use graph::BatchGraphStats;
 pub use graph::batch_graphs_from_env;
 use graph::{BatchGraphs, graph_step};
-pub(super) use ws::BatchWs;
-use ws::{take_ws, upload_step};
+pub(super) use ws::{BatchSlot, BatchWs};
+use ws::{lock_slot, take_ws, upload_step};
 
 /// Most sequences one batched step runs in one launch per unit (larger batches run in
 /// groups of this many).
@@ -168,9 +171,10 @@ fn check_batch(decs: &[&mut CudaDecoder], tokens: &[u32]) -> Result<(), CudaErro
     Ok(())
 }
 
-/// One group of up to [`BATCH_ROWS`] sequences: body over the rows in the workspace's
-/// buffers (swapped in for the first decoder's), head over the rows, logits rows into
-/// each decoder's head buffer.
+/// One group of up to [`BATCH_ROWS`] sequences: body over the rows in the workspace of
+/// the weights' upload (its buffers swapped in for the first decoder's), head over the
+/// rows, then each row's logits into its decoder's head buffer ([`copy_logits`]). The
+/// workspace's slot stays locked for the whole step.
 fn run_group(
     group: &mut [&mut CudaDecoder],
     toks: &[u32],
@@ -181,21 +185,26 @@ fn run_group(
     if n == 0 || n > BATCH_ROWS || toks.len() != n {
         return Err(shape_err("batch", format!("a group of {n} rows")));
     }
-    let mut ws = take_ws(group)?;
+    let need = group.iter().map(|d| d.capacity).max().unwrap_or(1);
     let (lead, rest) = group
         .split_first_mut()
         .ok_or_else(|| model_err("empty batch group"))?;
     let lead: &mut CudaDecoder = lead;
+    let slot = Arc::clone(&lead.batch);
+    let mut held = lock_slot(&slot);
+    let mut ws = take_ws(&mut held, lead, need, n)?;
     let graphed = fault.is_none() && batch_graphs_from_env()?;
-    let res = upload_step(lead, rest, &mut ws, toks).and_then(|()| {
-        if graphed && graph_step(lead, rest, &mut ws, argmax, n)? {
-            return Ok(());
-        }
-        lead.swap_batch(&mut ws);
-        let r = group_body(lead, rest, &mut ws, argmax, fault, n);
-        lead.swap_batch(&mut ws);
-        r
-    });
+    let res = upload_step(lead, rest, &mut ws, toks)
+        .and_then(|()| {
+            if graphed && graph_step(lead, rest, &mut ws, argmax, n)? {
+                return Ok(());
+            }
+            lead.swap_batch(&mut ws);
+            let r = group_body(lead, rest, &mut ws, argmax, fault, n);
+            lead.swap_batch(&mut ws);
+            r
+        })
+        .and_then(|()| copy_logits(lead, rest, &ws));
     let argmax_dev = if res.is_ok() && argmax {
         let masked = lead.mask_armed() || rest.iter().any(|d| d.mask_armed());
         (!masked)
@@ -204,7 +213,8 @@ fn run_group(
     } else {
         Ok(None)
     };
-    lead.batch = Some(ws);
+    *held = Some(ws);
+    drop(held);
     res?;
     let argmax_dev = argmax_dev?;
     lead.len += 1;
@@ -225,9 +235,39 @@ fn run_group(
     Ok(out)
 }
 
+/// Each row's logits from the workspace into its decoder's head buffer (what `forward`
+/// leaves), after the step (graphed or eager) was queued: `n` device-to-device copies on
+/// the stream, outside any graph, so that a captured step holds no decoder's buffer.
+fn copy_logits(
+    lead: &mut CudaDecoder,
+    rest: &mut [&mut CudaDecoder],
+    ws: &BatchWs,
+) -> Result<(), CudaError> {
+    let l = lead.program.logits.0 as usize;
+    let n_vocab = lead.program.shape.n_vocab;
+    let stream = Arc::clone(lead.gpu.stream());
+    let src = ws
+        .buf(l)
+        .ok_or_else(|| model_err("logits buffer missing"))?;
+    if src.len() < (rest.len() + 1) * n_vocab {
+        return Err(model_err("batch workspace smaller than the group's logits"));
+    }
+    let rows = std::iter::once(&mut *lead).chain(rest.iter_mut().map(|d| &mut **d));
+    for (r, d) in rows.enumerate() {
+        let dst = d.head_bufs[l]
+            .as_mut()
+            .ok_or_else(|| model_err("logits buffer missing"))?;
+        let at = r * n_vocab;
+        stream.memcpy_dtod(&src.slice(at..at + n_vocab), dst)?;
+    }
+    Ok(())
+}
+
 /// The group's launches with the workspace's buffers swapped in: the body's units, the
-/// planted fault, the head, each row's logits into its decoder's head buffer, and (for
-/// `argmax`) the row-wise argmax into the workspace.
+/// planted fault, the head over the rows and (for `argmax`) the row-wise argmax into the
+/// workspace. Every buffer written or read is the workspace's or the shared weights'
+/// (tokens, positions, KV tables as uploaded data), except the KV caches and scratch of an
+/// unfused attention ([`rows_attention`]; its graphs are keyed by the decoders).
 fn group_body(
     lead: &mut CudaDecoder,
     rest: &mut [&mut CudaDecoder],
@@ -272,25 +312,12 @@ fn group_body(
     }
     lead.rows_head_pass(n)?;
 
-    // Each row's logits into its decoder's head buffer (what `forward` leaves).
-    let l = lead.program.logits.0 as usize;
-    let n_vocab = lead.program.shape.n_vocab;
-    let stream = Arc::clone(lead.gpu.stream());
-    let src = lead.bufs[l]
-        .as_ref()
-        .ok_or_else(|| model_err("logits buffer missing"))?;
-    let dst = lead.head_bufs[l]
-        .as_mut()
-        .ok_or_else(|| model_err("logits buffer missing"))?;
-    stream.memcpy_dtod(&src.slice(0..n_vocab), dst)?;
-    for (r, d) in rest.iter_mut().enumerate() {
-        let dst = d.head_bufs[l]
-            .as_mut()
-            .ok_or_else(|| model_err("logits buffer missing"))?;
-        let at = (r + 1) * n_vocab;
-        stream.memcpy_dtod(&src.slice(at..at + n_vocab), dst)?;
-    }
     if argmax {
+        let l = lead.program.logits.0 as usize;
+        let n_vocab = lead.program.shape.n_vocab;
+        let src = lead.bufs[l]
+            .as_ref()
+            .ok_or_else(|| model_err("logits buffer missing"))?;
         ops::argmax(
             &lead.gpu,
             &src.slice(0..n * n_vocab),

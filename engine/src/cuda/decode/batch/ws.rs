@@ -1,22 +1,48 @@
-//! The batched step's device workspace ([`BatchWs`]): the [`BATCH_ROWS`]-row buffers
-//! swapped in for the leading decoder's, the per-step uploads (tokens, positions,
-//! capacities, KV pointer tables) and the attention scratch sized by
-//! [`BATCH_ATT_SCRATCH_BYTES`].
+//! The batched step's device workspace ([`BatchWs`]): one per upload of the weights (a
+//! slot every decoder of the upload shares, [`BatchSlot`]), whose row buffers are swapped
+//! in for the leading decoder's while a step runs, the per-step uploads (tokens, positions,
+//! capacities, KV pointer tables), the attention scratch sized by
+//! [`BATCH_ATT_SCRATCH_BYTES`], the mmv staging, and the captured steps.
 
 use super::{BATCH_ATT_SCRATCH_BYTES, BATCH_ROWS, BatchGraphs, CudaDecoder, MAX_ROWS, model_err};
 use crate::cuda::CudaError;
 use crate::cuda::cudarc::driver::CudaSlice;
-use crate::cuda::ops::{self, AttnScratch, KvRow};
+use crate::cuda::ops::{self, AttnScratch, GemmX, KvRow, MmvScratch};
 use crate::cuda::sources::consts::ATT_SPLIT;
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+/// The workspace of one upload of the weights, shared by every decoder made from it by
+/// [`CudaDecoder::share`] (made on the first batched step). Held locked for a whole group
+/// step.
+pub(in crate::cuda::decode) type BatchSlot = Arc<Mutex<Option<Box<BatchWs>>>>;
+
+/// Lock a workspace slot. A step that panicked left the slot empty (the workspace is
+/// taken out of it for the step), so a poisoned slot is still consistent.
+pub(super) fn lock_slot(slot: &BatchSlot) -> MutexGuard<'_, Option<Box<BatchWs>>> {
+    slot.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Rows the workspace's buffers hold for a group of `n`: the next power of two, at least
+/// [`MAX_ROWS`], at most [`BATCH_ROWS`] (a workspace only grows: a larger group makes a new
+/// one, and the graphs of the old one go with it).
+pub(super) fn ws_rows(n: usize) -> usize {
+    n.max(1).next_power_of_two().clamp(MAX_ROWS, BATCH_ROWS)
+}
 
 /// The batched step's device workspace.
 pub(in crate::cuda::decode) struct BatchWs {
-    /// The program's buffers for [`BATCH_ROWS`] rows; swapped with the leading decoder's
-    /// (with `tokens` and `pos`) while a step runs.
+    /// The program's buffers for `rows` rows; swapped with the leading decoder's (with
+    /// `tokens`, `pos` and the mmv staging) while a step runs.
     bufs: Vec<Option<CudaSlice<f32>>>,
+    /// Rows the buffers hold ([`ws_rows`]).
+    pub(super) rows: usize,
     tokens: CudaSlice<i32>,
     pos: CudaSlice<i32>,
+    /// The mmv staging and split scratch (`ASSAY_MMV`), swapped with the leading
+    /// decoder's; made when a leading decoder runs its products on `mmv.cu`.
+    mmv_x: Option<GemmX>,
+    mmv_scratch: Option<MmvScratch>,
     pub(super) argmax: CudaSlice<i32>,
     /// Row `t`'s KV capacity.
     pub(super) caps: CudaSlice<i32>,
@@ -55,13 +81,14 @@ fn attention_rows_for(shapes: &[(usize, usize)], capacity: usize, budget: usize)
 }
 
 impl BatchWs {
-    fn new(dec: &CudaDecoder, capacity: usize) -> Result<BatchWs, CudaError> {
+    fn new(dec: &CudaDecoder, capacity: usize, rows: usize) -> Result<BatchWs, CudaError> {
         let gpu = &*dec.gpu;
+        let rows = rows.clamp(1, BATCH_ROWS);
         let bufs = dec
             .program
             .buffers
             .iter()
-            .map(|b| gpu.zeros::<f32>(b.width * BATCH_ROWS).map(Some))
+            .map(|b| gpu.zeros::<f32>(b.width * rows).map(Some))
             .collect::<Result<Vec<_>, CudaError>>()?;
         let shapes: Vec<(usize, usize)> = dec.scratch.keys().copied().collect();
         let att_rows = attention_rows_for(&shapes, capacity, BATCH_ATT_SCRATCH_BYTES);
@@ -72,8 +99,11 @@ impl BatchWs {
         let n_layers = dec.kv.len();
         Ok(BatchWs {
             bufs,
+            rows,
             tokens: gpu.zeros(BATCH_ROWS)?,
             pos: gpu.zeros(BATCH_ROWS)?,
+            mmv_x: None,
+            mmv_scratch: None,
             argmax: gpu.zeros(BATCH_ROWS)?,
             caps: gpu.zeros(BATCH_ROWS)?,
             kvp: gpu.zeros((n_layers * 3 * BATCH_ROWS).max(1))?,
@@ -95,45 +125,78 @@ impl BatchWs {
             .keys()
             .map(|&(h, d)| att_row_bytes(h, d, self.capacity) * self.att_rows)
             .sum();
-        bufs + att + self.kvp.len() * 8 + 16 * BATCH_ROWS
+        let mmv = self
+            .mmv_x
+            .as_ref()
+            .map_or(0, |x| x.hi.len() * 6 + x.scale.len() * 4);
+        bufs + att + mmv + self.kvp.len() * 8 + 16 * BATCH_ROWS
+    }
+
+    /// Buffer `i` of the program (while no step has it swapped out).
+    pub(super) fn buf(&self, i: usize) -> Option<&CudaSlice<f32>> {
+        self.bufs.get(i).and_then(Option::as_ref)
+    }
+
+    /// Make the mmv staging when `dec` runs its products on `mmv.cu` and the workspace has
+    /// none yet (before any capture: an allocation cannot join a graph).
+    fn ensure_mmv(&mut self, dec: &CudaDecoder) -> Result<(), CudaError> {
+        if dec.mmv_on() && (self.mmv_x.is_none() || self.mmv_scratch.is_none()) {
+            let k_max = dec.mats.iter().map(|m| m.cols).max().unwrap_or(1);
+            self.mmv_x = Some(GemmX::new(&dec.gpu, k_max)?);
+            self.mmv_scratch = Some(MmvScratch::new(&dec.gpu)?);
+        }
+        Ok(())
     }
 }
 
 impl CudaDecoder {
-    /// Device bytes of the batched step's workspace this decoder holds (0 when none).
+    /// Device bytes of the batched step's workspace of this decoder's weights (shared by
+    /// every decoder of the upload; 0 when none).
     pub fn batch_buffer_bytes(&self) -> usize {
-        self.batch.as_ref().map_or(0, |w| w.bytes())
+        lock_slot(&self.batch).as_ref().map_or(0, |w| w.bytes())
     }
 
-    /// Exchange this decoder's row buffers with the batch workspace's.
+    /// Exchange this decoder's row buffers (and mmv staging) with the batch workspace's.
     pub(super) fn swap_batch(&mut self, ws: &mut BatchWs) {
         std::mem::swap(&mut self.bufs, &mut ws.bufs);
         std::mem::swap(&mut self.tokens, &mut ws.tokens);
         std::mem::swap(&mut self.pos, &mut ws.pos);
+        std::mem::swap(&mut self.mmv.x, &mut ws.mmv_x);
+        std::mem::swap(&mut self.mmv.scratch, &mut ws.mmv_scratch);
     }
 }
 
-/// The workspace for a group: the first one a decoder of the group holds if it fits
-/// (capacity, layers), else a new one (an unfit one is dropped).
-pub(super) fn take_ws(group: &mut [&mut CudaDecoder]) -> Result<Box<BatchWs>, CudaError> {
-    let need = group.iter().map(|d| d.capacity).max().unwrap_or(1);
-    let found = group.iter_mut().find_map(|d| d.batch.take());
-    let lead = group
-        .first()
-        .ok_or_else(|| model_err("empty batch group"))?;
-    match found {
+/// The workspace for a group, taken out of the weights' slot: the one there if it fits
+/// (capacity, rows, layers, buffers), else a new one (an unfit one is dropped, with its
+/// graphs; the new one keeps at least its capacity and rows, so a workspace only grows).
+pub(super) fn take_ws(
+    slot: &mut Option<Box<BatchWs>>,
+    lead: &CudaDecoder,
+    need: usize,
+    n: usize,
+) -> Result<Box<BatchWs>, CudaError> {
+    let rows = ws_rows(n);
+    let mut ws = match slot.take() {
         Some(ws)
             if ws.capacity >= need
+                && ws.rows >= n
                 && ws.n_layers == lead.kv.len()
                 && ws.bufs.len() == lead.program.buffers.len() =>
         {
-            Ok(ws)
+            ws
+        }
+        Some(old) if old.n_layers == lead.kv.len() => {
+            let (capacity, rows) = (old.capacity.max(need), old.rows.max(rows));
+            drop(old);
+            Box::new(BatchWs::new(lead, capacity, rows)?)
         }
         other => {
             drop(other);
-            Ok(Box::new(BatchWs::new(lead, need)?))
+            Box::new(BatchWs::new(lead, need, rows)?)
         }
-    }
+    };
+    ws.ensure_mmv(lead)?;
+    Ok(ws)
 }
 
 /// Write the group's token ids, positions, capacities and per-layer KV pointer tables to
@@ -214,5 +277,22 @@ mod tests {
         assert_eq!(attention_rows_for(&[], 16384, 0), BATCH_ROWS);
         assert!(att_row_bytes(32, 128, 16384) * 63 <= BATCH_ATT_SCRATCH_BYTES);
         assert!(att_row_bytes(32, 128, 16384) * 64 > BATCH_ATT_SCRATCH_BYTES);
+    }
+
+    #[test]
+    fn workspace_rows_are_powers_of_two_up_to_the_batch() {
+        // Every group fits the rows its workspace is made for.
+        for n in 1..=BATCH_ROWS {
+            let r = ws_rows(n);
+            assert!(r >= n && (MAX_ROWS..=BATCH_ROWS).contains(&r), "{n}: {r}");
+            assert!(r.is_power_of_two(), "{n}: {r}");
+        }
+        assert_eq!(ws_rows(0), MAX_ROWS);
+        assert_eq!(ws_rows(1), MAX_ROWS);
+        assert_eq!(ws_rows(MAX_ROWS + 1), 2 * MAX_ROWS);
+        assert_eq!(ws_rows(BATCH_ROWS), BATCH_ROWS);
+        assert_eq!(ws_rows(BATCH_ROWS + 1), BATCH_ROWS);
+        // A workspace only grows: 5 rows after 33 keep the 64 rows.
+        assert_eq!(ws_rows(33).max(ws_rows(5)), BATCH_ROWS);
     }
 }
