@@ -9,7 +9,7 @@
 // head h reads KV head h / G, G = nh / nkv. score = (q . k) * scale, then
 // softcap * tanh(score / softcap) when softcap > 0.
 //
-// attn_partial: grid (nkv, max_splits, ntok), blockDim.x = 32 * nw (nw <= ATT_WARPS warps,
+// attn_partial: grid (nkv, splits, ntok), blockDim.x = 32 * nw (nw <= ATT_WARPS warps,
 // chosen by the host from G alone). Split s covers the absolute positions
 // [s*ATT_SPLIT, (s+1)*ATT_SPLIT) — fixed boundaries, so a token's arithmetic depends only on
 // its position, never on how many tokens share the launch. One block serves the G query
@@ -21,13 +21,20 @@
 // dims l*hd/32 .. (l+1)*hd/32 - 1 (head sizes 64, 128, 256; else dims l, l + 32, ...) of
 // sum p_j v_j in row order. The G heads' q are loaded while the first tile's loads are in
 // flight (G * hd <= ATT_WARPS * ATT_MAX_HD). It writes the unnormalised output and
-// (max, sum) per (token, head, split); a split wholly outside the window writes (-inf, 0).
+// (max, sum) per (token, head, split) of its token's window splits (below).
 // Splits past pos write nothing. A token with a single split (pos < ATT_SPLIT) writes out
 // directly (the same values as merging its one split).
-// attn_combine: grid (nh, ntok), one warp per block; merges splits 0 .. pos/ATT_SPLIT in order.
+// attn_combine: grid (nh, ntok), one warp per block; merges splits first(t) ..= last(t)
+// in order.
+// Window splits: token t's are first(t) ..= last(t) (first_split, last_split; first 0
+// without a window), and block y serves the absolute split first(t) + y, so the host's grid
+// needs only the most splits a window can touch (ops::window_splits; max_splits without a
+// window), whatever the position. A split before first(t), wholly outside the window, is
+// not run (it would write (-inf, 0), which a merge skips). The scratch is indexed by
+// absolute split (max_splits per token and head).
 // With `count` non-null, attn_partial also does the combine: each block that wrote its
 // split bumps count[t*nh + kvh*G] (after a fence); the block that brings it to the number of
-// splits of its token merges them for its G heads (the same function as attn_combine, so
+// window splits of its token merges them for its G heads (the same function as attn_combine, so
 // the same bits, whichever block comes last) and resets the counter to 0 for the next
 // launch. count must start at 0 (the scratch is zeroed once at allocation). One launch
 // instead of two.
@@ -60,18 +67,35 @@
 __device__ __forceinline__ float h_lo(u32 x) { return f16_to_f32((u16)(x & 0xffffu)); }
 __device__ __forceinline__ float h_hi(u32 x) { return f16_to_f32((u16)(x >> 16)); }
 
-// Merge splits 0 .. ns-1 of (token t, head h) into out, by one warp. Lane l owns dims
+// The first split of position p's window (the split of max(0, p - window + 1); 0 without a
+// window) and its last split (p's, within a layout of max_splits splits).
+__device__ __forceinline__ int first_split(int p, int window) {
+    return window > 0 ? max(0, p - window + 1) / ATT_SPLIT : 0;
+}
+__device__ __forceinline__ int last_split(int p, int max_splits) {
+    return min(p / ATT_SPLIT, max_splits - 1);
+}
+
+// Merge splits s0 .. s0+ns-1 of (token t, head h) into out, by one warp. Lane l owns dims
 // l, l + 32, ...; the splits' (max, sum) pairs are loaded 32 at a time (one per lane) and
 // broadcast; L = sum l_s e_s and acc = sum o_s e_s run as fmaf chains in split order (empty
 // splits, l_s = 0, skipped), e_s = exp(m_s - M), out = acc / L. Loads bypass L1 (the
 // partials may come from other blocks of the same launch) and do not depend on each other,
 // so they are in flight together.
+// The callers pass s0 = first(t), ns = last(t) - first(t) + 1: the same bits as merging
+// splits 0 ..= last(t). The splits before first(t) lie wholly before the window (split s <
+// first(t) ends at (s + 1) * ATT_SPLIT <= p - window + 1), so they had l_s = 0: they took no
+// part in M (a max over the splits with l_s > 0, order-free), and the L and acc chains
+// skipped them; the chains over the remaining splits run in the same increasing order from
+// the same 0, and e_s is the same function of (m_s, M). The 32-split chunks start at s0
+// rather than 0, which moves no term of either chain.
 __device__ __forceinline__ void combine_head_warp(const float* __restrict__ part_o,
                                                   const float* __restrict__ part_ml,
                                                   float* __restrict__ out, int t, int h,
-                                                  int nh, int hd, int max_splits, int ns) {
+                                                  int nh, int hd, int max_splits, int s0,
+                                                  int ns) {
     const int lane = threadIdx.x & 31;
-    const u64 base = ((u64)t * nh + h) * max_splits;
+    const u64 base = ((u64)t * nh + h) * max_splits + s0;
     float M = ASSAY_NEG_INF;
     for (int s = lane; s < ns; s += 32) {
         const float2 ml = __ldcg(reinterpret_cast<const float2*>(part_ml + 2 * (base + s)));
@@ -164,8 +188,8 @@ __device__ __forceinline__ void attn_split(
     const float* __restrict__ q, const u16* __restrict__ kc, const u16* __restrict__ vc, int blk,
     float* __restrict__ part_o, float* __restrict__ part_ml, int nh, int nkv, int hd, int cap,
     float scale, float softcap, int max_splits, unsigned int* __restrict__ count,
-    float* __restrict__ out, int kvh, int s, int t, int p, int lo, int hi, u16* skv, float* sq,
-    float (*sp)[ATT_TP], int* last) {
+    float* __restrict__ out, int kvh, int s, int first, int t, int p, int lo, int hi, u16* skv,
+    float* sq, float (*sp)[ATT_TP], int* last) {
     constexpr int NO = DPL > 0 ? DPL : ATT_DPL;
     const int split_lo = s * ATT_SPLIT;
     const int G = nh / nkv;
@@ -295,14 +319,16 @@ __device__ __forceinline__ void attn_split(
         }
     }
 
-    int ns = p / ATT_SPLIT + 1;
-    if (ns > max_splits) ns = max_splits;
+    // The token's last split, and its window splits first ..= ls: one block of this launch
+    // writes each.
+    const int ls = last_split(p, max_splits);
+    const int ns = ls - first + 1;
 #pragma unroll
     for (int r = 0; r < ATT_HPW; r++) {
         const int hh = warp + r * nw;
         if (hh >= G) continue;
         const int h = kvh * G + hh;
-        if (count != nullptr && ns == 1) {
+        if (count != nullptr && ls == 0) {
             // The token's only split: the same values as merging it (its weight is
             // exp(0) = 1 and fmaf(v, 1, 0) = v, up to the sign of a zero).
 #pragma unroll
@@ -323,7 +349,7 @@ __device__ __forceinline__ void attn_split(
             part_ml[2 * slot + 1] = l[r];
         }
     }
-    if (count == nullptr || ns == 1) return;
+    if (count == nullptr || ls == 0) return;
     __threadfence();
     __syncthreads();
     unsigned int* cnt = count + (u64)t * nh + (u64)kvh * G;
@@ -335,12 +361,14 @@ __device__ __forceinline__ void attn_split(
     if (!*last) return;
     __threadfence();
     for (int hh = warp; hh < G; hh += nw)
-        combine_head_warp(part_o, part_ml, out, t, kvh * G + hh, nh, hd, max_splits, ns);
+        combine_head_warp(part_o, part_ml, out, t, kvh * G + hh, nh, hd, max_splits, first, ns);
     if (threadIdx.x == 0) *cnt = 0u;
 }
 
-// The pool block of this block's split (blockIdx.y) in table bt of a cache of cap
-// positions; 0 for a split past the table (the block then returns before reading).
+// The pool block of split blockIdx.y in table bt of a cache of cap positions; 0 for a split
+// past the table (the block then returns before reading). It is the block's split when the
+// token's window starts in split 0 (always without a window); attn_entry reads the table
+// again otherwise (the position is known only after the wait).
 __device__ __forceinline__ int split_block(const int* __restrict__ bt, int cap) {
     const int s = blockIdx.y;
     return s * ATT_SPLIT < cap ? __ldg(bt + s) : 0;
@@ -349,17 +377,22 @@ __device__ __forceinline__ int split_block(const int* __restrict__ bt, int cap) 
 // The kernel body after the PDL calls: the block's rows, the shared staging, the split.
 template <int DPL>
 __device__ __forceinline__ void attn_entry(const float* __restrict__ q, const u16* __restrict__ kc,
-                                           const u16* __restrict__ vc, int blk,
+                                           const u16* __restrict__ vc,
+                                           const int* __restrict__ bt, int blk,
                                            const int* __restrict__ pos,
                                            float* __restrict__ part_o, float* __restrict__ part_ml,
                                            int nh, int nkv, int hd, int cap, int window,
                                            float scale, float softcap, int max_splits,
                                            unsigned int* __restrict__ count,
                                            float* __restrict__ out) {
-    const int kvh = blockIdx.x, s = blockIdx.y, t = blockIdx.z;
+    const int kvh = blockIdx.x, t = blockIdx.z;
     const int p = pos[t];
+    // Block y serves the token's window split first + y (y itself without a window).
+    const int first = first_split(p, window);
+    const int s = first + (int)blockIdx.y;
     const int split_lo = s * ATT_SPLIT;
     if (split_lo > p || p >= cap) return;
+    if (first > 0) blk = __ldg(bt + s);  // s * ATT_SPLIT <= p < cap: inside the table
     int lo = split_lo;
     if (window > 0 && p - window + 1 > lo) lo = p - window + 1;
     const int hi = min(split_lo + ATT_SPLIT, p + 1);
@@ -368,7 +401,7 @@ __device__ __forceinline__ void attn_entry(const float* __restrict__ q, const u1
     __shared__ float sp[ATT_WARPS][ATT_TP];
     __shared__ int last;
     attn_split<DPL>(q, kc, vc, blk, part_o, part_ml, nh, nkv, hd, cap, scale, softcap, max_splits,
-                    count, out, kvh, s, t, p, lo, hi, skv, sq, sp, &last);
+                    count, out, kvh, s, first, t, p, lo, hi, skv, sq, sp, &last);
 }
 
 // Entry points: attn_partial for any head size (a multiple of 8), attn_partial_d64 / _d128 /
@@ -387,8 +420,8 @@ extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
     const int blk = split_block(bt, cap);
     pdl_wait();
     pdl_trigger();
-    attn_entry<0>(q, kc, vc, blk, pos, part_o, part_ml, nh, nkv, hd, cap, window, scale, softcap,
-                  max_splits, count, out);
+    attn_entry<0>(q, kc, vc, bt, blk, pos, part_o, part_ml, nh, nkv, hd, cap, window, scale,
+                  softcap, max_splits, count, out);
 }
 
 extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
@@ -403,8 +436,8 @@ extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
     const int blk = split_block(bt, cap);
     pdl_wait();
     pdl_trigger();
-    attn_entry<2>(q, kc, vc, blk, pos, part_o, part_ml, nh, nkv, 64, cap, window, scale, softcap,
-                  max_splits, count, out);
+    attn_entry<2>(q, kc, vc, bt, blk, pos, part_o, part_ml, nh, nkv, 64, cap, window, scale,
+                  softcap, max_splits, count, out);
 }
 
 extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
@@ -419,8 +452,8 @@ extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
     const int blk = split_block(bt, cap);
     pdl_wait();
     pdl_trigger();
-    attn_entry<4>(q, kc, vc, blk, pos, part_o, part_ml, nh, nkv, 128, cap, window, scale, softcap,
-                  max_splits, count, out);
+    attn_entry<4>(q, kc, vc, bt, blk, pos, part_o, part_ml, nh, nkv, 128, cap, window, scale,
+                  softcap, max_splits, count, out);
 }
 
 extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
@@ -435,15 +468,15 @@ extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
     const int blk = split_block(bt, cap);
     pdl_wait();
     pdl_trigger();
-    attn_entry<8>(q, kc, vc, blk, pos, part_o, part_ml, nh, nkv, 256, cap, window, scale, softcap,
-                  max_splits, count, out);
+    attn_entry<8>(q, kc, vc, bt, blk, pos, part_o, part_ml, nh, nkv, 256, cap, window, scale,
+                  softcap, max_splits, count, out);
 }
 
 // attn_rows, attn_rows_d64 / _d128 / _d256: attn_partial (with the combine in the launch,
 // `count` non-null) for `ntok` query rows of `ntok` different sequences, each over its own
 // cache: row t's K and V pools at kvp[3t] and kvp[3t+1], its block table at kvp[3t+2],
 // covering caps[t] positions.
-// The block (kvh, s, t) runs attn_entry with row t's pointers and capacity, the very code
+// The block (kvh, y, t) runs attn_entry with row t's pointers and capacity, the very code
 // of attn_partial: q, out, the scratch slots and the counters are indexed by t as there,
 // and max_splits (the layout of the scratch) must be at least ceil(caps[t] / ATT_SPLIT)
 // for every row, so that a row's splits, and so its bits, are those of its one-row launch.
@@ -462,10 +495,11 @@ __device__ __forceinline__ void attn_rows_entry(const float* __restrict__ q,
     const u16* kc = reinterpret_cast<const u16*>(kvp[3 * t]);
     const u16* vc = reinterpret_cast<const u16*>(kvp[3 * t + 1]);
     const int cap = caps[t];
-    const int blk = split_block(reinterpret_cast<const int*>(kvp[3 * t + 2]), cap);
+    const int* bt = reinterpret_cast<const int*>(kvp[3 * t + 2]);
+    const int blk = split_block(bt, cap);
     pdl_wait();
     pdl_trigger();
-    attn_entry<DPL>(q, kc, vc, blk, pos, part_o, part_ml, nh, nkv, hd, cap, window, scale,
+    attn_entry<DPL>(q, kc, vc, bt, blk, pos, part_o, part_ml, nh, nkv, hd, cap, window, scale,
                     softcap, max_splits, count, out);
 }
 
@@ -512,13 +546,14 @@ extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
 extern "C" __global__ void attn_combine(const float* __restrict__ part_o,
                                         const float* __restrict__ part_ml,
                                         const int* __restrict__ pos, float* __restrict__ out,
-                                        int nh, int hd, int max_splits) {
+                                        int nh, int hd, int window, int max_splits) {
     pdl_wait();
     pdl_trigger();
     const int h = blockIdx.x, t = blockIdx.y;
-    int ns = pos[t] / ATT_SPLIT + 1;
-    if (ns > max_splits) ns = max_splits;
-    combine_head_warp(part_o, part_ml, out, t, h, nh, hd, max_splits, ns);
+    const int p = pos[t];
+    const int first = first_split(p, window);
+    combine_head_warp(part_o, part_ml, out, t, h, nh, hd, max_splits, first,
+                      last_split(p, max_splits) - first + 1);
 }
 
 // kv_store: K and V of `ntok` tokens ([ntok][nkv][hd] f32) into a layer's f16 caches at

@@ -68,7 +68,7 @@ impl Paged {
 pub(super) fn attention_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
     // (heads, kv heads, head_dim, capacity, window, softcap, positions of the query tokens)
     type Shape = (usize, usize, usize, usize, usize, f32, Vec<i32>);
-    let shapes: [Shape; 8] = [
+    let shapes: [Shape; 10] = [
         (9, 3, 64, 700, 0, 0.0, vec![650]),
         // more than ATT_CMB (128) splits: the combine's second round of split weights
         (8, 2, 64, 9000, 0, 0.0, vec![64, 8500]),
@@ -76,6 +76,12 @@ pub(super) fn attention_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLin
         (14, 2, 64, 300, 0, 0.0, vec![257]),
         (4, 1, 256, 1500, 512, 0.0, vec![1300]),
         (4, 1, 256, 1500, 512, 0.0, vec![1100, 1101, 1102]),
+        // Gemma-3's sliding layers (window 1024, heads 16/8 of 256) well past the window:
+        // before it fills, its start on a split boundary (1087: split 1) and just before
+        // (1086), far past it (4000: splits 46 ..= 62)
+        (16, 8, 256, 4200, 1024, 0.0, vec![1023, 1086, 1087, 4000]),
+        // a window not a multiple of the split, and one within a split (191: split 2 only)
+        (8, 4, 128, 1000, 40, 0.0, vec![10, 100, 191, 999]),
         (8, 8, 80, 64, 0, 0.0, vec![10, 11, 12, 13]),
         (8, 4, 128, 600, 0, 0.3, vec![511, 512]),
     ];
@@ -330,12 +336,15 @@ pub(super) fn fused_attention_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<Ch
     }
     // (heads, kv heads, head_dim, capacity, window, softcap, positions of the query tokens)
     type AShape = (usize, usize, usize, usize, usize, f32, Vec<i32>);
-    let shapes: [AShape; 6] = [
+    let shapes: [AShape; 8] = [
         (32, 8, 128, 700, 0, 0.0, vec![600]),
         // more than ATT_CMB (128) splits: the combine's second round of split weights
         (8, 2, 64, 9000, 0, 0.0, vec![64, 8500]),
         (14, 2, 64, 300, 0, 0.0, vec![0]),
         (4, 1, 256, 1500, 512, 0.0, vec![1100, 1101, 1499]),
+        // Gemma-3's sliding layers far past the window (the grid holds its 17 splits)
+        (16, 8, 256, 4200, 1024, 0.0, vec![1087, 4000, 4159]),
+        (8, 4, 128, 1000, 100, 0.3, vec![99, 162, 163, 191, 999]),
         (8, 4, 128, 600, 0, 0.3, vec![63, 64, 65, 511]),
         (32, 8, 128, 4200, 0, 0.0, vec![4159]),
     ];
@@ -435,7 +444,7 @@ pub(super) fn rows_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
         let cap = 64 + rng.below(600);
         many.push((cap, rng.below(cap) as i32));
     }
-    let shapes: [AShape; 5] = [
+    let shapes: [AShape; 7] = [
         (
             32,
             8,
@@ -452,6 +461,30 @@ pub(super) fn rows_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
             512,
             0.0,
             vec![(1500, 1100), (1500, 1499), (600, 10)],
+        ),
+        // Gemma-3's sliding layers: rows far past the window, on its split boundary, and
+        // before it fills
+        (
+            16,
+            8,
+            256,
+            1024,
+            0.0,
+            vec![
+                (4200, 4000),
+                (1500, 1087),
+                (2048, 1023),
+                (600, 10),
+                (4096, 4095),
+            ],
+        ),
+        (
+            8,
+            4,
+            128,
+            40,
+            0.0,
+            vec![(1000, 191), (300, 100), (64, 63), (1000, 999)],
         ),
         (8, 8, 80, 0, 0.3, vec![(64, 10), (130, 129)]),
         (32, 8, 128, 0, 0.0, many),

@@ -27,6 +27,43 @@ pub struct AttnShape {
     pub window: usize,
 }
 
+/// The first KV split (of `att_split` positions) that a token at position `pos` attends to
+/// under a sliding window of `window` positions (0: none): the split holding
+/// `max(0, pos - window + 1)`, 0 without a window. `first_split` in attention.cu: a
+/// launch's block y serves split `first_split + y` of its token, the splits before it lying
+/// wholly outside the window.
+pub fn first_split(pos: usize, window: usize, att_split: usize) -> usize {
+    if window == 0 {
+        0
+    } else {
+        (pos + 1).saturating_sub(window) / att_split
+    }
+}
+
+/// The most splits of `att_split` positions that one token's attention reads in a layout of
+/// `max_splits` splits: without a window (`window` 0) all of them; with one, the most splits
+/// a window of `window` positions can touch, `window.div_ceil(att_split) + 1`. It does not
+/// depend on the position, so a launch captured in a CUDA graph stays valid at every
+/// position it replays at.
+pub fn window_splits(window: usize, att_split: usize, max_splits: usize) -> usize {
+    if window == 0 {
+        max_splits
+    } else {
+        (window.div_ceil(att_split) + 1).min(max_splits)
+    }
+}
+
+/// The y dimension of a split-KV attention grid over a scratch layout of `max_splits`
+/// splits, for a sliding window of `window` positions (0: none) and, when known, a bound
+/// `max_pos` on every row's position (a launch captured in a graph passes `None`): block y
+/// serves its token's split `first_split + y`, so the grid needs [`window_splits`] rows, and
+/// no more than the last split that any row reaches.
+pub fn grid_splits(window: usize, max_splits: usize, max_pos: Option<usize>) -> usize {
+    max_pos
+        .map_or(max_splits, |p| (p / ATT_SPLIT + 1).min(max_splits))
+        .min(window_splits(window, ATT_SPLIT, max_splits))
+}
+
 /// Device scratch of the split-KV attention: per (token, head, split) the unnormalised
 /// output and (max, sum), and per (token, head) the count of splits done (zero between
 /// launches: the block that completes a count resets it). Sized for at most `max_tok`
@@ -220,11 +257,14 @@ fn attention_launch(
     let hd = int(OP, "head_dim", s.head_dim)?;
     let ms = int(OP, "max_splits", max_splits)?;
     let nt = int(OP, "ntok", s.ntok)? as u32;
+    let window = int(OP, "window", s.window)?;
+    // Splits in the grid: a token's window splits at most (the layout's without a window).
+    let splits = int(OP, "splits", grid_splits(s.window, max_splits, None))?;
     launch(
         gpu,
         select::attention_entry(s.head_dim),
         LaunchConfig {
-            grid_dim: (s.n_kv_heads as u32, ms as u32, nt),
+            grid_dim: (s.n_kv_heads as u32, splits as u32, nt),
             block_dim: (select::attention_warps(s.n_heads / s.n_kv_heads) * 32, 1, 1),
             shared_mem_bytes: 0,
         },
@@ -240,7 +280,7 @@ fn attention_launch(
             Arg::I32(int(OP, "n_kv_heads", s.n_kv_heads)?),
             Arg::I32(hd),
             Arg::I32(int(OP, "capacity", s.capacity)?),
-            Arg::I32(int(OP, "window", s.window)?),
+            Arg::I32(window),
             Arg::F32(scale),
             Arg::F32(softcap),
             Arg::I32(ms),
@@ -266,6 +306,7 @@ fn attention_launch(
             Arg::Ptr(op),
             Arg::I32(nh),
             Arg::I32(hd),
+            Arg::I32(window),
             Arg::I32(ms),
         ],
     )?;
@@ -311,18 +352,17 @@ pub fn attention_rows(
     let cnt = wr(gpu, &mut scratch.count);
     let op = wr(gpu, out);
     let ms = int(OP, "max_splits", max_splits)?;
-    // Splits in the grid: the layout's, or fewer when every row's position is known to lie
-    // below the last split (a split past a row's position writes nothing either way).
-    let grid_splits = kv
-        .max_pos
-        .map_or(max_splits, |p| (p / ATT_SPLIT + 1).min(max_splits));
+    // Splits in the grid: a row's window splits at most (the layout's without a window), and
+    // fewer when every row's position is known to lie below the last split (a split past a
+    // row's position writes nothing either way).
+    let splits = grid_splits(s.window, max_splits, kv.max_pos);
     launch(
         gpu,
         select::attention_rows_entry(s.head_dim),
         LaunchConfig {
             grid_dim: (
                 s.n_kv_heads as u32,
-                int(OP, "splits", grid_splits)? as u32,
+                int(OP, "splits", splits)? as u32,
                 int(OP, "ntok", s.ntok)? as u32,
             ),
             block_dim: (select::attention_warps(s.n_heads / s.n_kv_heads) * 32, 1, 1),
@@ -347,4 +387,99 @@ pub fn attention_rows(
         ],
     )?;
     Ok(choice)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_split_starts_at_the_window() {
+        // No window: every split from 0.
+        for p in [0, 63, 64, 4000, 100_000] {
+            assert_eq!(first_split(p, 0, 64), 0);
+        }
+        // Before the window fills (pos < window): split 0.
+        for p in [0, 1, 63, 64, 1000, 1023] {
+            assert_eq!(first_split(p, 1024, 64), 0, "pos {p}");
+        }
+        // The window starts at pos - 1023: in split 0 up to pos 1086, split 1 from 1087
+        // (exactly on a split boundary), and so on.
+        assert_eq!(first_split(1024, 1024, 64), 0);
+        assert_eq!(first_split(1086, 1024, 64), 0);
+        assert_eq!(first_split(1087, 1024, 64), 1);
+        assert_eq!(first_split(1150, 1024, 64), 1);
+        assert_eq!(first_split(1151, 1024, 64), 2);
+        assert_eq!(first_split(4000, 1024, 64), 46);
+        assert_eq!(first_split(4095, 1024, 64), 48);
+        // A window not a multiple of the split: starts at pos - 99.
+        assert_eq!(first_split(99, 100, 64), 0);
+        assert_eq!(first_split(163, 100, 64), 1);
+        assert_eq!(first_split(162, 100, 64), 0);
+        assert_eq!(first_split(999, 100, 64), 14);
+        // A window of one position: the position's own split.
+        assert_eq!(first_split(127, 1, 64), 1);
+        assert_eq!(first_split(128, 1, 64), 2);
+    }
+
+    #[test]
+    fn window_splits_bound_the_grid() {
+        assert_eq!(window_splits(0, 64, 64), 64);
+        assert_eq!(window_splits(0, 64, 1), 1);
+        // Gemma-3: a 1024-position window over a 4096-position cache.
+        assert_eq!(window_splits(1024, 64, 64), 17);
+        // The cache has fewer splits than the window can touch.
+        assert_eq!(window_splits(1024, 64, 8), 8);
+        assert_eq!(window_splits(100, 64, 64), 3);
+        assert_eq!(window_splits(64, 64, 64), 2);
+        assert_eq!(window_splits(1, 64, 64), 2);
+        assert_eq!(grid_splits(0, 64, None), 64);
+        assert_eq!(grid_splits(0, 64, Some(100)), 2);
+        assert_eq!(grid_splits(1024, 64, None), 17);
+        assert_eq!(grid_splits(1024, 64, Some(4000)), 17);
+        assert_eq!(grid_splits(1024, 64, Some(500)), 8);
+        assert_eq!(grid_splits(0, 64, Some(1 << 20)), 64);
+    }
+
+    // The kernel's mapping at every position of a cache: grid row y serves split
+    // first_split + y of a token at pos, the splits up to pos's (the last) run, the rest
+    // return. The window splits are exactly the rows that run (each once, so the in-launch
+    // combine's count reaches their number), the first holds the window's first position,
+    // and every split before it lies wholly before the window (it contributed (-inf, 0)
+    // when it ran, so skipping it changes no bit of the merge).
+    #[test]
+    fn grid_rows_cover_exactly_the_window_splits() {
+        let s = ATT_SPLIT;
+        let mut widest_1024 = 0;
+        for window in [0, 1, 40, 63, 64, 65, 100, 512, 1000, 1024, 4096] {
+            for cap in [1usize, 64, 65, 500, 4200] {
+                let max_splits = cap.div_ceil(s);
+                for pos in 0..cap {
+                    let first = first_split(pos, window, s);
+                    let last = pos / s;
+                    assert!(last < max_splits && first <= last);
+                    let lo = if window == 0 {
+                        0
+                    } else {
+                        (pos + 1).saturating_sub(window)
+                    };
+                    assert!(first * s <= lo && lo < (first + 1) * s, "{window} {pos}");
+                    for max_pos in [None, Some(pos), Some(cap - 1)] {
+                        let grid = grid_splits(window, max_splits, max_pos);
+                        let run: Vec<usize> = (0..grid)
+                            .map(|y| first + y)
+                            .filter(|&sp| sp * s <= pos)
+                            .collect();
+                        let want: Vec<usize> = (first..=last).collect();
+                        assert_eq!(run, want, "window {window} cap {cap} pos {pos}");
+                    }
+                    if window == 1024 {
+                        widest_1024 = widest_1024.max(last - first + 1);
+                    }
+                }
+            }
+        }
+        // The bound is reached: a 1024-position window can touch 17 splits.
+        assert_eq!(widest_1024, window_splits(1024, s, 4200usize.div_ceil(s)));
+    }
 }

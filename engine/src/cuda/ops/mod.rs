@@ -21,7 +21,8 @@ mod rope_kv;
 mod sample;
 
 pub use attention::{
-    AttnScratch, AttnShape, KvView, attention, attention_rows, attention_two_pass,
+    AttnScratch, AttnShape, KvView, attention, attention_rows, attention_two_pass, first_split,
+    grid_splits, window_splits,
 };
 pub use attention_prefill::{
     PrefillSplitScratch, attention_prefill, attention_prefill_effective, attention_prefill_ws,
