@@ -150,29 +150,7 @@ __device__ __forceinline__ void gm_split(float v, int e, float down, unsigned sh
     l = f32_to_f16(v - f16_to_f32(h));
 }
 
-// 1 / rms of token row xt for the folded norm (nw non-null; 1 otherwise), by the 256
-// threads of the block: matvec.cu's order (f64 sum of f32 squares, fixed butterfly, then
-// the 8 warps' sums in order). red: 8 doubles of shared memory.
-__device__ __forceinline__ float gm_stage_inv(const float* __restrict__ xt, int k,
-                                              const float* __restrict__ nw, float eps,
-                                              double* red) {
-    const int lane = threadIdx.x & 31;
-    float inv = 1.f;
-    if (nw != 0) {
-        double ss = 0.0;
-        for (int i = threadIdx.x; i < k; i += 256) ss += (double)__fmul_rn(xt[i], xt[i]);
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-        if (lane == 0) red[threadIdx.x >> 5] = ss;
-        __syncthreads();
-        double tot = 0.0;
-#pragma unroll
-        for (int i = 0; i < 8; i++) tot += red[i];
-        const float mean = (float)(tot / (double)k);
-        inv = 1.0f / sqrtf(mean + eps);
-    }
-    return inv;
-}
+// gm_stage_inv (1 / rms of the folded norm): common/mma.cuh (mmv.cu's BF16 staging uses it).
 
 extern "C" __global__ void __launch_bounds__(256)
     gemm_stage_x(const float* __restrict__ x, int n, int k, const float* __restrict__ nw,
@@ -283,12 +261,7 @@ extern "C" __global__ void __launch_bounds__(256)
     for (int i = threadIdx.x; i < k; i += 256) {
         float v = xt[i];
         if (nw != 0) v = __fmul_rn(__fmul_rn(v, inv), nw[i] + w_off);
-        const u16 h = f32_to_bf16(v);
-        const float r1 = __fsub_rn(v, bf16_to_f32(h));
-        const u16 m = f32_to_bf16(r1);
-        oh[i] = h;
-        ol[i] = m;
-        om[i] = f32_to_bf16(__fsub_rn(r1, bf16_to_f32(m)));
+        gm_bf16_parts(v, oh[i], ol[i], om[i]);
     }
 }
 

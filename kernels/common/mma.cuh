@@ -3,7 +3,9 @@
 // (`gm_mma`), and the A-fragment loads of Q4_0 and Q8_0 (`GmQ4_0`, `GmQ8_0`; fragment map:
 // gemm.cu's file comment). Both files include this one text, so the prompt pass and the
 // decode products turn quants into the same f16 integers and multiply them with the same
-// MMA. gemm.cu adds its Q6_K / F16 / BF16 loads and the bf16 MMA.
+// MMA. gemm.cu adds its Q6_K / F16 / BF16 loads; the bf16 MMA (`gm_mma_bf16`), the split of
+// x into three bf16 parts (`gm_bf16_parts`) and the folded norm's 1 / rms (`gm_stage_inv`)
+// are here for both files' BF16 products (mmv.cu's BF16 staging gives gemm.cu's bits).
 #pragma once
 #include "common/common.cuh"
 #include "common/formats.cuh"
@@ -83,3 +85,40 @@ struct GmQ8_0 {
         return {q.x ^ 0x80808080u, q.y ^ 0x80808080u, d, d};
     }
 };
+
+// x as three bf16 parts for the BF16 products (gemm.cu's `gemm_stage_x_bf16`, mmv.cu's
+// one-token staging: the same statements, hence the same bits): hi = bf16(v), mid =
+// bf16(v - hi), lo = bf16(v - hi - mid), each difference exact in f32, so hi + mid + lo = v
+// for every finite v whose parts stay normal.
+__device__ __forceinline__ void gm_bf16_parts(float v, u16& hi, u16& mid, u16& lo) {
+    const u16 h = f32_to_bf16(v);
+    const float r1 = __fsub_rn(v, bf16_to_f32(h));
+    const u16 m = f32_to_bf16(r1);
+    hi = h;
+    mid = m;
+    lo = f32_to_bf16(__fsub_rn(r1, bf16_to_f32(m)));
+}
+
+// 1 / rms of token row xt for the folded norm (nw non-null; 1 otherwise), by the 256
+// threads of the block: matvec.cu's order (f64 sum of f32 squares, fixed butterfly, then
+// the 8 warps' sums in order). red: 8 doubles of shared memory.
+__device__ __forceinline__ float gm_stage_inv(const float* __restrict__ xt, int k,
+                                              const float* __restrict__ nw, float eps,
+                                              double* red) {
+    const int lane = threadIdx.x & 31;
+    float inv = 1.f;
+    if (nw != 0) {
+        double ss = 0.0;
+        for (int i = threadIdx.x; i < k; i += 256) ss += (double)__fmul_rn(xt[i], xt[i]);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        if (lane == 0) red[threadIdx.x >> 5] = ss;
+        __syncthreads();
+        double tot = 0.0;
+#pragma unroll
+        for (int i = 0; i < 8; i++) tot += red[i];
+        const float mean = (float)(tot / (double)k);
+        inv = 1.0f / sqrtf(mean + eps);
+    }
+    return inv;
+}
