@@ -28,6 +28,20 @@
 // and every reduction order depend only on (rows, k, format), never on n or NT; so a
 // token's output is the same bits for n = 1 and n = 64 BY CONSTRUCTION (kernel-check `mmv`
 // cases check it). The bits are not those of matvec.cu nor of gemm.cu (another k split).
+// BF16 weights (`MmvBF16`, `mmv_bf16_*`): the weights are the bf16 A fragments as they lie
+// (no scale, no conversion), multiplied on the bf16 MMA (`gm_mma_bf16`) with x in THREE
+// bf16 parts hi + mid + lo (gemm.cu's `gemm_stage_x_bf16`, or the same statements in the
+// `_x1` staging: `gm_bf16_parts`): the parts sum to x exactly (bf16 has f32's exponent
+// range: no power-of-two scale, xsc = 1), so the only error left is the MMA's f32
+// accumulation, as for Q4_0 / Q8_0 with x as f16 hi + lo (within ~2^-22): kernel-check's
+// `gemm` tolerance (2e-5 of sum |w x|) holds for both with the same margin. Two parts (x
+// within 2^-17 = 7.6e-6) would spend a third of that budget to save one MMA in three;
+// decode reads 2 bytes a weight, so for up to 16 tokens (NT <= 2: 6 or 12 MMAs per 1 KiB
+// tile chunk) the MMAs stay far under the bytes' time; at NT = 8 (33..64 tokens, 48 MMAs
+// per KiB) they may come near it (out-engine23/README.md: measure before cutting a part).
+// Per chunk and live n-tile: the 3 parts' MMAs (hi, mid, lo) of step 0 then step 1 into
+// a zeroed partial p, then acc += p (f32, chunk order); the same k split, warp order and
+// split order as the other formats, so the invariance argument above holds unchanged.
 #include "common/common.cuh"
 #include "common/formats.cuh"
 #include "common/mma.cuh"
@@ -145,6 +159,32 @@ template <>
 struct MmvXMap<MmvQ4_0m> {
     static constexpr bool SPLIT = true;
 };
+// BF16 (row-major, 64 bytes per 32-value chunk, no scale): lane t's 16-byte load holds
+// values 8t .. 8t + 7 of its row's chunk (the contiguous map; gemm.cu's `GmFloat<2>`):
+// w0, w1 the pairs of k16 step 0, w2, w3 those of step 1, the bf16 A fragments as they lie.
+struct MmvAB {
+    u32 w0, w1, w2, w3;
+};
+struct MmvBF16 {
+    static constexpr int KIND = 2;
+    static constexpr bool SPLIT = false;
+    static constexpr int ELEMS = 32;
+    static constexpr int QBYTES = 64;  // bytes of a row's chunk (the prefetch; no scales)
+    static __device__ __forceinline__ MmvAB load(const WMat& m, u64 row, int c, int t) {
+        const uint4 v = *(const uint4*)(m.w + (row * m.nb + (u64)c) * 64 + 16 * t);
+        return {v.x, v.y, v.z, v.w};
+    }
+};
+// The type of a load type's chunk share (GmA for the quants: words of quant bytes + the
+// scales; MmvAB for BF16: the four words of bf16 pairs).
+template <class G>
+struct MmvA {
+    typedef GmA T;
+};
+template <>
+struct MmvA<MmvBF16> {
+    typedef MmvAB T;
+};
 // Where value i of a row is staged by `_x1` for the split map: within its chunk, value
 // 16 h + 4 t + j at 8 t + 4 h + j.
 __device__ __forceinline__ int mmv_xpos(int i, bool split) {
@@ -257,11 +297,33 @@ __device__ __forceinline__ void mmv_stage_one(const float* __restrict__ xt, int 
     __syncthreads();
 }
 
+// gemm_stage_x_bf16 (gemm.cu) for one token, by a block of 256 threads, into the three
+// bf16 parts oh / om / ol (hi, mid, lo) of values [i0, i1) (the block's chunks): the same
+// 1 / rms (`gm_stage_inv`: same code, thread count and orders) and the same statements per
+// value (`gm_bf16_parts`), hence the same bits; no max pass (bf16 keeps f32's range:
+// *scale = 1).
+__device__ __forceinline__ void mmv_stage_one_bf16(const float* __restrict__ xt, int k,
+                                                   const float* __restrict__ nw, float eps,
+                                                   float w_off, u16* oh, u16* om, u16* ol,
+                                                   float* scale, int i0, int i1) {
+    __shared__ double red[8];
+    const float inv = gm_stage_inv(xt, k, nw, eps, red);
+    if (threadIdx.x == 0) *scale = 1.f;
+    for (int i = i0 + threadIdx.x; i < i1; i += 256) {
+        float v = xt[i];
+        if (nw != 0) v = __fmul_rn(__fmul_rn(v, inv), nw[i] + w_off);
+        gm_bf16_parts(v, oh[i], om[i], ol[i]);
+    }
+    __syncthreads();
+}
+
 // See the file comment. part: [ks][NM][MMV_N][rows] partial sums (ks > 1); cnt: one
 // counter per tile, zero between launches.
 // X1 (the `_x1` entry points: one token, NT = 1): x is staged by the block itself into
 // shared memory (`mmv_stage_one`: gemm_stage_x's code for token 0, the same bits), so a
 // one-token product is one launch; lanes of tokens 1..7 feed zeros, as the staged slots.
+// BF16 (G::KIND == 2): xh / xl / xm the three bf16 parts hi / mid / lo (`gemm_stage_x_bf16`:
+// its xh, xl, xm), X1 stages them into 6 k bytes of shared memory (`mmv_stage_one_bf16`).
 template <class G, bool GLU, int NT, bool X1 = false>
 __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __restrict__ w2,
                                          const u16* __restrict__ xh,
@@ -273,8 +335,11 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
                                          const float* __restrict__ x1 = 0,
                                          const float* __restrict__ nw = 0, float eps = 0.f,
                                          float w_off = 0.f, float* y2 = 0,
-                                         const float* __restrict__ bias2 = 0) {
+                                         const float* __restrict__ bias2 = 0,
+                                         const u16* __restrict__ xm = 0) {
     constexpr int NM = GLU ? 2 : 1;
+    constexpr bool BF = G::KIND == 2;  // BF16: bf16 A as it lies, x in three bf16 parts
+    typedef typename MmvA<G>::T A;
     // Row stride of the reduction: = 8 (mod 32) floats, so the 8 rows g of a fragment
     // store land 8 banks apart.
     constexpr int LD = ((NT * 8 + 31) / 32) * 32 + 8;
@@ -305,7 +370,8 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
     // One round of U chunks of W (both matrices of a GLU pair): the loads of the round are
     // all issued before the first MMA that uses them.
     const bool svec = MMV_SVEC && U % 4 == 0 && (m.nb & 3) == 0 && (c0 & 3) == 0;
-    auto load_round = [&](GmA(&a)[U][NM][2], int cc) {
+    auto load_round = [&](A(&a)[U][NM][2], int cc) {
+        if constexpr (!BF) {
         if (MMV_SVEC && U % 4 == 0 && svec) {
 #pragma unroll
             for (int u4 = 0; u4 < U; u4 += 4)
@@ -329,6 +395,7 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
                     }
             return;
         }
+        }
 #pragma unroll
         for (int u = 0; u < U; u++) {
             a[u][0][0] = G::load(m, rr0, cc + u, t);
@@ -341,7 +408,7 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
     };
     // MMV_PIPE: the first round is loaded before the wait (W is written by no kernel), so
     // that its latency overlaps the wait and the `_x1` staging.
-    GmA pa[U][NM][2];
+    A pa[U][NM][2];
     constexpr bool PIPE = MMV_PIPE && NT == 1;  // one n-tile: registers to spare
     constexpr bool PERSIST = MMV_PERSIST && NT == 1;  // the same (ops::mmv: grid_x)
     const bool pipe = PIPE && c0 + U <= c1;
@@ -359,7 +426,7 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
             pf_l2(m.w + bi * QB + 32 * (i % sect));
             if (GLU) pf_l2(m2.w + bi * QB + 32 * (i % sect));
         }
-        if (lane < 16 && c1 > c0) {
+        if (!BF && lane < 16 && c1 > c0) {
             const u64 bi = (u64)min(r0 + lane, rows - 1) * m.nb + (u64)c0;
             pf_l2(m.w + m.rows * m.nb * QB + bi * 2);
             if (GLU) pf_l2(m2.w + m.rows * m.nb * QB + bi * 2);
@@ -371,16 +438,75 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
     // scale, res, y and the split scratch are touched after the wait.
     pdl_wait();
     pdl_trigger();
-    extern __shared__ __align__(16) u16 mmv_xs[];  // X1: hi[k] then lo[k]
+    extern __shared__ __align__(16) u16 mmv_xs[];  // X1: hi[k] then lo[k] (BF16: + lo2[k])
     __shared__ float x1_scale;
+    if constexpr (BF) {
+        if (X1)
+            mmv_stage_one_bf16(x1, k, nw, eps, w_off, mmv_xs, mmv_xs + k, mmv_xs + 2 * k,
+                               &x1_scale, cs0 * 32, cs1 * 32);
+    } else {
     if (X1)
         mmv_stage_one(x1, k, nw, eps, w_off, mmv_xs, mmv_xs + k, &x1_scale, XS, cs0 * 32,
                       cs1 * 32);
+    }
     float acc[NM][NT][4];
     // Token g of n-tile j is staged row 8 j + g.
     const u16* xht = xh + (u64)g * k;
     const u16* xlt = xl + (u64)g * k;
-    auto chunk = [&](int c, const GmA (&a)[NM][2]) {
+    const u16* xmt = BF && !X1 ? xm + (u64)g * k : xm;
+    auto chunk = [&](int c, const A (&a)[NM][2]) {
+        if constexpr (BF) {
+            // The weights are the A fragments; per live n-tile the three parts' MMAs of
+            // step 0 then of step 1 into a zeroed p, then acc += p (one f32 add).
+            u32 af[NM][2][4];
+#pragma unroll
+            for (int q = 0; q < NM; q++) {
+                const A& r0 = a[q][0];
+                const A& r1 = a[q][1];
+                af[q][0][0] = r0.w0;
+                af[q][0][1] = r1.w0;
+                af[q][0][2] = r0.w1;
+                af[q][0][3] = r1.w1;
+                af[q][1][0] = r0.w2;
+                af[q][1][1] = r1.w2;
+                af[q][1][2] = r0.w3;
+                af[q][1][3] = r1.w3;
+            }
+#pragma unroll
+            for (int j = 0; j < NT; j++) {
+                if (j >= ntiles) continue;
+                uint4 h, md, l;
+                if (X1) {
+                    // Token 0 from shared memory; the other lanes' tokens are zeros.
+                    const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+                    h = g == 0 ? *(const uint4*)(mmv_xs + c * 32 + 8 * t) : z;
+                    md = g == 0 ? *(const uint4*)(mmv_xs + k + c * 32 + 8 * t) : z;
+                    l = g == 0 ? *(const uint4*)(mmv_xs + 2 * k + c * 32 + 8 * t) : z;
+                } else {
+                    const u64 o = (u64)(8 * j) * k + c * 32 + 8 * t;
+                    h = *(const uint4*)(xht + o);
+                    md = *(const uint4*)(xlt + o);
+                    l = *(const uint4*)(xmt + o);
+                }
+#pragma unroll
+                for (int q = 0; q < NM; q++) {
+                    const u32* f0 = af[q][0];
+                    const u32* f1 = af[q][1];
+                    float p[4] = {0.f, 0.f, 0.f, 0.f};
+                    gm_mma_bf16(p, f0[0], f0[1], f0[2], f0[3], h.x, h.y);
+                    gm_mma_bf16(p, f0[0], f0[1], f0[2], f0[3], md.x, md.y);
+                    gm_mma_bf16(p, f0[0], f0[1], f0[2], f0[3], l.x, l.y);
+                    gm_mma_bf16(p, f1[0], f1[1], f1[2], f1[3], h.z, h.w);
+                    gm_mma_bf16(p, f1[0], f1[1], f1[2], f1[3], md.z, md.w);
+                    gm_mma_bf16(p, f1[0], f1[1], f1[2], f1[3], l.z, l.w);
+                    float* ac = acc[q][j];
+                    ac[0] = __fadd_rn(ac[0], p[0]);
+                    ac[1] = __fadd_rn(ac[1], p[1]);
+                    ac[2] = __fadd_rn(ac[2], p[2]);
+                    ac[3] = __fadd_rn(ac[3], p[3]);
+                }
+            }
+        } else {
         u32 af[NM][2][4];
 #pragma unroll
         for (int q = 0; q < NM; q++) {
@@ -431,6 +557,7 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
                 ac[3] = fmaf(a[q][1].s1, p[3], ac[3]);
             }
         }
+        }
     };
     for (;;) {
         if (PERSIST && tile + (int)gridDim.x < tiles_all) prefetch(tile + gridDim.x);
@@ -445,7 +572,7 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
             // Round r + 1's loads are issued before round r's MMAs (the same chunks in the
             // same order as below: the same bits).
             for (; pipe && c + U <= c1; c += U) {
-                GmA nb[U][NM][2];
+                A nb[U][NM][2];
                 const bool more = c + 2 * U <= c1;
                 if (more) load_round(nb, c + U);
 #pragma unroll
@@ -462,14 +589,14 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
             }
         } else {
             for (; c + U <= c1; c += U) {
-                GmA a[U][NM][2];
+                A a[U][NM][2];
                 load_round(a, c);
 #pragma unroll
                 for (int u = 0; u < U; u++) chunk(c + u, a[u]);
             }
         }
         for (; c < c1; c++) {
-            GmA a[NM][2];
+            A a[NM][2];
             a[0][0] = G::load(m, rr0, c, t);
             a[0][1] = G::load(m, rr1, c, t);
             if (GLU) {
@@ -613,3 +740,31 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
     MMV_X1(fmt, G)
 MMV_FMT(q4_0, MmvQ4)
 MMV_FMT(q8_0, GmQ8_0)
+
+// BF16: x staged by gemm_stage_x_bf16 in three bf16 parts (xh = hi, xl = mid, xm = lo: its
+// buffers in its order; xsc = 1), one more pointer than the quant formats' entry points;
+// the `_x1` entry points take the quant formats' arguments (x as f32, staged in the kernel
+// into 6 k bytes of dynamic shared memory: engine select::mmv_x1_shared_bytes).
+#define MMV_PLAIN3(fmt, G, NT)                                                               \
+    extern "C" __global__ void MMV_LB mmv_##fmt##_nt##NT(                                    \
+        const u8* __restrict__ w, const u16* __restrict__ xh, const u16* __restrict__ xl,    \
+        const u16* __restrict__ xm, const float* __restrict__ xsc,                           \
+        const float* __restrict__ bias, const float* res, float* y, float* part, u32* cnt,   \
+        int rows, int k, int n, int ks) {                                                    \
+        mmv_body<G, false, NT>(w, w, xh, xl, xsc, bias, res, y, part, cnt, rows, k, n, 0,    \
+                               ks, 0, 0, 0.f, 0.f, 0, 0, xm);                                \
+    }
+#define MMV_GLU3(fmt, G, NT)                                                                 \
+    extern "C" __global__ void MMV_LB mmv_##fmt##_glu_nt##NT(                                \
+        const u8* __restrict__ wg, const u8* __restrict__ wu, const u16* __restrict__ xh,    \
+        const u16* __restrict__ xl, const u16* __restrict__ xm,                              \
+        const float* __restrict__ xsc, float* y, float* part, u32* cnt, int rows, int k,     \
+        int n, int act, int ks) {                                                            \
+        mmv_body<G, true, NT>(wg, wu, xh, xl, xsc, 0, 0, y, part, cnt, rows, k, n, act, ks,  \
+                              0, 0, 0.f, 0.f, 0, 0, xm);                                     \
+    }
+#define MMV_FMT3(fmt, G) \
+    MMV_PLAIN3(fmt, G, 1) MMV_PLAIN3(fmt, G, 2) MMV_PLAIN3(fmt, G, 4) MMV_PLAIN3(fmt, G, 8) \
+    MMV_GLU3(fmt, G, 1) MMV_GLU3(fmt, G, 2) MMV_GLU3(fmt, G, 4) MMV_GLU3(fmt, G, 8) \
+    MMV_X1(fmt, G)
+MMV_FMT3(bf16, MmvBF16)

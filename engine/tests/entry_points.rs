@@ -40,7 +40,10 @@ fn every_entry_point_is_defined_in_its_family() {
                     && src.contains(inst)
             });
             // mmv.cu: `mmv_##fmt##[_glu]_nt##NT(` by MMV_PLAIN / MMV_GLU, instantiated by
-            // `MMV_FMT(fmt, ...)` for each NT of its list.
+            // `MMV_FMT(fmt, ...)` for each NT of its list; BF16's (one more x pointer) by
+            // MMV_PLAIN3 / MMV_GLU3 of `MMV_FMT3(fmt, ...)`. Each list macro makes the `_x1`
+            // entry points by MMV_X1.
+            let mmv_lists = [("MMV_FMT", ""), ("MMV_FMT3", "3")];
             let by_x1 = name.strip_prefix("mmv_").is_some_and(|rest| {
                 rest.strip_suffix("_x1").is_some_and(|body| {
                     let (fmt, tail) = if let Some(f) = body.strip_suffix("_glu") {
@@ -51,7 +54,9 @@ fn every_entry_point_is_defined_in_its_family() {
                         (body, "mmv_##fmt##_x1(")
                     };
                     src.contains(tail)
-                        && src.contains(&format!("MMV_FMT({fmt},"))
+                        && mmv_lists
+                            .iter()
+                            .any(|(list, _)| src.contains(&format!("{list}({fmt},")))
                         && src.contains("MMV_X1(fmt, G)")
                 })
             });
@@ -62,14 +67,12 @@ fn every_entry_point_is_defined_in_its_family() {
                     None => (body, "mmv_##fmt##_nt##NT("),
                 };
                 let glu = body.ends_with("_glu");
-                let inst = if glu {
-                    "MMV_GLU(fmt, G, "
-                } else {
-                    "MMV_PLAIN(fmt, G, "
-                };
+                let inst = if glu { "MMV_GLU" } else { "MMV_PLAIN" };
                 src.contains(tail)
-                    && src.contains(&format!("MMV_FMT({fmt},"))
-                    && src.contains(&format!("{inst}{nt})"))
+                    && mmv_lists.iter().any(|(list, sfx)| {
+                        src.contains(&format!("{list}({fmt},"))
+                            && src.contains(&format!("{inst}{sfx}(fmt, G, {nt})"))
+                    })
             });
             // gemmt.cu: `gemmt_dq_##name(` per format (ASSAY_FOR_EACH_FORMAT), and
             // `gemmt_##name##[_glu]_m##BM##_p##P(` by GEMMT_ENTRY(name, KIND, WF, BM, P).
