@@ -141,9 +141,9 @@ impl Gpu {
                     Family::Matvec if select::is_matvec_wr_entry(&name) => {
                         select::mv_wr_max_shared_bytes(cc)
                     }
-                    Family::Matvec | Family::MatvecBatch | Family::Mmv => {
-                        Some(select::MV_MAX_SHARED_BYTES)
-                    }
+                    Family::Matvec | Family::MatvecBatch => Some(select::MV_MAX_SHARED_BYTES),
+                    // The one-token entry points' staged x (BF16: three bf16 parts).
+                    Family::Mmv => Some(select::MMV_MAX_SHARED_BYTES),
                     // The warpgroup-MMA entries only where they run (sm_90a: their stages
                     // exceed other devices' opt-in limit, A100's 163 KiB and 99 KiB on
                     // consumer cards, and setting it there would fail the load).

@@ -1,9 +1,11 @@
 //! The decode products on tensor cores (`kernels/mmv.cu`), behind `ASSAY_MMV=1` (default
 //! off: the matvec keeps main's bits).
 //!
-//! With the switch on, every body matrix product of a Q4_0 / Q8_0 weight ([`select::MMV_FORMATS`])
-//! outside the GEMM prompt pass runs as `gemm_stage_x` (x, with the unit's folded RMSNorm,
-//! as f16 hi + lo) then `mmv` / `mmv_glu`: the one-token step (graphed and eager), the rows
+//! With the switch on, every body matrix product of a Q4_0 / Q8_0 / BF16 weight
+//! ([`select::MMV_FORMATS`]) outside the GEMM prompt pass runs as `gemm_stage_x` (x, with
+//! the unit's folded RMSNorm, as f16 hi + lo; for BF16 `gemm_stage_x_bf16`, three bf16
+//! parts: `ops::gemm_stage_x_for`) then `mmv` / `mmv_glu`: the one-token step (graphed and
+//! eager), the rows
 //! of `forward` (prompt rows on the row path, verification) and the batched step, through
 //! the three hooks of the op interpreter (`exec.rs`: fused units, k + v pairs, lone
 //! matmuls). The k split of `mmv.cu` depends on the shape only, so a row's bits are the
@@ -19,7 +21,7 @@ use super::exec::{get, matrix, put, take, vector, w_ref};
 use super::{CudaDecoder, fuse, model_err};
 use crate::arch::{self, BufId, WeightId};
 use crate::cuda::cudarc::driver::DevicePtr;
-use crate::cuda::ops::{self, Activation, GemmX, MmvScratch};
+use crate::cuda::ops::{self, Activation, GemmX, MmvScratch, XStaging};
 use crate::cuda::select::{self, MmvKernel};
 use crate::cuda::sources::consts::MMV_N;
 use crate::cuda::{CudaError, Gpu, shape_err};
@@ -251,7 +253,9 @@ impl CudaDecoder {
             None => None,
         };
         let wx = width(x);
-        let x1 = mmv.x1 && wx <= select::MMV_X1_MAX_K;
+        // Each unit's format (the first matrix's: a gate + up pair of two formats is
+        // refused by `ops::mmv_glu`); it picks the staging and the `_x1` row limit.
+        let mut formats = Vec::with_capacity(units.len());
         for f in units {
             let w = match *f {
                 fuse::Fused::Glu { gate_w: w, .. }
@@ -261,19 +265,22 @@ impl CudaDecoder {
                     return Err(model_err("rope + attention is not an mmv unit"));
                 }
             };
-            if w_ref(mats, matrix(weights, w)?)?.cols != wx {
+            let m = w_ref(mats, matrix(weights, w)?)?;
+            if m.cols != wx {
                 return Err(model_err("mmv: the input's width is not the matrix's k"));
             }
+            formats.push(m.format);
         }
+        let x1_on = mmv.x1;
+        let x1_fits = |fmt| x1_on && wx <= select::mmv_x1_max_k(fmt);
         for a in (0..n).step_by(MMV_N) {
             let b = (a + MMV_N).min(n);
-            // One token: each product stages x itself (`_x1`, the same bits).
-            let one = x1 && b - a == 1;
+            let one_row = b - a == 1;
             // One token of k + v: one launch for both (`_pair_x1`, the bits of two `_x1`),
             // with MMV_PAIR (sources::consts, ASSAY_MMV_DEFS).
             static PAIR: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
             let pair = *PAIR.get_or_init(|| crate::cuda::sources::mmv_define_value("MMV_PAIR") > 0);
-            if one
+            if one_row
                 && pair
                 && let [
                     fuse::Fused::Plain {
@@ -295,7 +302,11 @@ impl CudaDecoder {
                     w_ref(mats, matrix(weights, wa)?)?,
                     w_ref(mats, matrix(weights, wb)?)?,
                 );
-                if ma.format == mb.format && ma.rows == mb.rows && ma.cols == mb.cols {
+                if ma.format == mb.format
+                    && ma.rows == mb.rows
+                    && ma.cols == mb.cols
+                    && x1_fits(ma.format)
+                {
                     let bias = |bi: Option<WeightId>| -> Result<_, CudaError> {
                         Ok(match bi {
                             Some(bi) => Some(vector(weights, bi)? as &dyn DevicePtr<f32>),
@@ -330,17 +341,19 @@ impl CudaDecoder {
                     continue;
                 }
             }
-            if !one {
-                ops::gemm_stage_x(
-                    gpu,
-                    &get(bufs, x)?.slice(a * wx..b * wx),
-                    b - a,
-                    wx,
-                    norm_in,
-                    xs,
-                )?;
-            }
-            for f in units {
+            let plan = slice_plan(x1_on, b - a, wx, &formats);
+            for (f, &(one, stage)) in units.iter().zip(&plan) {
+                if let Some(fmt) = stage {
+                    ops::gemm_stage_x_for(
+                        gpu,
+                        fmt,
+                        &get(bufs, x)?.slice(a * wx..b * wx),
+                        b - a,
+                        wx,
+                        norm_in,
+                        xs,
+                    )?;
+                }
                 let (out, used) = match *f {
                     fuse::Fused::Glu {
                         gate_w, up_w, out, ..
@@ -405,9 +418,79 @@ impl CudaDecoder {
     }
 }
 
+/// How each unit of a slice of `rows` token rows (of `wx` values) runs, the units' weight
+/// formats in order: (one-token entry point `_x1`, which stages x itself; `Some(format)`:
+/// stage x as `format`'s product multiplies it (`gemm_stage_x_for`) before the unit's
+/// product, `None` when x already lies staged as it needs or it stages x itself). One
+/// token takes `_x1` where the row fits its format's staging ([`select::mmv_x1_max_k`];
+/// `x1_on`: `ASSAY_MMV=1`, not `staged`), the same bits as the staged `_nt1`; the others
+/// share one staging per run of units of one kind (each product refuses x staged for
+/// another format), so Q4_0 / Q8_0 units stage once, as before.
+fn slice_plan(
+    x1_on: bool,
+    rows: usize,
+    wx: usize,
+    formats: &[crate::quant::QuantFormat],
+) -> Vec<(bool, Option<crate::quant::QuantFormat>)> {
+    let mut staged: Option<XStaging> = None;
+    formats
+        .iter()
+        .map(|&fmt| {
+            let one = x1_on && rows == 1 && wx <= select::mmv_x1_max_k(fmt);
+            let want = XStaging::of(fmt);
+            if one || staged == Some(want) {
+                (one, None)
+            } else {
+                staged = Some(want);
+                (false, Some(fmt))
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::quant::QuantFormat::{BF16, Q4_0, Q8_0};
+
+    #[test]
+    fn slices_stage_once_per_kind_and_one_token_stages_itself() {
+        // Many rows: one staging for the units of a kind, in order.
+        assert_eq!(
+            slice_plan(true, 9, 4096, &[Q4_0, Q4_0]),
+            [(false, Some(Q4_0)), (false, None)]
+        );
+        assert_eq!(
+            slice_plan(true, 64, 4096, &[BF16, BF16]),
+            [(false, Some(BF16)), (false, None)]
+        );
+        assert_eq!(
+            slice_plan(false, 2, 4096, &[Q8_0, BF16, BF16, Q4_0]),
+            [
+                (false, Some(Q8_0)),
+                (false, Some(BF16)),
+                (false, None),
+                (false, Some(Q4_0))
+            ]
+        );
+        // One token: `_x1` where the row fits its format's staging.
+        assert_eq!(
+            slice_plan(true, 1, 4096, &[BF16, Q8_0]),
+            [(true, None), (true, None)]
+        );
+        assert_eq!(slice_plan(true, 1, 14336, &[BF16]), [(true, None)]);
+        let long = select::MMV_X1_BF16_MAX_K + 32;
+        assert!(long <= select::MMV_X1_MAX_K);
+        assert_eq!(
+            slice_plan(true, 1, long, &[BF16, Q4_0]),
+            [(false, Some(BF16)), (true, None)]
+        );
+        // `staged` mode: every product on the staged x.
+        assert_eq!(
+            slice_plan(false, 1, 4096, &[BF16, BF16]),
+            [(false, Some(BF16)), (false, None)]
+        );
+    }
 
     #[test]
     fn switch_parses_strictly() {

@@ -4,7 +4,13 @@
 //! the k split a function of the shape only ([`select::mmv_splits`]): a token's outputs are
 //! the same bits for any n (kernel-check `mmv` cases check it). They are not the bits of the
 //! matvec (the row path), nor of the prompt pass's `gemm`.
+//!
+//! BF16 weights multiply on the bf16 MMA with x staged as three bf16 parts
+//! ([`super::gemm_stage_x_for`] with BF16: `gemm_stage_x_bf16`, x exactly); their entry
+//! points take the third part's pointer after the second, and their `_x1` entry points
+//! stage the three parts in 6 `k` bytes of shared memory ([`select::mmv_x1_shared_bytes`]).
 
+use super::gemm::XStaging;
 use super::{Arg, DeviceWeight, GemmX, NormIn, aligned, int, launch, need, rd, wr};
 use crate::cuda::select::{self, MMV_SPLIT_ROWS, MMV_TARGET_BLOCKS, MmvKernel};
 use crate::cuda::sources::consts::{MMV_N, MMV_WARPS};
@@ -73,12 +79,14 @@ fn check(
             ),
         ));
     }
-    if xs.staged != Some(super::gemm::XStaging::F16) {
+    let want = XStaging::of(w.format);
+    if xs.staged != Some(want) {
         return Err(shape_err(
             op,
             format!(
-                "x staged as {:?}; mmv multiplies x staged as F16 (gemm_stage_x)",
-                xs.staged
+                "x staged as {:?}; mmv multiplies {} weights with x staged as {want:?} \
+                 (gemm_stage_x_for)",
+                xs.staged, w.format
             ),
         ));
     }
@@ -97,6 +105,17 @@ fn check(
             shared_mem_bytes: 0,
         },
     ))
+}
+
+/// The staged x's pointers an entry point takes ([`check`] has matched the staging to the
+/// format): f16 hi, lo; BF16's bf16 hi, mid (`lo`), lo (`lo2`), in `gemm_stage_x_bf16`'s
+/// order.
+fn x_args(gpu: &Gpu, xs: &GemmX) -> Vec<Arg> {
+    let mut a = vec![Arg::Ptr(rd(gpu, &xs.hi)), Arg::Ptr(rd(gpu, &xs.lo))];
+    if xs.staged == Some(XStaging::Bf16) {
+        a.push(Arg::Ptr(rd(gpu, &xs.lo2)));
+    }
+    a
 }
 
 /// `y[t] = W xs[t] (+ bias) (+ y[t] when residual)` for the `n` staged tokens.
@@ -120,35 +139,24 @@ pub fn mmv(
         }
         None => 0,
     };
-    let (wp, hp, lp, sp, yp) = (
-        rd(gpu, &w.data),
-        rd(gpu, &xs.hi),
-        rd(gpu, &xs.lo),
-        rd(gpu, &xs.scale),
-        wr(gpu, y),
-    );
+    let (wp, sp, yp) = (rd(gpu, &w.data), rd(gpu, &xs.scale), wr(gpu, y));
     let (pp, cp) = (wr(gpu, &mut scratch.part), wr(gpu, &mut scratch.cnt));
     aligned(OP, "weight", wp, 16)?;
-    launch(
-        gpu,
-        &choice.entry(),
-        cfg,
-        &[
-            Arg::Ptr(wp),
-            Arg::Ptr(hp),
-            Arg::Ptr(lp),
-            Arg::Ptr(sp),
-            Arg::Ptr(bias_ptr),
-            Arg::Ptr(if residual { yp } else { 0 }),
-            Arg::Ptr(yp),
-            Arg::Ptr(pp),
-            Arg::Ptr(cp),
-            Arg::I32(int(OP, "rows", w.rows)?),
-            Arg::I32(int(OP, "k", w.cols)?),
-            Arg::I32(int(OP, "n", n)?),
-            Arg::I32(choice.splits as i32),
-        ],
-    )?;
+    let mut args = vec![Arg::Ptr(wp)];
+    args.extend(x_args(gpu, xs));
+    args.extend([
+        Arg::Ptr(sp),
+        Arg::Ptr(bias_ptr),
+        Arg::Ptr(if residual { yp } else { 0 }),
+        Arg::Ptr(yp),
+        Arg::Ptr(pp),
+        Arg::Ptr(cp),
+        Arg::I32(int(OP, "rows", w.rows)?),
+        Arg::I32(int(OP, "k", w.cols)?),
+        Arg::I32(int(OP, "n", n)?),
+        Arg::I32(choice.splits as i32),
+    ]);
+    launch(gpu, &choice.entry(), cfg, &args)?;
     Ok(choice)
 }
 
@@ -171,40 +179,29 @@ pub fn mmv_glu(
     let (choice, cfg) = check(OP, gpu, wg, xs, n, y.len(), true)?;
     need(OP, "up weight", wu.data.len(), wu.rows * wu.row_bytes)?;
     let (gp, up) = (rd(gpu, &wg.data), rd(gpu, &wu.data));
-    let (hp, lp, sp, yp) = (
-        rd(gpu, &xs.hi),
-        rd(gpu, &xs.lo),
-        rd(gpu, &xs.scale),
-        wr(gpu, y),
-    );
+    let (sp, yp) = (rd(gpu, &xs.scale), wr(gpu, y));
     let (pp, cp) = (wr(gpu, &mut scratch.part), wr(gpu, &mut scratch.cnt));
     aligned(OP, "gate weight", gp, 16)?;
     aligned(OP, "up weight", up, 16)?;
-    launch(
-        gpu,
-        &choice.entry(),
-        cfg,
-        &[
-            Arg::Ptr(gp),
-            Arg::Ptr(up),
-            Arg::Ptr(hp),
-            Arg::Ptr(lp),
-            Arg::Ptr(sp),
-            Arg::Ptr(yp),
-            Arg::Ptr(pp),
-            Arg::Ptr(cp),
-            Arg::I32(int(OP, "rows", wg.rows)?),
-            Arg::I32(int(OP, "k", wg.cols)?),
-            Arg::I32(int(OP, "n", n)?),
-            Arg::I32(super::pointwise::act_code(act)),
-            Arg::I32(choice.splits as i32),
-        ],
-    )?;
+    let mut args = vec![Arg::Ptr(gp), Arg::Ptr(up)];
+    args.extend(x_args(gpu, xs));
+    args.extend([
+        Arg::Ptr(sp),
+        Arg::Ptr(yp),
+        Arg::Ptr(pp),
+        Arg::Ptr(cp),
+        Arg::I32(int(OP, "rows", wg.rows)?),
+        Arg::I32(int(OP, "k", wg.cols)?),
+        Arg::I32(int(OP, "n", n)?),
+        Arg::I32(super::pointwise::act_code(act)),
+        Arg::I32(choice.splits as i32),
+    ]);
+    launch(gpu, &choice.entry(), cfg, &args)?;
     Ok(choice)
 }
 
 /// The checks and launch shape of the one-token entry points (`_x1`: x staged by the
-/// kernel into `4 k` bytes of dynamic shared memory).
+/// kernel into `4 k` bytes of dynamic shared memory, BF16 `6 k`).
 #[allow(clippy::too_many_arguments)]
 fn check_x1(
     op: &'static str,
@@ -247,7 +244,8 @@ fn check_x1(
     let cfg = LaunchConfig {
         grid_dim: (blocks, choice.splits, 1),
         block_dim: (MMV_WARPS * 32, 1, 1),
-        shared_mem_bytes: u32::try_from(4 * w.cols).map_err(|_| shape_err(op, "k too long"))?,
+        shared_mem_bytes: u32::try_from(select::mmv_x1_shared_bytes(w.format, w.cols))
+            .map_err(|_| shape_err(op, "k too long"))?,
     };
     Ok((choice, cfg, np, eps, w_off))
 }

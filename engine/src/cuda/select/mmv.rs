@@ -3,8 +3,11 @@
 use super::*;
 
 /// Weight formats with tensor-core decode products (`kernels/mmv.cu`: `mmv_<suffix>_nt<NT>`,
-/// `mmv_<suffix>_glu_nt<NT>`), routed there by `ASSAY_MMV=1`; the others keep the matvec.
-pub const MMV_FORMATS: [QuantFormat; 2] = [QuantFormat::Q4_0, QuantFormat::Q8_0];
+/// `mmv_<suffix>_glu_nt<NT>`, `_x1`, `_glu_x1`, `_pair_x1`), routed there by `ASSAY_MMV=1`;
+/// the others keep the matvec. Q4_0 / Q8_0 multiply x staged as f16 hi + lo
+/// (`gemm_stage_x`), BF16 x staged as three bf16 parts (`gemm_stage_x_bf16`: the staging
+/// `ops::XStaging::of` names; its entry points take one more x pointer).
+pub const MMV_FORMATS: [QuantFormat; 3] = [QuantFormat::Q4_0, QuantFormat::Q8_0, QuantFormat::BF16];
 
 /// Whether `format` has tensor-core decode products on a device of compute capability `cc`.
 pub fn mmv_supported(format: QuantFormat, cc: (i32, i32)) -> bool {
@@ -31,10 +34,49 @@ pub fn mmv_splits(rows: usize, k: usize) -> u32 {
     by_blocks.min(by_chunks) as u32
 }
 
-/// Longest row the one-token entry points (`mmv_<fmt>[_glu]_x1`) stage in shared memory
-/// (f16 hi + lo: 4 bytes a value, within the matvec's dynamic shared-memory limit);
-/// longer rows take `gemm_stage_x` + `_nt1`.
+/// Longest row the one-token entry points (`mmv_<fmt>[_glu]_x1`) of Q4_0 / Q8_0 stage in
+/// shared memory (f16 hi + lo: 4 bytes a value, within the matvec's dynamic shared-memory
+/// limit); longer rows take `gemm_stage_x` + `_nt1`. BF16: [`MMV_X1_BF16_MAX_K`].
 pub const MMV_X1_MAX_K: usize = MV_MAX_SHARED_BYTES / 4;
+
+/// Longest row the BF16 one-token entry points stage in shared memory (three bf16 parts: 6
+/// bytes a value): Llama-3.1-8B's and Mistral-7B's 14336 (the down product). The limit
+/// the mmv functions are given ([`MMV_MAX_SHARED_BYTES`]) stays under the 99 KiB a block
+/// of an sm_86 / sm_89 card may opt into, with the 9 KiB of static shared memory of the
+/// largest entry point (`mmv_*_glu_nt8`'s reduction). Longer rows take
+/// `gemm_stage_x_bf16` + `_nt1` (the same bits).
+pub const MMV_X1_BF16_MAX_K: usize = 14336;
+
+/// The dynamic shared memory limit set on every `mmv.cu` function when the module loads:
+/// the largest `_x1` staging of either kind.
+pub const MMV_MAX_SHARED_BYTES: usize = {
+    let b = 6 * MMV_X1_BF16_MAX_K;
+    if b > MV_MAX_SHARED_BYTES {
+        b
+    } else {
+        MV_MAX_SHARED_BYTES
+    }
+};
+
+/// Longest row the one-token entry points of `format` stage in shared memory.
+pub fn mmv_x1_max_k(format: QuantFormat) -> usize {
+    if format == QuantFormat::BF16 {
+        MMV_X1_BF16_MAX_K
+    } else {
+        MMV_X1_MAX_K
+    }
+}
+
+/// Dynamic shared memory of a one-token launch (`_x1`, `_glu_x1`, `_pair_x1`) of `format`
+/// with rows of `k` values: the staged x, f16 hi + lo (4 bytes a value) or for BF16 three
+/// bf16 parts (6 bytes a value).
+pub fn mmv_x1_shared_bytes(format: QuantFormat, k: usize) -> usize {
+    if format == QuantFormat::BF16 {
+        6 * k
+    } else {
+        4 * k
+    }
+}
 
 /// A tensor-core decode product (`kernels/mmv.cu`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -133,10 +175,11 @@ pub fn choose_mmv_x1(
     cc: (i32, i32),
 ) -> Result<MmvKernel, CudaError> {
     let c = choose_mmv(format, glu, rows, k, 1, cc)?;
-    if k > MMV_X1_MAX_K {
+    let max_k = mmv_x1_max_k(format);
+    if k > max_k {
         return Err(crate::cuda::shape_err(
             "mmv_x1",
-            format!("k = {k}: the one-token staging holds up to {MMV_X1_MAX_K} values"),
+            format!("k = {k}: the one-token staging of {format} holds up to {max_k} values"),
         ));
     }
     Ok(MmvKernel { x1: true, ..c })
@@ -188,6 +231,7 @@ mod tests {
         assert!(choose_mmv(QuantFormat::Q4_0, false, 1024, 4096, 0, cc).is_err());
         assert!(choose_mmv(QuantFormat::Q4_0, false, 1024, 4096, 65, cc).is_err());
         assert!(choose_mmv(QuantFormat::Q6_K, false, 1024, 4096, 1, cc).is_err());
+        assert!(choose_mmv(QuantFormat::F16, false, 1024, 4096, 1, cc).is_err());
         assert!(choose_mmv(QuantFormat::Q4_0, false, 1024, 4096, 1, (7, 5)).is_err());
         assert!(choose_mmv(QuantFormat::Q4_0, false, 1024, 4100, 1, cc).is_err());
         // One token staged in the kernel: same split, `_x1` entry point, rows that fit.
@@ -202,6 +246,78 @@ mod tests {
         assert!(choose_mmv_x1(QuantFormat::Q4_0, false, 4096, 14336, cc).is_ok());
         const { assert!(MMV_X1_MAX_K >= 14336) };
         assert!(choose_mmv_x1(QuantFormat::Q4_0, false, 4096, MMV_X1_MAX_K + 32, cc).is_err());
+    }
+
+    #[test]
+    fn bf16_has_every_entry_point_with_the_quant_formats_split() {
+        let cc = (9, 0);
+        let f = QuantFormat::BF16;
+        assert!(mmv_supported(f, cc));
+        assert!(mmv_supported(f, (8, 0)));
+        assert!(!mmv_supported(f, (7, 5)));
+        for (n, nt) in [(1, 1), (4, 1), (9, 2), (16, 2), (17, 4), (33, 8), (64, 8)] {
+            let c = choose_mmv(f, false, 4096, 4096, n, cc).unwrap();
+            assert_eq!(c.entry(), format!("mmv_bf16_nt{nt}"), "n = {n}");
+            let g = choose_mmv(f, true, 14336, 4096, n, cc).unwrap();
+            assert_eq!(g.entry(), format!("mmv_bf16_glu_nt{nt}"), "n = {n}");
+        }
+        // The split is the shape's, whatever the format and n (the invariance argument).
+        for (rows, k) in [(1024, 4096), (4096, 14336), (37, 2304), (64, 768)] {
+            let q = choose_mmv(QuantFormat::Q8_0, false, rows, k, 1, cc).unwrap();
+            for n in [1, 8, 9, 64] {
+                assert_eq!(
+                    choose_mmv(f, false, rows, k, n, cc).unwrap().splits,
+                    q.splits
+                );
+            }
+        }
+        let c = choose_mmv(f, false, 1024, 4096, 3, cc).unwrap();
+        assert_eq!(c.to_string(), "mmv_bf16 splits=4 warps=8");
+        assert!(choose_mmv(f, false, 1024, 4096, 65, cc).is_err());
+        assert!(choose_mmv(f, false, 1024, 4100, 1, cc).is_err());
+        // One token: `_x1`, `_glu_x1`, `_pair_x1`; the down product of an 8B model (k =
+        // 14336) fits the bf16 staging, a longer row does not (it takes the staged `_nt1`).
+        let x = choose_mmv_x1(f, false, 4096, 14336, cc).unwrap();
+        assert_eq!((x.entry().as_str(), x.splits), ("mmv_bf16_x1", 1));
+        let x = choose_mmv_x1(f, true, 14336, 4096, cc).unwrap();
+        assert_eq!(x.entry(), "mmv_bf16_glu_x1");
+        let p = choose_mmv_pair_x1(f, 1024, 4096, cc).unwrap();
+        assert_eq!((p.entry().as_str(), p.splits), ("mmv_bf16_pair_x1", 4));
+        assert_eq!(p.to_string(), "mmv_bf16_pair splits=4 warps=8 x1");
+        let e = choose_mmv_x1(f, false, 4096, MMV_X1_BF16_MAX_K + 32, cc).unwrap_err();
+        assert!(e.to_string().contains("BF16"), "{e}");
+        assert!(choose_mmv_x1(QuantFormat::Q4_0, false, 4096, MMV_X1_BF16_MAX_K + 32, cc).is_ok());
+    }
+
+    #[test]
+    fn unsupported_formats_are_refused_by_name() {
+        for f in [
+            QuantFormat::Q6_K,
+            QuantFormat::F16,
+            QuantFormat::F32,
+            QuantFormat::Q4_K,
+        ] {
+            let e = choose_mmv(f, false, 4096, 4096, 1, (9, 0)).unwrap_err();
+            assert!(matches!(e, CudaError::UnsupportedFormat { op: "mmv", format } if format == f));
+            assert!(choose_mmv_x1(f, true, 4096, 4096, (9, 0)).is_err());
+            assert!(choose_mmv_pair_x1(f, 1024, 4096, (9, 0)).is_err());
+        }
+    }
+
+    #[test]
+    fn x1_staging_fits_the_shared_memory_limit() {
+        for f in MMV_FORMATS {
+            let k = mmv_x1_max_k(f);
+            assert_eq!(k % 32, 0, "{f}");
+            assert!(mmv_x1_shared_bytes(f, k) <= MMV_MAX_SHARED_BYTES, "{f}");
+        }
+        assert_eq!(mmv_x1_shared_bytes(QuantFormat::BF16, 4096), 6 * 4096);
+        assert_eq!(mmv_x1_shared_bytes(QuantFormat::Q4_0, 4096), 4 * 4096);
+        assert_eq!(MMV_MAX_SHARED_BYTES, 6 * 14336);
+        // 99 KiB (sm_86 / sm_89's opt-in) minus the largest static reduction buffer
+        // (mmv_*_glu_nt8: 2 x 16 x 72 floats) and the staging's few words.
+        const { assert!(MMV_MAX_SHARED_BYTES + 2 * 16 * 72 * 4 + 256 <= 99 * 1024) };
+        const { assert!(MMV_MAX_SHARED_BYTES >= MV_MAX_SHARED_BYTES) };
     }
 
     #[test]
