@@ -14,9 +14,10 @@ use engine::quant::QuantFormat;
 use half::f16;
 
 /// Every op name the cases report under (each must have one tolerance).
-pub const OPS: [&str; 23] = [
+pub const OPS: [&str; 24] = [
     "matvec",
     "gemm",
+    "mmv_bf16_x",
     "gemm_f16x",
     "gemmt",
     "gemmt_x16",

@@ -12,6 +12,14 @@
 //! - against the CPU reference (`cpu::matvec`, f64) under the `gemm` tolerance (x as hi +
 //!   lo): plain + bias for the first [`REF_TOKENS`] tokens, and in the n = 64 pass.
 //!
+//! - BF16 only (`mmv_bf16_x`): unit rows (one weight 1.0, the rest 0) give back x itself
+//!   within the accumulator's alignment, staged (n = 9) and through `_x1`: the check that x
+//!   is multiplied in all three bf16 parts (two would leave up to 2^-17 of it), which the
+//!   `gemm` tolerance alone cannot see.
+//!
+//! x is staged as its format's products multiply it (`gemm_stage_x_for`: f16 hi + lo, for
+//! BF16 three bf16 parts).
+//!
 //! Shapes: Llama-3.1-8B's products (4096 x 4096: 256 tiles, one block each; 1024 x 4096,
 //! k / v: 64 tiles, each split across 4 blocks summed in split order; 14336 x 4096 gate /
 //! up; 4096 x 14336 down) and two edges: 37 rows (a partial last tile) with k = 2304 (8
@@ -23,7 +31,8 @@ use super::{CheckLine, Rng, compare_f32, compare_f32_scaled};
 use engine::cuda::cudarc::driver::DevicePtr;
 use engine::cuda::ops::{self, Activation, GemmX, MmvScratch};
 use engine::cuda::sources::consts::MMV_N;
-use engine::cuda::{Gpu, cpu, select};
+use engine::cuda::{DeviceWeight, Gpu, cpu, select};
+use engine::quant::QuantFormat;
 
 /// The pass sizes compared with the tokens alone.
 const PASS_SIZES: [usize; 10] = [2, 7, 8, 9, 16, 17, 31, 33, 48, MMV_N];
@@ -77,11 +86,12 @@ fn run(
         eps: 1e-5,
         w_offset: 0.0,
     });
-    ops::gemm_stage_x(gpu, &dx, n, k, None, xs).map_err(e2s)?;
+    let f = inp.w.format;
+    ops::gemm_stage_x_for(gpu, f, &dx, n, k, None, xs).map_err(e2s)?;
     let mut y = poison(gpu, n * rows).map_err(e2s)?;
     ops::mmv(gpu, &inp.w, xs, n, bias, false, &mut y, sc).map_err(e2s)?;
     let plain = gpu.download(&y).map_err(e2s)?;
-    ops::gemm_stage_x(gpu, &dx, n, k, norm, xs).map_err(e2s)?;
+    ops::gemm_stage_x_for(gpu, f, &dx, n, k, norm, xs).map_err(e2s)?;
     let mut y = gpu.upload(res).map_err(e2s)?;
     ops::mmv(gpu, &inp.w, xs, n, None, true, &mut y, sc).map_err(e2s)?;
     let residual = gpu.download(&y).map_err(e2s)?;
@@ -210,7 +220,76 @@ pub fn mmv_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
                 cases_of(s, rng, &mut sc, lines)
             });
         }
+        if format == QuantFormat::BF16 {
+            let name = "mmv BF16 unit rows rows=16 k=512";
+            let s = Shape::new(gpu, format, 16, 512, name);
+            s.run(rng, lines, "mmv_bf16_x", |s, rng, lines| {
+                unit_rows(s, rng, &mut sc, lines)
+            });
+        }
     }
+}
+
+/// The unit row of row r: weight 1.0 at column (13 r + 5) mod k (k a power of two: every
+/// row a distinct column), 0 elsewhere.
+fn unit_col(r: usize, k: usize) -> usize {
+    (13 * r + 5) % k
+}
+
+/// BF16: unit rows (`y[t][r] = x[t][unit_col(r)]`, no bias) staged for n = 9 tokens (two
+/// n-tiles; 16 x 512: the chunks split across 2 blocks) and through `_x1` for the first:
+/// against x itself, scaled by |x| (`mmv_bf16_x`'s tolerance). With x in three bf16 parts
+/// the one nonzero term is x exactly; a product that dropped a part is off by up to 2^-17.
+fn unit_rows(
+    s: Shape,
+    rng: &mut Rng,
+    sc: &mut MmvScratch,
+    lines: &mut Vec<CheckLine>,
+) -> Result<(), String> {
+    let (gpu, format, rows, k, name) = s.parts();
+    const N: usize = 9;
+    let mut host = vec![0u8; rows * k * 2];
+    for r in 0..rows {
+        let i = 2 * (r * k + unit_col(r, k));
+        host[i..i + 2].copy_from_slice(&half::bf16::ONE.to_le_bytes());
+    }
+    let w = DeviceWeight::upload(gpu, format, rows, k, &host).map_err(e2s)?;
+    // Values of 24 significant bits (the tail parts nonzero), not near 0.
+    let x: Vec<f32> = (0..N * k)
+        .map(|_| {
+            let v = rng.symmetric();
+            v + v.signum() * 0.25
+        })
+        .collect();
+    let want: Vec<f32> = (0..N * rows)
+        .map(|i| x[(i / rows) * k + unit_col(i % rows, k)])
+        .collect();
+    let scale: Vec<f64> = want.iter().map(|v| f64::from(v.abs())).collect();
+    let dx = gpu.upload(&x).map_err(e2s)?;
+    let mut xs = GemmX::new(gpu, k).map_err(e2s)?;
+    ops::gemm_stage_x_for(gpu, format, &dx, N, k, None, &mut xs).map_err(e2s)?;
+    let mut y = poison(gpu, N * rows).map_err(e2s)?;
+    ops::mmv(gpu, &w, &xs, N, None, false, &mut y, sc).map_err(e2s)?;
+    let got = gpu.download(&y).map_err(e2s)?;
+    lines.push(compare_f32_scaled(
+        "mmv_bf16_x",
+        format!("{name} n={N} staged: y = x[unit column]"),
+        &got,
+        &want,
+        &scale,
+    ));
+    let x0 = gpu.upload(&x[..k]).map_err(e2s)?;
+    let mut y = poison(gpu, rows).map_err(e2s)?;
+    ops::mmv_x1(gpu, &w, &x0, None, None, false, &mut y, sc).map_err(e2s)?;
+    let got = gpu.download(&y).map_err(e2s)?;
+    lines.push(compare_f32_scaled(
+        "mmv_bf16_x",
+        format!("{name} x1: y = x[unit column]"),
+        &got,
+        &want[..rows],
+        &scale[..rows],
+    ));
+    Ok(())
 }
 
 fn cases_of(
@@ -268,8 +347,8 @@ fn cases_of(
             &b,
         ));
     }
-    // One token staged by the kernel itself (`_x1`) == staged by gemm_stage_x, bit for bit,
-    // also for a token past f16's range (staged divided by a power of two).
+    // One token staged by the kernel itself (`_x1`) == staged by gemm_stage_x(_bf16), bit
+    // for bit, also for a token past f16's range (f16 staging: divided by a power of two).
     for t in 0..X1_TOKENS {
         let xt = &x[t * k..(t + 1) * k];
         let rt = &res[t * rows..(t + 1) * rows];
@@ -329,7 +408,7 @@ fn cases_of(
         eps: 1e-5,
         w_offset: 0.0,
     });
-    ops::gemm_stage_x(gpu, &dx, MMV_N, k, norm, &mut xs).map_err(e2s)?;
+    ops::gemm_stage_x_for(gpu, format, &dx, MMV_N, k, norm, &mut xs).map_err(e2s)?;
     let mut y = poison(gpu, MMV_N * rows).map_err(e2s)?;
     ops::mmv(gpu, &inp.w, &xs, MMV_N, None, false, &mut y, sc).map_err(e2s)?;
     let normed: Vec<f32> = gpu.download(&y).map_err(e2s)?;
@@ -341,4 +420,56 @@ fn cases_of(
         &sum,
     ));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use half::bf16;
+
+    /// x's bf16 parts as `gm_bf16_parts` makes them (round to nearest even, exact f32
+    /// differences): hi, mid, lo.
+    fn parts(v: f32) -> [f32; 3] {
+        let h = bf16::from_f32(v).to_f32();
+        let r1 = v - h;
+        let m = bf16::from_f32(r1).to_f32();
+        [h, m, bf16::from_f32(r1 - m).to_f32()]
+    }
+
+    #[test]
+    fn unit_rows_see_a_dropped_part() {
+        // The unit-row case's x (same generator and law), against the products a unit row
+        // gives with three parts (x itself) and with the third part dropped.
+        let mut rng = Rng::new(7);
+        let x: Vec<f32> = (0..9 * 16)
+            .map(|_| {
+                let v = rng.symmetric();
+                v + v.signum() * 0.25
+            })
+            .collect();
+        let scale: Vec<f64> = x.iter().map(|v| f64::from(v.abs())).collect();
+        let three: Vec<f32> = x.iter().map(|&v| parts(v).iter().sum()).collect();
+        assert_eq!(three, x, "three bf16 parts sum to x exactly");
+        let line = compare_f32_scaled("mmv_bf16_x", "three", &three, &x, &scale);
+        assert!(line.pass, "{}", line.render());
+        // One truncation of the accumulator (an ulp of x) stays green.
+        let ulp: Vec<f32> = x.iter().map(|&v| f32::from_bits(v.to_bits() - 1)).collect();
+        assert!(compare_f32_scaled("mmv_bf16_x", "ulp", &ulp, &x, &scale).pass);
+        let two: Vec<f32> = x
+            .iter()
+            .map(|&v| {
+                let p = parts(v);
+                p[0] + p[1]
+            })
+            .collect();
+        let line = compare_f32_scaled("mmv_bf16_x", "two", &two, &x, &scale);
+        assert!(!line.pass, "{}", line.render());
+        // Most values alone already go red (not one unlucky value).
+        let red = two
+            .iter()
+            .zip(&x)
+            .filter(|(t, v)| (f64::from(**t) - f64::from(**v)).abs() > 4.8e-7 * f64::from(v.abs()))
+            .count();
+        assert!(red > x.len() / 2, "{red} of {}", x.len());
+    }
 }
