@@ -42,6 +42,14 @@
 // Per chunk and live n-tile: the 3 parts' MMAs (hi, mid, lo) of step 0 then step 1 into
 // a zeroed partial p, then acc += p (f32, chunk order); the same k split, warp order and
 // split order as the other formats, so the invariance argument above holds unchanged.
+// Q4_K weights (`MmvQ4_K`, `mmv_q4_k_*`; KIND 3, GGUF block layout): a 32-value chunk is
+// one sub-block, whose weights are d sc q - dmin m (q = 0..15, one (sc, m) per sub-block,
+// formats.cuh `FmtQ4_K`). x is staged as for Q4_0 / Q8_0 (f16 hi + lo, `gemm_stage_x`).
+// Per chunk and live n-tile: S = the sub-block's sum of x per token, by the hi and lo MMAs
+// of both k16 steps with an all-ones A (f16 1.0: each product exact, S depends only on the
+// token's column of x, computed once for gate and up), then per matrix P = sum q x (the
+// same four MMAs as Q4_0, q as exact f16 integers) and acc = fma(-dmin m, S, fma(d sc, P,
+// acc)) in chunk order: every order still depends on (rows, k, format) only, never on n.
 #include "common/common.cuh"
 #include "common/formats.cuh"
 #include "common/mma.cuh"
@@ -184,6 +192,33 @@ struct MmvA {
 template <>
 struct MmvA<MmvBF16> {
     typedef MmvAB T;
+};
+// Q4_K (GGUF block layout, 144-byte super-blocks of 256 values, rows 16-byte aligned:
+// formats.cuh `FmtQ4_K`): chunk c is sub-block j = c % 8 of super-block c / 8, whose value
+// 32 j + l sits in nibble j % 2 of qs[32 (j / 2) + l]; lane t takes the nibbles of its 8
+// bytes 8t .. 8t + 7 (values 8t .. 8t + 7: the contiguous map, as GmQ8_0). The quants are
+// the exact f16 integers 0..15 (OFF = 1024: q - 0); s0 = d * sc_j, s1 = dmin * m_j, with
+// FmtQ4_K::load's statements (`kq_scale_min`, the same f32 products), so a weight is
+// s0 q - s1. The super-block's 16-byte header (d, dmin, the 12 scale bytes) is loaded by
+// the lane with its quants (the 4 lanes of a row: one address).
+struct MmvQ4_K {
+    static constexpr int KIND = 3;
+    static constexpr bool SPLIT = false;
+    static constexpr int ELEMS = 256;
+    static constexpr u32 OFF = 0x64006400u;  // 1024: q
+    static constexpr int BYTES = 144;        // a super-block (the prefetch)
+    static __device__ __forceinline__ GmA load(const WMat& m, u64 row, int c, int t) {
+        const u8* b = m.w + (row * m.nb + (u64)(c >> 3)) * BYTES;
+        const int j = c & 7;
+        const uint2 q = *(const uint2*)(b + 16 + 32 * (j >> 1) + 8 * t);
+        const uint4 h = *(const uint4*)b;
+        const float d = f16_to_f32((u16)(h.x & 0xffffu));
+        const float dmin = f16_to_f32((u16)(h.x >> 16));
+        float sc, mn;
+        kq_scale_min(h.y, h.z, h.w, j, &sc, &mn);
+        const int sh = 4 * (j & 1);
+        return {(q.x >> sh) & 0x0F0F0F0Fu, (q.y >> sh) & 0x0F0F0F0Fu, d * sc, dmin * mn};
+    }
 };
 // Where value i of a row is staged by `_x1` for the split map: within its chunk, value
 // 16 h + 4 t + j at 8 t + 4 h + j.
@@ -339,11 +374,14 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
                                          const u16* __restrict__ xm = 0) {
     constexpr int NM = GLU ? 2 : 1;
     constexpr bool BF = G::KIND == 2;  // BF16: bf16 A as it lies, x in three bf16 parts
+    constexpr bool K4 = G::KIND == 3;  // Q4_K: s0 P - s1 S (S: x's chunk sum, ones MMA)
     typedef typename MmvA<G>::T A;
     // Row stride of the reduction: = 8 (mod 32) floats, so the 8 rows g of a fragment
     // store land 8 banks apart.
     constexpr int LD = ((NT * 8 + 31) / 32) * 32 + 8;
-    constexpr int U = MmvU<GLU, NT>::U;
+    // Q4_K at NT = 8: one chunk a round (with 2, ptxas held 80 registers and spilled 328
+    // bytes in the plain product); the chunk order, hence the bits, are the same for any U.
+    constexpr int U = K4 && NT >= 8 ? 1 : MmvU<GLU, NT>::U;
     constexpr bool XS = MmvXMap<G>::SPLIT;
     __shared__ float red[NM][16][LD];
     __shared__ int last;
@@ -371,7 +409,7 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
     // all issued before the first MMA that uses them.
     const bool svec = MMV_SVEC && U % 4 == 0 && (m.nb & 3) == 0 && (c0 & 3) == 0;
     auto load_round = [&](A(&a)[U][NM][2], int cc) {
-        if constexpr (!BF) {
+        if constexpr (G::KIND == 0) {
         if (MMV_SVEC && U % 4 == 0 && svec) {
 #pragma unroll
             for (int u4 = 0; u4 < U; u4 += 4)
@@ -417,6 +455,19 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
     // quants, then the scales).
     auto prefetch = [&](int tl) {
         const int r0 = tl * 16;
+        if constexpr (K4) {
+            // Q4_K (block layout): the row's super-blocks that hold chunks c0 .. c1 - 1.
+            const u64 rb = m.nb * G::BYTES;
+            const int b0 = c0 >> 3;
+            const int span = c1 > c0 ? (((c1 + 7) >> 3) - b0) * G::BYTES : 0;
+            const int sect = (span + 31) >> 5;
+            for (int i = lane; i < 16 * sect; i += 32) {
+                const u64 o = (u64)min(r0 + i / sect, rows - 1) * rb + (u64)b0 * G::BYTES +
+                              32 * (i % sect);
+                pf_l2(m.w + o);
+                if (GLU) pf_l2(m2.w + o);
+            }
+        } else {
         constexpr int QB = G::QBYTES;
         const int span = (c1 - c0) * QB;  // quant bytes of a row in the range
         const int sect = (span + 31) >> 5;
@@ -430,6 +481,7 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
             const u64 bi = (u64)min(r0 + lane, rows - 1) * m.nb + (u64)c0;
             pf_l2(m.w + m.rows * m.nb * QB + bi * 2);
             if (GLU) pf_l2(m2.w + m.rows * m.nb * QB + bi * 2);
+        }
         }
     };
     // Start the first tile's weight reads before the wait: W is written by no kernel.
@@ -504,6 +556,60 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
                     ac[1] = __fadd_rn(ac[1], p[1]);
                     ac[2] = __fadd_rn(ac[2], p[2]);
                     ac[3] = __fadd_rn(ac[3], p[3]);
+                }
+            }
+        } else if constexpr (K4) {
+            // Q4_K: per live n-tile S = the chunk's sum of x (an all-ones A: the same hi
+            // and lo MMAs on the same x words, so S depends on the token's x alone), then per
+            // matrix P = sum q x as for Q4_0, and acc = fma(-s1, S, fma(s0, P, acc)).
+            u32 af[NM][2][4];
+#pragma unroll
+            for (int q = 0; q < NM; q++) {
+                const GmA& r0 = a[q][0];
+                const GmA& r1 = a[q][1];
+                af[q][0][0] = gm_pair(r0.w0, 0x4140u, G::OFF);
+                af[q][0][1] = gm_pair(r1.w0, 0x4140u, G::OFF);
+                af[q][0][2] = gm_pair(r0.w0, 0x4342u, G::OFF);
+                af[q][0][3] = gm_pair(r1.w0, 0x4342u, G::OFF);
+                af[q][1][0] = gm_pair(r0.w1, 0x4140u, G::OFF);
+                af[q][1][1] = gm_pair(r1.w1, 0x4140u, G::OFF);
+                af[q][1][2] = gm_pair(r0.w1, 0x4342u, G::OFF);
+                af[q][1][3] = gm_pair(r1.w1, 0x4342u, G::OFF);
+            }
+            constexpr u32 ONE = 0x3C003C00u;  // f16x2 (1, 1)
+#pragma unroll
+            for (int j = 0; j < NT; j++) {
+                if (j >= ntiles) continue;
+                uint4 h, l;
+                if (X1) {
+                    const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+                    h = g == 0 ? *(const uint4*)(mmv_xs + c * 32 + 8 * t) : z;
+                    l = g == 0 ? *(const uint4*)(mmv_xs + k + c * 32 + 8 * t) : z;
+                } else {
+                    h = *(const uint4*)(xht + (u64)(8 * j) * k + c * 32 + 8 * t);
+                    l = *(const uint4*)(xlt + (u64)(8 * j) * k + c * 32 + 8 * t);
+                }
+                float sx[4] = {0.f, 0.f, 0.f, 0.f};
+                gm_mma(sx, ONE, ONE, ONE, ONE, h.x, h.y);
+                gm_mma(sx, ONE, ONE, ONE, ONE, l.x, l.y);
+                gm_mma(sx, ONE, ONE, ONE, ONE, h.z, h.w);
+                gm_mma(sx, ONE, ONE, ONE, ONE, l.z, l.w);
+#pragma unroll
+                for (int q = 0; q < NM; q++) {
+                    const u32* f0 = af[q][0];
+                    const u32* f1 = af[q][1];
+                    float p[4] = {0.f, 0.f, 0.f, 0.f};
+                    gm_mma(p, f0[0], f0[1], f0[2], f0[3], h.x, h.y);
+                    gm_mma(p, f0[0], f0[1], f0[2], f0[3], l.x, l.y);
+                    gm_mma(p, f1[0], f1[1], f1[2], f1[3], h.z, h.w);
+                    gm_mma(p, f1[0], f1[1], f1[2], f1[3], l.z, l.w);
+                    float* ac = acc[q][j];
+                    const GmA& r0 = a[q][0];
+                    const GmA& r1 = a[q][1];
+                    ac[0] = fmaf(-r0.s1, sx[0], fmaf(r0.s0, p[0], ac[0]));
+                    ac[1] = fmaf(-r0.s1, sx[1], fmaf(r0.s0, p[1], ac[1]));
+                    ac[2] = fmaf(-r1.s1, sx[2], fmaf(r1.s0, p[2], ac[2]));
+                    ac[3] = fmaf(-r1.s1, sx[3], fmaf(r1.s0, p[3], ac[3]));
                 }
             }
         } else {
@@ -740,6 +846,7 @@ __device__ __forceinline__ void mmv_body(const u8* __restrict__ w, const u8* __r
     MMV_X1(fmt, G)
 MMV_FMT(q4_0, MmvQ4)
 MMV_FMT(q8_0, GmQ8_0)
+MMV_FMT(q4_k, MmvQ4_K)
 
 // BF16: x staged by gemm_stage_x_bf16 in three bf16 parts (xh = hi, xl = mid, xm = lo: its
 // buffers in its order; xsc = 1), one more pointer than the quant formats' entry points;
