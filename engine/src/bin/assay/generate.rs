@@ -104,8 +104,8 @@ pub struct Args {
     /// the bits of feeding it token by token); default: `ASSAY_PREFILL`, else the engine's.
     #[arg(long, value_parser = ["gemm", "rows"])]
     pub prefill: Option<String>,
-    /// CUDA: run the Q4_0 / Q8_0 / BF16 decode products on tensor cores (`assay serve --mmv`;
-    /// default: `ASSAY_MMV`, else off).
+    /// CUDA: run the Q4_0 / Q8_0 / BF16 / Q4_K decode products on tensor cores (`assay
+    /// serve --mmv`; default: `ASSAY_MMV`, else off).
     #[arg(long)]
     pub mmv: bool,
 

@@ -75,11 +75,11 @@ pub struct Args {
     /// eager launches). Opt-in for now; the CPU backend always runs a step as one batch.
     #[arg(long)]
     pub batched_decode: bool,
-    /// CUDA: run the Q4_0 / Q8_0 / BF16 decode products on tensor cores (one arithmetic for
-    /// 1..64 rows; default: `ASSAY_MMV`, else off): with --batched-decode a step of many
-    /// sequences is several times faster, a lone sequence about half as fast (board
-    /// batch-h200's `-mmv` cells). Tokens differ from the default mode's, never between a
-    /// sequence alone and in a batch.
+    /// CUDA: run the Q4_0 / Q8_0 / BF16 / Q4_K decode products on tensor cores (one
+    /// arithmetic for 1..64 rows; default: `ASSAY_MMV`, else off): with --batched-decode a
+    /// step of many sequences is several times faster, a lone sequence about half as fast
+    /// (board batch-h200's `-mmv` cells). Tokens differ from the default mode's, never
+    /// between a sequence alone and in a batch.
     #[arg(long)]
     pub mmv: bool,
     /// Positions per KV block.

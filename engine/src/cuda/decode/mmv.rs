@@ -1,7 +1,7 @@
 //! The decode products on tensor cores (`kernels/mmv.cu`), behind `ASSAY_MMV=1` (default
 //! off: the matvec keeps main's bits).
 //!
-//! With the switch on, every body matrix product of a Q4_0 / Q8_0 / BF16 weight
+//! With the switch on, every body matrix product of a Q4_0 / Q8_0 / BF16 / Q4_K weight
 //! ([`select::MMV_FORMATS`]) outside the GEMM prompt pass runs as `gemm_stage_x` (x, with
 //! the unit's folded RMSNorm, as f16 hi + lo; for BF16 `gemm_stage_x_bf16`, three bf16
 //! parts: `ops::gemm_stage_x_for`) then `mmv` / `mmv_glu`: the one-token step (graphed and
@@ -12,7 +12,9 @@
 //! same alone or among up to 64, and the exactness contract (batched == verification ==
 //! one-token, per row) holds in this mode as in the matvec one. The head (the output
 //! matrix, Q6_K in the usual checkpoints) stays on the matvec in every path, so the
-//! one-token head and the rows' head agree. Other formats keep the matvec.
+//! one-token head and the rows' head agree. Other formats keep the matvec (per unit: in a
+//! Q4_K_M checkpoint the Q6_K v / down products stay on it; a k + v pair or a gate + up
+//! pair of two formats keeps the matvec for both).
 //!
 //! The staging buffer and the split products' scratch are allocated when the decoder is
 //! built (not during a graph capture); the switch is read then too.
@@ -149,8 +151,22 @@ impl CudaDecoder {
     pub(super) fn mmv_fused(&mut self, f: fuse::Fused, n: usize) -> Result<bool, CudaError> {
         let (x, first, norm) = match f {
             fuse::Fused::Glu {
-                x, gate_w, norm, ..
-            } => (x, gate_w, norm),
+                x,
+                gate_w,
+                up_w,
+                norm,
+                ..
+            } => {
+                // Gate + up run in one launch of one format: a pair of two formats (a
+                // mixed quantisation, e.g. Q4_K gate with a Q5_K up) keeps the matvec.
+                let fmt = |w| -> Result<_, CudaError> {
+                    Ok(w_ref(&self.mats, matrix(&self.weights, w)?)?.format)
+                };
+                if fmt(gate_w)? != fmt(up_w)? {
+                    return Ok(false);
+                }
+                (x, gate_w, norm)
+            }
             fuse::Fused::Residual {
                 x, weight, norm, ..
             }
@@ -451,7 +467,7 @@ fn slice_plan(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::quant::QuantFormat::{BF16, Q4_0, Q8_0};
+    use crate::quant::QuantFormat::{BF16, Q4_0, Q4_K, Q8_0};
 
     #[test]
     fn slices_stage_once_per_kind_and_one_token_stages_itself() {
@@ -484,6 +500,22 @@ mod tests {
         assert_eq!(
             slice_plan(true, 1, long, &[BF16, Q4_0]),
             [(false, Some(BF16)), (true, None)]
+        );
+        // Q4_K multiplies the f16 staging of Q4_0 / Q8_0: one staging for a run of them;
+        // one token of Qwen2-7B's down product (18944) stages itself.
+        assert_eq!(
+            slice_plan(true, 9, 4096, &[Q4_K, Q4_0, Q8_0, BF16, Q4_K]),
+            [
+                (false, Some(Q4_K)),
+                (false, None),
+                (false, None),
+                (false, Some(BF16)),
+                (false, Some(Q4_K))
+            ]
+        );
+        assert_eq!(
+            slice_plan(true, 1, 18944, &[Q4_K, BF16]),
+            [(true, None), (false, Some(BF16))]
         );
         // `staged` mode: every product on the staged x.
         assert_eq!(

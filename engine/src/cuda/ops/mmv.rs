@@ -9,6 +9,8 @@
 //! ([`super::gemm_stage_x_for`] with BF16: `gemm_stage_x_bf16`, x exactly); their entry
 //! points take the third part's pointer after the second, and their `_x1` entry points
 //! stage the three parts in 6 `k` bytes of shared memory ([`select::mmv_x1_shared_bytes`]).
+//! Q4_K weights (GGUF block layout) take the Q4_0 / Q8_0 arguments and f16 staging; the
+//! kernel adds the mins' term from x's sum per sub-block (mmv.cu's file comment).
 
 use super::gemm::XStaging;
 use super::{Arg, DeviceWeight, GemmX, NormIn, aligned, int, launch, need, rd, wr};

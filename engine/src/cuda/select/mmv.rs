@@ -4,10 +4,16 @@ use super::*;
 
 /// Weight formats with tensor-core decode products (`kernels/mmv.cu`: `mmv_<suffix>_nt<NT>`,
 /// `mmv_<suffix>_glu_nt<NT>`, `_x1`, `_glu_x1`, `_pair_x1`), routed there by `ASSAY_MMV=1`;
-/// the others keep the matvec. Q4_0 / Q8_0 multiply x staged as f16 hi + lo
-/// (`gemm_stage_x`), BF16 x staged as three bf16 parts (`gemm_stage_x_bf16`: the staging
+/// the others keep the matvec. Q4_0 / Q8_0 / Q4_K multiply x staged as f16 hi + lo
+/// (`gemm_stage_x`; Q4_K adds a second product, x's sum per 32-value sub-block, for its
+/// mins), BF16 x staged as three bf16 parts (`gemm_stage_x_bf16`: the staging
 /// `ops::XStaging::of` names; its entry points take one more x pointer).
-pub const MMV_FORMATS: [QuantFormat; 3] = [QuantFormat::Q4_0, QuantFormat::Q8_0, QuantFormat::BF16];
+pub const MMV_FORMATS: [QuantFormat; 4] = [
+    QuantFormat::Q4_0,
+    QuantFormat::Q8_0,
+    QuantFormat::BF16,
+    QuantFormat::Q4_K,
+];
 
 /// Whether `format` has tensor-core decode products on a device of compute capability `cc`.
 pub fn mmv_supported(format: QuantFormat, cc: (i32, i32)) -> bool {
@@ -34,7 +40,7 @@ pub fn mmv_splits(rows: usize, k: usize) -> u32 {
     by_blocks.min(by_chunks) as u32
 }
 
-/// Longest row the one-token entry points (`mmv_<fmt>[_glu]_x1`) of Q4_0 / Q8_0 stage in
+/// Longest row the one-token entry points (`mmv_<fmt>[_glu]_x1`) of Q4_0 / Q8_0 / Q4_K stage in
 /// shared memory (f16 hi + lo: 4 bytes a value, within the matvec's dynamic shared-memory
 /// limit); longer rows take `gemm_stage_x` + `_nt1`. BF16: [`MMV_X1_BF16_MAX_K`].
 pub const MMV_X1_MAX_K: usize = MV_MAX_SHARED_BYTES / 4;
@@ -142,10 +148,12 @@ pub fn choose_mmv(
     if !mmv_supported(format, cc) {
         return Err(CudaError::UnsupportedFormat { op: "mmv", format });
     }
-    if rows == 0 || k == 0 || k % 32 != 0 {
+    // A chunk is 32 values; Q4_K's super-blocks hold 256.
+    let block = format.block_geometry().0.max(32);
+    if rows == 0 || k == 0 || k % block != 0 {
         return Err(crate::cuda::shape_err(
             "mmv",
-            format!("{rows} x {k}: rows > 0 and k a positive multiple of 32"),
+            format!("{rows} x {k}: rows > 0 and k a positive multiple of {block} ({format})"),
         ));
     }
     let n_tiles = MMV_NT
@@ -290,12 +298,72 @@ mod tests {
     }
 
     #[test]
+    fn q4_k_has_every_entry_point_with_the_quant_formats_split() {
+        let cc = (9, 0);
+        let f = QuantFormat::Q4_K;
+        assert!(mmv_supported(f, cc));
+        assert!(mmv_supported(f, (8, 6)));
+        assert!(!mmv_supported(f, (7, 5)));
+        for (n, nt) in [
+            (1, 1),
+            (4, 1),
+            (8, 1),
+            (9, 2),
+            (16, 2),
+            (17, 4),
+            (32, 4),
+            (33, 8),
+            (64, 8),
+        ] {
+            let c = choose_mmv(f, false, 4096, 4096, n, cc).unwrap();
+            assert_eq!(c.entry(), format!("mmv_q4_k_nt{nt}"), "n = {n}");
+            let g = choose_mmv(f, true, 14336, 4096, n, cc).unwrap();
+            assert_eq!(g.entry(), format!("mmv_q4_k_glu_nt{nt}"), "n = {n}");
+        }
+        // The split is the shape's, whatever the format and n (the invariance argument).
+        for (rows, k) in [
+            (1024, 4096),
+            (4096, 14336),
+            (37, 2304),
+            (64, 768),
+            (3584, 18944),
+        ] {
+            let q = choose_mmv(QuantFormat::Q8_0, false, rows, k, 1, cc).unwrap();
+            for n in [1, 8, 9, 64] {
+                assert_eq!(
+                    choose_mmv(f, false, rows, k, n, cc).unwrap().splits,
+                    q.splits
+                );
+            }
+        }
+        let c = choose_mmv(f, false, 1024, 4096, 3, cc).unwrap();
+        assert_eq!(c.to_string(), "mmv_q4_k splits=4 warps=8");
+        assert!(choose_mmv(f, false, 1024, 4096, 65, cc).is_err());
+        // k must hold whole 256-value super-blocks (Q4_0 takes any multiple of 32).
+        let e = choose_mmv(f, false, 1024, 4096 + 32, 1, cc).unwrap_err();
+        assert!(e.to_string().contains("256"), "{e}");
+        assert!(choose_mmv(QuantFormat::Q4_0, false, 1024, 4096 + 32, 1, cc).is_ok());
+        // One token: `_x1`, `_glu_x1`, `_pair_x1` with the f16 staging's row limit (4 bytes
+        // a value, as Q4_0 / Q8_0): Qwen2-7B's down product (18944) fits.
+        assert_eq!(mmv_x1_max_k(f), MMV_X1_MAX_K);
+        assert_eq!(mmv_x1_shared_bytes(f, 4096), 4 * 4096);
+        let x = choose_mmv_x1(f, false, 3584, 18944, cc).unwrap();
+        assert_eq!((x.entry().as_str(), x.splits), ("mmv_q4_k_x1", 1));
+        let x = choose_mmv_x1(f, true, 14336, 4096, cc).unwrap();
+        assert_eq!(x.entry(), "mmv_q4_k_glu_x1");
+        let p = choose_mmv_pair_x1(f, 1024, 4096, cc).unwrap();
+        assert_eq!((p.entry().as_str(), p.splits), ("mmv_q4_k_pair_x1", 4));
+        assert_eq!(p.to_string(), "mmv_q4_k_pair splits=4 warps=8 x1");
+        assert!(choose_mmv_x1(f, false, 4096, MMV_X1_MAX_K + 256, cc).is_err());
+    }
+
+    #[test]
     fn unsupported_formats_are_refused_by_name() {
         for f in [
             QuantFormat::Q6_K,
             QuantFormat::F16,
             QuantFormat::F32,
-            QuantFormat::Q4_K,
+            QuantFormat::Q5_K,
         ] {
             let e = choose_mmv(f, false, 4096, 4096, 1, (9, 0)).unwrap_err();
             assert!(matches!(e, CudaError::UnsupportedFormat { op: "mmv", format } if format == f));
