@@ -156,8 +156,9 @@ pub const TOLERANCES: &[(&str, Tol, &str)] = &[
         "tensor-core prompt pass, x as f16 hi + lo (each value within ~2^-22 of its f32; \
          for BF16 weights three bf16 parts, x exactly), error / sum|w*x| of its row: products exact in the MMA, f32 accumulation (tensor \
          cores align and truncate, a few 2^-23 of the chunk's magnitude per MMA), scale \
-         applied per chunk; well under the matvec's 2e-5; a dropped block scale moves it \
-         by ~1e-2",
+         applied per chunk (Q4_K decode products: d sc P - dmin m S per sub-block, S the \
+         sub-block's sum of x by an all-ones MMA, each term within the same bound); well \
+         under the matvec's 2e-5; a dropped block scale moves it by ~1e-2",
     ),
     (
         "mmv_bf16_x",

@@ -17,6 +17,13 @@
 //!   is multiplied in all three bf16 parts (two would leave up to 2^-17 of it), which the
 //!   `gemm` tolerance alone cannot see.
 //!
+//! - Q4_K only (`gemm`): rows whose quants are all 0 (weights -dmin m per sub-block, so the
+//!   product is the mins' term alone, `dmin m S` with S the sub-block's sum of x), staged
+//!   (n = 9) and through `_x1`, against the f64 reference, on positive x whose f16 lo
+//!   halves are all positive: S taken from the hi halves alone (the lo half's MMAs
+//!   dropped) is off by ~2^-13 of |y|, past the tolerance (the CPU test
+//!   `mins_only_rows_see_a_dropped_lo_half`).
+//!
 //! x is staged as its format's products multiply it (`gemm_stage_x_for`: f16 hi + lo, for
 //! BF16 three bf16 parts).
 //!
@@ -220,6 +227,13 @@ pub fn mmv_cases(gpu: &Gpu, rng: &mut Rng, lines: &mut Vec<CheckLine>) {
                 cases_of(s, rng, &mut sc, lines)
             });
         }
+        if format == QuantFormat::Q4_K {
+            let name = "mmv Q4_K mins only (quants 0) rows=64 k=768 splits=3";
+            let s = Shape::new(gpu, format, 64, 768, name);
+            s.run(rng, lines, "gemm", |s, rng, lines| {
+                mins_only(s, rng, &mut sc, lines)
+            });
+        }
         if format == QuantFormat::BF16 {
             let name = "mmv BF16 unit rows rows=16 k=512";
             let s = Shape::new(gpu, format, 16, 512, name);
@@ -285,6 +299,75 @@ fn unit_rows(
     lines.push(compare_f32_scaled(
         "mmv_bf16_x",
         format!("{name} x1: y = x[unit column]"),
+        &got,
+        &want[..rows],
+        &scale[..rows],
+    ));
+    Ok(())
+}
+
+/// A random Q4_K weight (`random_weight`) with every quant 0: each weight is -dmin m of
+/// its sub-block.
+fn mins_only_weight(rng: &mut Rng, rows: usize, k: usize) -> Vec<u8> {
+    let mut w = super::cases::random_weight(rng, QuantFormat::Q4_K, rows, k);
+    let (_, bb) = QuantFormat::Q4_K.block_geometry();
+    for blk in w.chunks_exact_mut(bb) {
+        blk[16..].fill(0);
+    }
+    w
+}
+
+/// x of the mins-only case: positive values in [0.25, 1.25), each an f16 value h plus a
+/// lo part in (0, 0.45 ulp(h)) (so f16 rounds it to h and the lo half is positive): the lo
+/// halves add up coherently in S, as the weights -dmin m all have one sign, so a product
+/// that lost them is off by ~2^-13 of |y| (random signs would let them cancel and hide
+/// under the tolerance).
+fn mins_only_x(rng: &mut Rng, n: usize) -> Vec<f32> {
+    (0..n)
+        .map(|_| {
+            let v = 0.75 + 0.5 * rng.symmetric();
+            let h = half::f16::from_f32(v);
+            let ulp = half::f16::from_bits(h.to_bits() + 1).to_f32() - h.to_f32();
+            h.to_f32() + (0.05 + 0.4 * rng.unit()) * ulp
+        })
+        .collect()
+}
+
+/// Q4_K rows of the mins alone (quants 0), staged for n = 9 tokens and through `_x1` for
+/// the first, against the f64 reference under the `gemm` tolerance.
+fn mins_only(
+    s: Shape,
+    rng: &mut Rng,
+    sc: &mut MmvScratch,
+    lines: &mut Vec<CheckLine>,
+) -> Result<(), String> {
+    let (gpu, format, rows, k, name) = s.parts();
+    const N: usize = 9;
+    let host = mins_only_weight(rng, rows, k);
+    let w = DeviceWeight::upload(gpu, format, rows, k, &host).map_err(e2s)?;
+    let x = mins_only_x(rng, N * k);
+    let want = cpu::matvec(format, &host, rows, k, &x, N, None).map_err(e2s)?;
+    let scale = dot_scales(format, &host, rows, k, &x, N, None)?;
+    let dx = gpu.upload(&x).map_err(e2s)?;
+    let mut xs = GemmX::new(gpu, k).map_err(e2s)?;
+    ops::gemm_stage_x_for(gpu, format, &dx, N, k, None, &mut xs).map_err(e2s)?;
+    let mut y = poison(gpu, N * rows).map_err(e2s)?;
+    ops::mmv(gpu, &w, &xs, N, None, false, &mut y, sc).map_err(e2s)?;
+    let got = gpu.download(&y).map_err(e2s)?;
+    lines.push(compare_f32_scaled(
+        "gemm",
+        format!("{name} n={N} staged: y = -sum dmin m S"),
+        &got,
+        &want,
+        &scale,
+    ));
+    let x0 = gpu.upload(&x[..k]).map_err(e2s)?;
+    let mut y = poison(gpu, rows).map_err(e2s)?;
+    ops::mmv_x1(gpu, &w, &x0, None, None, false, &mut y, sc).map_err(e2s)?;
+    let got = gpu.download(&y).map_err(e2s)?;
+    lines.push(compare_f32_scaled(
+        "gemm",
+        format!("{name} x1: y = -sum dmin m S"),
         &got,
         &want[..rows],
         &scale[..rows],
@@ -434,6 +517,36 @@ mod tests {
         let r1 = v - h;
         let m = bf16::from_f32(r1).to_f32();
         [h, m, bf16::from_f32(r1 - m).to_f32()]
+    }
+
+    #[test]
+    fn mins_only_rows_see_a_dropped_lo_half() {
+        // The mins-only case's weights and x (same generators), against the product with S
+        // from x's f16 hi half alone (what mmv gives if the lo half's ones-MMAs are lost),
+        // and with S exact up to f32 rounding (one ulp of each output: green).
+        let (rows, k, n) = (16, 768, 3);
+        let mut rng = Rng::new(11);
+        let w = mins_only_weight(&mut rng, rows, k);
+        let x = mins_only_x(&mut rng, n * k);
+        let want = cpu::matvec(QuantFormat::Q4_K, &w, rows, k, &x, n, None).unwrap();
+        let scale = dot_scales(QuantFormat::Q4_K, &w, rows, k, &x, n, None).unwrap();
+        let ulp: Vec<f32> = want
+            .iter()
+            .map(|&v| f32::from_bits(v.to_bits() + 1))
+            .collect();
+        assert!(compare_f32_scaled("gemm", "ulp", &ulp, &want, &scale).pass);
+        let hi: Vec<f32> = x.iter().map(|&v| half::f16::from_f32(v).to_f32()).collect();
+        let got = cpu::matvec(QuantFormat::Q4_K, &w, rows, k, &hi, n, None).unwrap();
+        let line = compare_f32_scaled("gemm", "hi only", &got, &want, &scale);
+        assert!(!line.pass, "{}", line.render());
+        // Most outputs alone already go red (not one unlucky value).
+        let red = got
+            .iter()
+            .zip(&want)
+            .zip(&scale)
+            .filter(|((g, v), s)| (f64::from(**g) - f64::from(**v)).abs() > 2e-5 * **s)
+            .count();
+        assert!(red > got.len() / 2, "{red} of {}", got.len());
     }
 
     #[test]
