@@ -569,6 +569,15 @@ fn llama_server_flags(extra: &[&str]) -> Vec<String> {
     f
 }
 
+/// A serve cell against llama.cpp, 512 + 128, with `more` TOML lines.
+fn serve_cell(more: &str) -> crate::bench::cells::Cell {
+    toml::from_str(&format!(
+        "id = \"c4\"\nlabel = \"c4\"\nvs = [\"llama.cpp\"]\ndevice = \"gpu\"\nmode = \"serve\"\n\
+         prompt_tokens = 512\ngen_tokens = 128\n{more}\n"
+    ))
+    .unwrap()
+}
+
 /// The competitor's side: a llama-server arm counts only with llama-server's pairing
 /// settings of today (`PAIR_TUNING`) after its base flags. The planted fault: an arm run
 /// with a setting the board does not name (an A/B's `--cache-ram 0`, or a receipt from
@@ -576,18 +585,7 @@ fn llama_server_flags(extra: &[&str]) -> Vec<String> {
 #[test]
 fn a_pairing_receipt_counts_only_with_llama_servers_settings_of_today() {
     use crate::bench::llama_server::{PAIR_TUNING, pair_tuning_of};
-    let cell: crate::bench::cells::Cell = toml::from_str(
-        r#"
-id = "c4"
-label = "one stream"
-vs = ["llama.cpp"]
-device = "gpu"
-mode = "serve"
-prompt_tokens = 512
-gen_tokens = 128
-"#,
-    )
-    .unwrap();
+    let cell = serve_cell("");
     let ours = ["bin=/tmp/assay-bin/assay", "--backend", "cuda"];
     let mut r = pair_with_flags(&ours);
     let today: Vec<&str> = PAIR_TUNING.to_vec();
@@ -613,21 +611,11 @@ gen_tokens = 128
 
 #[test]
 fn a_pairing_receipt_counts_only_with_the_server_flags_its_cell_names_today() {
-    let cell: crate::bench::cells::Cell = toml::from_str(
-        r#"
-id = "c4"
-label = "4 streams"
-vs = ["llama.cpp"]
-device = "gpu"
-mode = "serve"
-synth = { arch = "llama", shape = "llama-3.1-8b", quant = "Q4_0", seed = 0 }
-prompt_tokens = 512
-gen_tokens = 128
+    let cell = serve_cell(
+        r#"synth = { arch = "llama", shape = "llama-3.1-8b", quant = "Q4_0", seed = 0 }
 batch = 4
-serve_flags = ["--batched-decode", "--mmv"]
-"#,
-    )
-    .unwrap();
+serve_flags = ["--batched-decode", "--mmv"]"#,
+    );
     let base = [
         "bin=/tmp/assay-bin/assay",
         "--backend",
