@@ -46,6 +46,26 @@ impl Default for ServerOptions {
     }
 }
 
+/// llama-server's settings beyond [`server_args`]'s base that every pairing run passes (its
+/// best flags for the board; competitors/llama.cpp/README.md says why each is there), before
+/// any `--llama-server-arg` of an A/B. Empty until an A/B shows a setting helps it (session
+/// 22's plan: `--ctx-checkpoints 0 --cache-ram 0`, `-b 2048 -ub 2048`). The pairing board
+/// counts a llama-server receipt only if its flags end with exactly these after the base
+/// ([`pair_tuning_of`]): changing them makes every receipt taken without them stale.
+pub const PAIR_TUNING: &[&str] = &[];
+
+/// The flags a recorded llama-server arm ran with past [`server_args`]'s base (`-m FILE`
+/// first, `--host` .. `--metrics`, an optional `-t N`); None when the flags do not have
+/// that base (another arm's, or a receipt from before the base was settled).
+pub fn pair_tuning_of(flags: &[String]) -> Option<&[String]> {
+    let i = flags.iter().position(|f| f == "--metrics")?;
+    let mut rest = &flags[i + 1..];
+    if rest.first().map(String::as_str) == Some("-t") && rest.len() >= 2 {
+        rest = &rest[2..];
+    }
+    Some(rest)
+}
+
 /// The flags of a server on `port` (model given separately, as in the bench arm):
 /// loopback only, every layer offloaded, flash attention on, one KV cache of `ctx` tokens
 /// per slot, no web UI. CUDA graphs are on by default in this build (GGML_CUDA_GRAPHS).

@@ -551,30 +551,71 @@ fn pair_with_flags(flags: &[&str]) -> Receipt {
     let mut theirs = r.arms[0].clone();
     theirs.name = "llama.cpp decode".into();
     theirs.engine = "llama-server".into();
-    theirs.flags = vec!["-ngl".into(), "999".into(), "--batched-decode".into()];
+    theirs.flags = llama_server_flags(&[]);
     r.arms[0].engine = "assay-serve-cuda".into();
     r.arms[0].flags = flags.iter().map(|s| s.to_string()).collect();
     r.arms.push(theirs);
     r
 }
 
+/// A llama-server arm's recorded flags: the model, `server_args`'s base, then `extra`.
+fn llama_server_flags(extra: &[&str]) -> Vec<String> {
+    let o = crate::bench::llama_server::ServerOptions {
+        extra: extra.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    };
+    let mut f = vec!["-m".to_owned(), "m.gguf".to_owned()];
+    f.extend(crate::bench::llama_server::server_args(&o, 8080));
+    f
+}
+
+/// A serve cell against llama.cpp, 512 + 128, with `more` TOML lines.
+fn serve_cell(more: &str) -> crate::bench::cells::Cell {
+    toml::from_str(&format!(
+        "id = \"c4\"\nlabel = \"c4\"\nvs = [\"llama.cpp\"]\ndevice = \"gpu\"\nmode = \"serve\"\n\
+         prompt_tokens = 512\ngen_tokens = 128\n{more}\n"
+    ))
+    .unwrap()
+}
+
+/// The competitor's side: a llama-server arm counts only with llama-server's pairing
+/// settings of today (`PAIR_TUNING`) after its base flags. The planted fault: an arm run
+/// with a setting the board does not name (an A/B's `--cache-ram 0`, or a receipt from
+/// before a setting joined PAIR_TUNING) makes the receipt stale.
+#[test]
+fn a_pairing_receipt_counts_only_with_llama_servers_settings_of_today() {
+    use crate::bench::llama_server::{PAIR_TUNING, pair_tuning_of};
+    let cell = serve_cell("");
+    let ours = ["bin=/tmp/assay-bin/assay", "--backend", "cuda"];
+    let mut r = pair_with_flags(&ours);
+    let today: Vec<&str> = PAIR_TUNING.to_vec();
+    r.arms[1].flags = llama_server_flags(&today);
+    assert!(measured_as_defined(&cell, &r));
+    let mut other = today.clone();
+    other.extend(["--cache-ram", "0"]);
+    r.arms[1].flags = llama_server_flags(&other);
+    assert!(!measured_as_defined(&cell, &r), "an unnamed setting: stale");
+    // Flags without the base (not a pairing run's): stale, never guessed at.
+    r.arms[1].flags = vec!["-ngl".into(), "999".into()];
+    assert!(!measured_as_defined(&cell, &r));
+    // `-t N` belongs to the base.
+    let o = crate::bench::llama_server::ServerOptions {
+        threads: Some(8),
+        extra: vec!["-b".into(), "2048".into()],
+        ..Default::default()
+    };
+    let f = crate::bench::llama_server::server_args(&o, 1);
+    assert_eq!(pair_tuning_of(&f).unwrap(), ["-b", "2048"]);
+    assert_eq!(pair_tuning_of(&["-ngl".to_owned()]), None);
+}
+
 #[test]
 fn a_pairing_receipt_counts_only_with_the_server_flags_its_cell_names_today() {
-    let cell: crate::bench::cells::Cell = toml::from_str(
-        r#"
-id = "c4"
-label = "4 streams"
-vs = ["llama.cpp"]
-device = "gpu"
-mode = "serve"
-synth = { arch = "llama", shape = "llama-3.1-8b", quant = "Q4_0", seed = 0 }
-prompt_tokens = 512
-gen_tokens = 128
+    let cell = serve_cell(
+        r#"synth = { arch = "llama", shape = "llama-3.1-8b", quant = "Q4_0", seed = 0 }
 batch = 4
-serve_flags = ["--batched-decode", "--mmv"]
-"#,
-    )
-    .unwrap();
+serve_flags = ["--batched-decode", "--mmv"]"#,
+    );
     let base = [
         "bin=/tmp/assay-bin/assay",
         "--backend",
@@ -653,6 +694,7 @@ fn pair_q4(ours: f64, theirs: f64) -> Receipt {
     let mut t = r.arms[0].clone();
     t.name = "llama.cpp decode".into();
     t.engine = "llama-server".into();
+    t.flags = llama_server_flags(crate::bench::llama_server::PAIR_TUNING);
     t.samples = vec![theirs; 5];
     t.stats = Stats::of(&t.samples);
     t.roofline_fraction = r.roofline.as_ref().map(|x| theirs / x.limit_tokens_per_s);

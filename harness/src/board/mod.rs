@@ -183,35 +183,49 @@ fn of_board<'a>(
 /// `--max-batch-tokens` pairs: settings recorded, not part of a cell's definition) are
 /// exactly the cell's `serve_flags` (for a speculative cell, its `--spec` flags then
 /// `serve_flags`: they must end the list). Receipts with no such arm always pass.
+///
+/// And the competitor's: a llama-server arm counts only if it ran with exactly llama-server's
+/// pairing settings of today ([`crate::bench::llama_server::PAIR_TUNING`]) after its base
+/// flags, so that the board never shows llama-server below the settings we call its best.
 pub fn measured_as_defined(cell: &crate::bench::cells::Cell, r: &gates::receipt::Receipt) -> bool {
-    r.arms
+    let tuning = crate::bench::llama_server::PAIR_TUNING;
+    let theirs_ok = r
+        .arms
         .iter()
-        .filter(|a| a.engine.starts_with("assay-serve"))
+        .filter(|a| a.engine == "llama-server")
         .all(|a| {
-            let mut f: &[String] = &a.flags;
-            if f.first().is_some_and(|x| x.starts_with("bin=")) {
-                f = &f[1..];
-            }
-            for key in [
-                "--backend",
-                "--ctx",
-                "--prefix-cache-entries",
-                "--max-queue",
-                "--max-batch-tokens",
-            ] {
-                if f.first().map(String::as_str) == Some(key) && f.len() >= 2 {
-                    f = &f[2..];
+            crate::bench::llama_server::pair_tuning_of(&a.flags)
+                .is_some_and(|t| t.iter().map(String::as_str).eq(tuning.iter().copied()))
+        });
+    theirs_ok
+        && r.arms
+            .iter()
+            .filter(|a| a.engine.starts_with("assay-serve"))
+            .all(|a| {
+                let mut f: &[String] = &a.flags;
+                if f.first().is_some_and(|x| x.starts_with("bin=")) {
+                    f = &f[1..];
                 }
-            }
-            if cell.spec.is_some() {
-                f.ends_with(&cell.serve_flags)
-                    && !f[..f.len() - cell.serve_flags.len()]
-                        .iter()
-                        .any(|x| x == "--batched-decode" || x == "--mmv")
-            } else {
-                f == cell.serve_flags.as_slice()
-            }
-        })
+                for key in [
+                    "--backend",
+                    "--ctx",
+                    "--prefix-cache-entries",
+                    "--max-queue",
+                    "--max-batch-tokens",
+                ] {
+                    if f.first().map(String::as_str) == Some(key) && f.len() >= 2 {
+                        f = &f[2..];
+                    }
+                }
+                if cell.spec.is_some() {
+                    f.ends_with(&cell.serve_flags)
+                        && !f[..f.len() - cell.serve_flags.len()]
+                            .iter()
+                            .any(|x| x == "--batched-decode" || x == "--mmv")
+                } else {
+                    f == cell.serve_flags.as_slice()
+                }
+            })
 }
 
 fn differs(path: &Path, text: &str) -> bool {

@@ -86,7 +86,12 @@ pub(super) fn start_servers(
                     0
                 },
                 ready_timeout: timeout,
-                extra: args.llama_server_args.clone(),
+                // The board's settings, then an A/B's own (`--llama-server-arg`).
+                extra: crate::bench::llama_server::PAIR_TUNING
+                    .iter()
+                    .map(|s| s.to_string())
+                    .chain(args.llama_server_args.iter().cloned())
+                    .collect(),
                 ..ServerOptions::default()
             };
             let log = std::env::temp_dir().join(format!("llama-server-{}.log", cell.id));
