@@ -198,14 +198,14 @@ fn llama_server_args_pass_through_in_order_after_the_standard_flags() {
 /// header), whichever competitor it faces: session 23 found the four FP8 (our Q8_0) c4 cells
 /// left without it.
 #[test]
-fn batched_q4_0_and_q8_0_cells_run_the_tensor_core_products() {
+fn batched_cells_of_the_mmv_formats_run_the_tensor_core_products() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let b = load_cells(&root.join("boards/h200.toml")).unwrap();
     let mut seen = 0;
     for c in &b.cells {
         let batched = c.serve_flags.iter().any(|f| f == "--batched-decode");
         let quant = c.synth.as_ref().map(|s| s.quant.as_str());
-        if batched && matches!(quant, Some("Q4_0" | "Q8_0")) {
+        if batched && matches!(quant, Some("Q4_0" | "Q8_0" | "BF16" | "Q4_K_M")) {
             seen += 1;
             assert!(
                 c.serve_flags.iter().any(|f| f == "--mmv"),
@@ -215,5 +215,5 @@ fn batched_q4_0_and_q8_0_cells_run_the_tensor_core_products() {
             );
         }
     }
-    assert!(seen >= 24, "{seen} batched Q4_0 / Q8_0 cells");
+    assert!(seen >= 60, "{seen} batched Q4_0 / Q8_0 / BF16 / Q4_K_M cells");
 }
