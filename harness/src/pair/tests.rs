@@ -215,5 +215,8 @@ fn batched_cells_of_the_mmv_formats_run_the_tensor_core_products() {
             );
         }
     }
-    assert!(seen >= 60, "{seen} batched Q4_0 / Q8_0 / BF16 / Q4_K_M cells");
+    assert!(
+        seen >= 60,
+        "{seen} batched Q4_0 / Q8_0 / BF16 / Q4_K_M cells"
+    );
 }
