@@ -48,11 +48,14 @@ impl Default for ServerOptions {
 
 /// llama-server's settings beyond [`server_args`]'s base that every pairing run passes (its
 /// best flags for the board; competitors/llama.cpp/README.md says why each is there), before
-/// any `--llama-server-arg` of an A/B. Empty until an A/B shows a setting helps it (session
-/// 22's plan: `--ctx-checkpoints 0 --cache-ram 0`, `-b 2048 -ub 2048`). The pairing board
-/// counts a llama-server receipt only if its flags end with exactly these after the base
-/// ([`pair_tuning_of`]): changing them makes every receipt taken without them stale.
-pub const PAIR_TUNING: &[&str] = &[];
+/// any `--llama-server-arg` of an A/B. Session 25's A/B (research/notes/s25/README.md, logs
+/// only, three cells, same run): `--ctx-checkpoints 0 --cache-ram 0` cut llama-server's TTFT
+/// on a 2k prompt from 1663 to 306 ms (Gemma-3-12B Q8_0) and from 367 to 186 ms (8B Q8_0),
+/// and on Gemma's 512 prompt from 412 to 82 ms, decode within noise; adding `-b 2048 -ub
+/// 2048` gained nothing more (311 and 188 ms). The pairing board counts a llama-server
+/// receipt only if its flags end with exactly these after the base ([`pair_tuning_of`]):
+/// changing them makes every receipt taken without them stale.
+pub const PAIR_TUNING: &[&str] = &["--ctx-checkpoints", "0", "--cache-ram", "0"];
 
 /// The flags a recorded llama-server arm ran with past [`server_args`]'s base (`-m FILE`
 /// first, `--host` .. `--metrics`, an optional `-t N`); None when the flags do not have

@@ -551,7 +551,7 @@ fn pair_with_flags(flags: &[&str]) -> Receipt {
     let mut theirs = r.arms[0].clone();
     theirs.name = "llama.cpp decode".into();
     theirs.engine = "llama-server".into();
-    theirs.flags = llama_server_flags(&[]);
+    theirs.flags = llama_server_flags(crate::bench::llama_server::PAIR_TUNING);
     r.arms[0].engine = "assay-serve-cuda".into();
     r.arms[0].flags = flags.iter().map(|s| s.to_string()).collect();
     r.arms.push(theirs);
@@ -580,8 +580,8 @@ fn serve_cell(more: &str) -> crate::bench::cells::Cell {
 
 /// The competitor's side: a llama-server arm counts only with llama-server's pairing
 /// settings of today (`PAIR_TUNING`) after its base flags. The planted fault: an arm run
-/// with a setting the board does not name (an A/B's `--cache-ram 0`, or a receipt from
-/// before a setting joined PAIR_TUNING) makes the receipt stale.
+/// with a setting the board does not name (an A/B's `-b 2048`), or without one it names (a
+/// receipt from before a setting joined PAIR_TUNING), makes the receipt stale.
 #[test]
 fn a_pairing_receipt_counts_only_with_llama_servers_settings_of_today() {
     use crate::bench::llama_server::{PAIR_TUNING, pair_tuning_of};
@@ -592,9 +592,13 @@ fn a_pairing_receipt_counts_only_with_llama_servers_settings_of_today() {
     r.arms[1].flags = llama_server_flags(&today);
     assert!(measured_as_defined(&cell, &r));
     let mut other = today.clone();
-    other.extend(["--cache-ram", "0"]);
+    other.extend(["-b", "2048"]);
     r.arms[1].flags = llama_server_flags(&other);
     assert!(!measured_as_defined(&cell, &r), "an unnamed setting: stale");
+    // Before session 25 llama-server ran with its own defaults: those receipts are stale now.
+    assert!(!today.is_empty(), "session 25's A/B settled llama-server's settings");
+    r.arms[1].flags = llama_server_flags(&[]);
+    assert!(!measured_as_defined(&cell, &r), "a receipt without today's settings: stale");
     // Flags without the base (not a pairing run's): stale, never guessed at.
     r.arms[1].flags = vec!["-ngl".into(), "999".into()];
     assert!(!measured_as_defined(&cell, &r));
