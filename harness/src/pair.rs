@@ -51,6 +51,7 @@ pub mod group;
 pub mod plan;
 mod requests;
 mod servers;
+pub mod shard;
 mod vllm;
 use crate::env::{EnvArgs, under};
 use requests::{first_tokens_llama, first_tokens_ours, piece, top_llama, top_openai};
@@ -137,6 +138,13 @@ pub struct PairArgs {
     /// only (competitors/llama.cpp/README.md).
     #[arg(long = "llama-server-arg", allow_hyphen_values = true)]
     pub llama_server_args: Vec<String>,
+    /// Run only shard I of N (`I/N`): the server groups dealt to it, longest first to the
+    /// least loaded shard (`pair::shard`); for N processes side by side on a machine of N
+    /// GPUs, each with `CUDA_VISIBLE_DEVICES=I` and its own `--receipts` file. Checkpoints
+    /// must exist beforehand (a missing one fails its cell: shards never make them). With
+    /// `--plan`, prints every shard's share.
+    #[arg(long)]
+    pub shard: Option<shard::Shard>,
 }
 
 /// Where two token lists first differ (None when equal).
@@ -531,6 +539,14 @@ pub fn run(env: &EnvArgs, args: &PairArgs) -> Result<bool> {
         let p = plan::plan(&cells, args.vs, args.budget_s, !args.no_reuse)?;
         print!("{}", plan::render(&p, args.vs, args.budget_s));
         if args.plan {
+            if let Some(sh) = args.shard {
+                let sel: Vec<&Cell> = cells
+                    .iter()
+                    .copied()
+                    .filter(|c| p.selected.iter().any(|e| e.id == c.id))
+                    .collect();
+                print!("{}", shard_plan(&sel, args.vs, !args.no_reuse, sh.count)?);
+            }
             return Ok(true);
         }
     }
@@ -561,7 +577,44 @@ pub fn run(env: &EnvArgs, args: &PairArgs) -> Result<bool> {
     }
     let runs_of = |c: &Cell| args.runs.unwrap_or(c.runs).max(5);
     let mut tally = crate::bench::Tally::default();
-    for g in group::groups(&runnable, args.vs, !args.no_reuse) {
+    let all_groups = group::groups(&runnable, args.vs, !args.no_reuse);
+    let dealt = match args.shard {
+        Some(sh) => Some((
+            sh,
+            deal_groups(&runnable, &all_groups, args.vs, !args.no_reuse, sh.count)?,
+        )),
+        None => None,
+    };
+    for (gi, g) in all_groups.into_iter().enumerate() {
+        if let Some((sh, d)) = &dealt {
+            if d[gi] != sh.index {
+                continue;
+            }
+            // Shards never make checkpoints (two processes would write one file).
+            let dir = env.models_dir()?;
+            let missing: Vec<(String, Vec<String>)> = g
+                .cells
+                .iter()
+                .map(|&i| runnable[i])
+                .map(|c| (c.id.clone(), shard::missing_checkpoints(c, args.vs, &dir)))
+                .filter(|(_, m)| !m.is_empty())
+                .collect();
+            if !missing.is_empty() {
+                for &i in &g.cells {
+                    let cell = runnable[i];
+                    let why = anyhow::anyhow!(
+                        "shard {sh}: checkpoints missing for this group of servers ({}); a sharded run never makes them: run `harness synth` first",
+                        missing
+                            .iter()
+                            .map(|(id, m)| format!("{id}: {}", m.join(", ")))
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    );
+                    tally.record(&cell.id, Err(why), true, receipts)?;
+                }
+                continue;
+            }
+        }
         if g.cells.len() > 1 {
             let ids: Vec<&str> = g.cells.iter().map(|&i| runnable[i].id.as_str()).collect();
             println!("servers shared by {} cells: {}", ids.len(), ids.join(", "));
@@ -623,6 +676,58 @@ pub fn run(env: &EnvArgs, args: &PairArgs) -> Result<bool> {
         }
     }
     Ok(tally.finish(receipts, "paired"))
+}
+
+/// The shard of each server group of `cells` (as [`group::groups`] makes them), dealt by
+/// the groups' estimated start + timed seconds ([`plan::plan`]; checkpoints are made before
+/// a sharded run, so their time is not dealt).
+fn deal_groups(
+    cells: &[&Cell],
+    groups: &[group::Group],
+    vs: Competitor,
+    reuse: bool,
+    n: usize,
+) -> Result<Vec<usize>> {
+    let p = plan::plan(cells, vs, None, reuse)?;
+    let costs: Vec<f64> = groups
+        .iter()
+        .map(|g| {
+            g.cells
+                .iter()
+                .map(|&i| p.cells[i].start_s + p.cells[i].timed_s)
+                .sum()
+        })
+        .collect();
+    Ok(shard::deal(&costs, n))
+}
+
+/// `--plan --shard I/N`: each shard's cells and estimated seconds.
+fn shard_plan(cells: &[&Cell], vs: Competitor, reuse: bool, n: usize) -> Result<String> {
+    use std::fmt::Write;
+    let groups = group::groups(cells, vs, reuse);
+    let d = deal_groups(cells, &groups, vs, reuse, n)?;
+    let p = plan::plan(cells, vs, None, reuse)?;
+    let mut out = String::new();
+    for s in 0..n {
+        let ids: Vec<usize> = groups
+            .iter()
+            .zip(&d)
+            .filter(|(_, sh)| **sh == s)
+            .flat_map(|(g, _)| g.cells.iter().copied())
+            .collect();
+        let secs: f64 = ids
+            .iter()
+            .map(|&i| p.cells[i].start_s + p.cells[i].timed_s)
+            .sum();
+        let names: Vec<&str> = ids.iter().map(|&i| cells[i].id.as_str()).collect();
+        let _ = writeln!(
+            out,
+            "shard {s}/{n}: {} cell(s), ~{secs:.0} s (setup and checkpoints not included): {}",
+            ids.len(),
+            names.join(",")
+        );
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

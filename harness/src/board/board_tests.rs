@@ -596,9 +596,15 @@ fn a_pairing_receipt_counts_only_with_llama_servers_settings_of_today() {
     r.arms[1].flags = llama_server_flags(&other);
     assert!(!measured_as_defined(&cell, &r), "an unnamed setting: stale");
     // Before session 25 llama-server ran with its own defaults: those receipts are stale now.
-    assert!(!today.is_empty(), "session 25's A/B settled llama-server's settings");
+    assert!(
+        !today.is_empty(),
+        "session 25's A/B settled llama-server's settings"
+    );
     r.arms[1].flags = llama_server_flags(&[]);
-    assert!(!measured_as_defined(&cell, &r), "a receipt without today's settings: stale");
+    assert!(
+        !measured_as_defined(&cell, &r),
+        "a receipt without today's settings: stale"
+    );
     // Flags without the base (not a pairing run's): stale, never guessed at.
     r.arms[1].flags = vec!["-ngl".into(), "999".into()];
     assert!(!measured_as_defined(&cell, &r));

@@ -220,3 +220,41 @@ fn batched_cells_of_the_mmv_formats_run_the_tensor_core_products() {
         "{seen} batched Q4_0 / Q8_0 / BF16 / Q4_K_M cells"
     );
 }
+
+/// `--shard I/N` on the real board: every cell runs in exactly one shard, a group of cells
+/// sharing servers is never split, and the shards' estimated times are within the longest
+/// group of each other (what makes N GPUs take ~1/N of the wall time).
+#[test]
+fn shards_cover_every_cell_once_and_never_split_a_server_group() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let b = load_cells(&root.join("boards/h200.toml")).unwrap();
+    for vs in [Competitor::LlamaCpp, Competitor::Vllm] {
+        let cells: Vec<&Cell> = b.cells.iter().filter(|c| applies(c, vs)).collect();
+        let groups = group::groups(&cells, vs, true);
+        let p = plan::plan(&cells, vs, None, true).unwrap();
+        for n in 1..=4 {
+            let d = deal_groups(&cells, &groups, vs, true, n).unwrap();
+            assert_eq!(d.len(), groups.len());
+            let mut seen = vec![0usize; cells.len()];
+            let mut load = vec![0.0f64; n];
+            let mut longest = 0.0f64;
+            for (g, &s) in groups.iter().zip(&d) {
+                assert!(s < n);
+                let mut cost = 0.0;
+                for &i in &g.cells {
+                    seen[i] += 1;
+                    cost += p.cells[i].start_s + p.cells[i].timed_s;
+                }
+                load[s] += cost;
+                longest = longest.max(cost);
+            }
+            assert!(seen.iter().all(|&k| k == 1), "{vs:?} n={n}: {seen:?}");
+            let (lo, hi) = load
+                .iter()
+                .fold((f64::MAX, 0.0f64), |(a, b), &x| (a.min(x), b.max(x)));
+            assert!(hi - lo <= longest + 1e-6, "{vs:?} n={n}: {load:?}");
+            let text = shard_plan(&cells, vs, true, n).unwrap();
+            assert_eq!(text.lines().count(), n, "{text}");
+        }
+    }
+}
