@@ -167,9 +167,15 @@ mod tests {
         let m = missing_checkpoints(&c, Competitor::Vllm, t.path());
         assert_eq!(m.len(), 2, "{m:?}");
         assert!(m[0].ends_with("llama-3.1-8b-Q8_0-s0.gguf"), "{m:?}");
-        assert!(m[1].contains("BF16") && m[1].ends_with("config.json"), "{m:?}");
+        assert!(
+            m[1].contains("BF16") && m[1].ends_with("config.json"),
+            "{m:?}"
+        );
         // llama.cpp needs the GGUF only.
-        assert_eq!(missing_checkpoints(&c, Competitor::LlamaCpp, t.path()).len(), 1);
+        assert_eq!(
+            missing_checkpoints(&c, Competitor::LlamaCpp, t.path()).len(),
+            1
+        );
         let synth = t.path().join("synth");
         std::fs::create_dir_all(&synth).unwrap();
         std::fs::write(synth.join("llama-3.1-8b-Q8_0-s0.gguf"), b"x").unwrap();
