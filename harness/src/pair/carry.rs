@@ -275,6 +275,43 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_carried_group_starts_ours_alone_and_counts_prompt_ids_on() {
+        use crate::pair::group::{Lifecycle, Step};
+        let mut l = Lifecycle::carried("e2e", 40);
+        assert!(!l.is_up() && l.next_base().is_none());
+        assert_eq!(
+            l.before(),
+            Step::Carry {
+                their_started_for: "e2e".into(),
+                base: 40
+            }
+        );
+        // Ours started: the ids go on from the carried server's base.
+        l.started("spec", Ok(()));
+        assert_eq!(
+            l.before(),
+            Step::Reuse {
+                started_for: "spec".into(),
+                base: 40
+            }
+        );
+        l.after(true, true, 8, None);
+        assert_eq!(l.next_base(), Some(48));
+        // Ours fails to start: every cell of the group fails (the caller stops both).
+        let mut l = Lifecycle::carried("e2e", 40);
+        l.started("spec", Err("no assay".into()));
+        assert_eq!(l.before(), Step::Fail("no assay".into()));
+        assert!(!l.is_up());
+        // A failed cell on a carried server: both start again, ids from 0.
+        let mut l = Lifecycle::carried("e2e", 40);
+        l.started("a", Ok(()));
+        l.after(false, true, 8, Some(8));
+        assert_eq!(l.before(), Step::Start);
+        l.started("b", Ok(()));
+        assert_eq!(l.next_base(), Some(0));
+    }
+
     fn origins() -> Origins {
         let b = board();
         Origins {
