@@ -19,7 +19,10 @@
 //! concurrency class) run on one pair of servers started with the group's largest limits;
 //! each receipt records the flags actually used and names the cell the servers were
 //! started for. A failed cell or a dead server restarts them for the next cell; servers
-//! that cannot start fail the rest of their group. `--no-reuse`: one start per cell.
+//! that cannot start fail the rest of their group. Where the next group needs a
+//! competitor's server the running one covers (the board's speculative cells after the
+//! one-stream group of their model and format), only ours restarts ([`carry`]).
+//! `--no-reuse`: one start of both per cell.
 //!
 //! Competitors: `llama.cpp` (llama-server from competitors/llama.cpp/build, its best flags
 //! in [`llama_server::server_args`]), timed through its native `/completion` stream
