@@ -19,7 +19,10 @@
 //! concurrency class) run on one pair of servers started with the group's largest limits;
 //! each receipt records the flags actually used and names the cell the servers were
 //! started for. A failed cell or a dead server restarts them for the next cell; servers
-//! that cannot start fail the rest of their group. `--no-reuse`: one start per cell.
+//! that cannot start fail the rest of their group. Where the next group needs a
+//! competitor's server the running one covers (the board's speculative cells after the
+//! one-stream group of their model and format), only ours restarts ([`carry`]).
+//! `--no-reuse`: one start of both per cell.
 //!
 //! Competitors: `llama.cpp` (llama-server from competitors/llama.cpp/build, its best flags
 //! in [`llama_server::server_args`]), timed through its native `/completion` stream
@@ -47,6 +50,7 @@ use crate::bench::model_path;
 use crate::bench::serve_load::{self, StreamTiming, Target};
 
 mod agree;
+pub mod carry;
 pub mod group;
 pub mod plan;
 mod requests;
@@ -55,7 +59,7 @@ pub mod shard;
 mod vllm;
 use crate::env::{EnvArgs, under};
 use requests::{first_tokens_llama, first_tokens_ours, piece, top_llama, top_openai};
-use servers::{Servers, TheirServer, start_servers};
+use servers::{Servers, TheirServer};
 
 /// Greedy tokens both arms must agree on before a cell is timed.
 pub const AGREE_TOKENS: usize = 16;
@@ -213,8 +217,8 @@ fn formats_differ(cell: &Cell, vs: Competitor) -> bool {
 }
 
 /// Pair one cell on running servers `s` (started for this cell, or reused from the earlier
-/// cell `s.started_for` names); this cell's prompts start at id `base` (0 on servers
-/// started for it; [`group::prompt_span`]).
+/// cells `s.origins` names); this cell's prompts start at id `base` (0 on servers started
+/// for it; [`group::prompt_span`]).
 fn pair_cell(
     env: &EnvArgs,
     args: &PairArgs,
@@ -239,7 +243,6 @@ fn pair_cell(
     let tok = engine::tokenizer::Tokenizer::from_gguf(model.header())
         .with_context(|| format!("{}: the tokenizer", path.display()))?;
     drop(model);
-    let reused = s.started_for != cell.id;
     let (ours, theirs, bin, backend) = (&s.ours, &s.theirs, &s.bin, s.backend);
     let their_target = Target {
         addr: SocketAddr::from((Ipv4Addr::LOCALHOST, theirs.port())),
@@ -480,12 +483,7 @@ fn pair_cell(
         theirs.ready_s(),
         args.vs.name()
     ));
-    if reused {
-        detail.push(format!(
-            "servers reused from cell {} (started once for its group of cells, with the flags above: context and slots the group's largest; this cell timed no start); prompt ids from {base} (serve-ids-v1), after every id the earlier cells on these servers used",
-            s.started_for
-        ));
-    }
+    detail.extend(s.origins.note(&cell.id, args.vs.name(), base));
     detail.push(format!(
         "server logs: {} (assay), {} ({})",
         ours.log.display(),
@@ -494,7 +492,7 @@ fn pair_cell(
     ));
     detail.extend(spec_line);
     r.detail.extend(detail);
-    let wall = t0.elapsed().as_secs_f64() + if reused { 0.0 } else { s.start_s };
+    let wall = t0.elapsed().as_secs_f64() + s.origins.charged_s(&cell.id);
     r.wall_s = (wall * 1000.0).round() / 1000.0;
     Ok(r)
 }
@@ -575,7 +573,7 @@ pub fn run(env: &EnvArgs, args: &PairArgs) -> Result<bool> {
         }
         runnable.push(cell);
     }
-    let runs_of = |c: &Cell| args.runs.unwrap_or(c.runs).max(5);
+    let span = |c: &Cell| group::prompt_span(c.batch, args.runs.unwrap_or(c.runs).max(5));
     let mut tally = crate::bench::Tally::default();
     let all_groups = group::groups(&runnable, args.vs, !args.no_reuse);
     let dealt = match args.shard {
@@ -585,11 +583,18 @@ pub fn run(env: &EnvArgs, args: &PairArgs) -> Result<bool> {
         )),
         None => None,
     };
-    for (gi, g) in all_groups.into_iter().enumerate() {
-        if let Some((sh, d)) = &dealt {
-            if d[gi] != sh.index {
-                continue;
-            }
+    // The groups this process runs, in order (with `--shard`, those dealt to it).
+    let mine: Vec<group::Group> = all_groups
+        .into_iter()
+        .enumerate()
+        .filter(|(gi, _)| dealt.as_ref().is_none_or(|(sh, d)| d[*gi] == sh.index))
+        .map(|(_, g)| g)
+        .collect();
+    // Servers kept up after a group: the competitor's carried to the next ([`carry`]), from
+    // this prompt id.
+    let mut held: Option<(Servers, usize)> = None;
+    for (gk, g) in mine.iter().enumerate() {
+        if let Some((sh, _)) = &dealt {
             // Shards never make checkpoints (two processes would write one file).
             let dir = env.models_dir()?;
             let missing: Vec<(String, Vec<String>)> = g
@@ -600,6 +605,9 @@ pub fn run(env: &EnvArgs, args: &PairArgs) -> Result<bool> {
                 .filter(|(_, m)| !m.is_empty())
                 .collect();
             if !missing.is_empty() {
+                if let Some((mut s, _)) = held.take() {
+                    s.stop();
+                }
                 for &i in &g.cells {
                     let cell = runnable[i];
                     let why = anyhow::anyhow!(
@@ -619,15 +627,20 @@ pub fn run(env: &EnvArgs, args: &PairArgs) -> Result<bool> {
             let ids: Vec<&str> = g.cells.iter().map(|&i| runnable[i].id.as_str()).collect();
             println!("servers shared by {} cells: {}", ids.len(), ids.join(", "));
         }
-        let mut life = group::Lifecycle::default();
-        let mut servers: Option<Servers> = None;
+        let (mut servers, mut life) = match held.take() {
+            Some((s, base)) => {
+                let life = group::Lifecycle::carried(&s.origins.theirs_for, base);
+                (Some(s), life)
+            }
+            None => (None, group::Lifecycle::default()),
+        };
         for (k, &i) in g.cells.iter().enumerate() {
             let cell = runnable[i];
             let outcome = match life.before() {
                 group::Step::Fail(why) => Err(anyhow::anyhow!(
                     "the servers of this group did not start: {why}"
                 )),
-                group::Step::Start => match start_servers(env, args, cell, &g) {
+                group::Step::Start => match Servers::start(env, args, cell, g) {
                     Ok(s) => {
                         life.started(&cell.id, Ok(()));
                         let r = pair_cell(env, args, &stamp, &board.name, cell, &s, 0);
@@ -642,22 +655,37 @@ pub fn run(env: &EnvArgs, args: &PairArgs) -> Result<bool> {
                         Err(e)
                     }
                 },
+                group::Step::Carry {
+                    their_started_for,
+                    base,
+                } => match servers.as_mut() {
+                    Some(s) => match s.restart_ours(env, args, cell, g) {
+                        Ok(()) => {
+                            life.started(&cell.id, Ok(()));
+                            pair_cell(env, args, &stamp, &board.name, cell, s, base)
+                        }
+                        Err(e) => {
+                            life.started(
+                                &cell.id,
+                                Err(format!(
+                                    "(starting ours for {}, the {} server of {their_started_for} carried) {e:#}",
+                                    cell.id,
+                                    args.vs.name()
+                                )),
+                            );
+                            Err(e)
+                        }
+                    },
+                    None => Err(anyhow::anyhow!("no servers carried (internal)")),
+                },
                 group::Step::Reuse { base, .. } => match &servers {
                     Some(s) => pair_cell(env, args, &stamp, &board.name, cell, s, base),
                     None => Err(anyhow::anyhow!("no servers running (internal)")),
                 },
             };
             let alive = servers.as_ref().is_some_and(Servers::alive);
-            let next_span = g
-                .cells
-                .get(k + 1)
-                .map(|&j| group::prompt_span(runnable[j].batch, runs_of(runnable[j])));
-            life.after(
-                outcome.is_ok(),
-                alive,
-                group::prompt_span(cell.batch, runs_of(cell)),
-                next_span,
-            );
+            let next_span = g.cells.get(k + 1).map(|&j| span(runnable[j]));
+            life.after(outcome.is_ok(), alive, span(cell), next_span);
             if !life.is_up()
                 && let Some(mut s) = servers.take()
             {
@@ -671,9 +699,26 @@ pub fn run(env: &EnvArgs, args: &PairArgs) -> Result<bool> {
             }
             tally.record(&cell.id, outcome, true, receipts)?;
         }
-        if let Some(mut s) = servers.take() {
-            s.stop();
+        // The next group may take the competitor's server (`carry`); else stop both.
+        let next = mine.get(gk + 1).filter(|_| !args.no_reuse);
+        match (servers.take(), life.next_base(), next) {
+            (Some(s), Some(base), Some(n))
+                if carry::carries(&s.origins.theirs, n, base, span(runnable[n.cells[0]])) =>
+            {
+                println!(
+                    "    the {} server of {} carried to {}; ours stops",
+                    args.vs.name(),
+                    s.origins.theirs_for,
+                    runnable[n.cells[0]].id
+                );
+                held = Some((s, base));
+            }
+            (Some(mut s), _, _) => s.stop(),
+            (None, _, _) => {}
         }
+    }
+    if let Some((mut s, _)) = held.take() {
+        s.stop();
     }
     Ok(tally.finish(receipts, "paired"))
 }

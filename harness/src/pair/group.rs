@@ -38,6 +38,10 @@
 //! with a prompt the server saw before (vLLM caches prefixes by default; llama-server is
 //! asked `cache_prompt: false`; our prefix cache is off).
 //!
+//! **Carrying the competitor** ([`super::carry`]): where the next group this process runs
+//! needs a competitor's server that the running one covers, only our server is stopped and
+//! started again; the competitor's keeps running and its prompt ids keep counting up.
+//!
 //! **Failures** ([`Lifecycle`]): a cell that fails, or servers found dead after a cell, are
 //! stopped and started again for the group's next cell; servers that fail to start fail
 //! every remaining cell of their group with that error.
@@ -269,6 +273,12 @@ pub const PROMPT_IDS_PERIOD: usize = 9000;
 pub enum Step {
     /// Start the group's servers (first cell, or after a failure).
     Start,
+    /// Start our server only: the competitor's, started for the named cell of an earlier
+    /// group, is carried ([`super::carry`]); prompts from `base`.
+    Carry {
+        their_started_for: String,
+        base: usize,
+    },
     /// Use the running servers, started for the named cell; prompts from `base`.
     Reuse { started_for: String, base: usize },
     /// Fail the cell: the group's servers did not start.
@@ -283,6 +293,11 @@ enum State {
         next_base: usize,
     },
     Broken(String),
+    /// The competitor's server carried from an earlier group, ours not started yet.
+    Carried {
+        their_started_for: String,
+        next_base: usize,
+    },
 }
 
 /// The servers' life over one group's cells: a pure state machine driven by the run loop.
@@ -298,10 +313,28 @@ impl Default for Lifecycle {
 }
 
 impl Lifecycle {
+    /// A group whose first cell runs on the competitor's server started for
+    /// `their_started_for` (an earlier group's cell), its prompts from `next_base`.
+    pub fn carried(their_started_for: &str, next_base: usize) -> Lifecycle {
+        Lifecycle {
+            state: State::Carried {
+                their_started_for: their_started_for.to_owned(),
+                next_base,
+            },
+        }
+    }
+
     /// Before a cell.
     pub fn before(&self) -> Step {
         match &self.state {
             State::Down => Step::Start,
+            State::Carried {
+                their_started_for,
+                next_base,
+            } => Step::Carry {
+                their_started_for: their_started_for.clone(),
+                base: *next_base,
+            },
             State::Up {
                 started_for,
                 next_base,
@@ -314,11 +347,17 @@ impl Lifecycle {
     }
 
     /// The servers started for `cell` (Ok), or failed to (Err: every later cell fails).
+    /// After [`Step::Carry`] only ours started: the prompt ids go on from the carried
+    /// competitor's base.
     pub fn started(&mut self, cell: &str, outcome: Result<(), String>) {
+        let base = match &self.state {
+            State::Carried { next_base, .. } => *next_base,
+            _ => 0,
+        };
         self.state = match outcome {
             Ok(()) => State::Up {
                 started_for: cell.to_owned(),
-                next_base: 0,
+                next_base: base,
             },
             Err(why) => State::Broken(why),
         };
@@ -350,6 +389,14 @@ impl Lifecycle {
     /// Whether servers are running (to be stopped at the group's end, or before a restart).
     pub fn is_up(&self) -> bool {
         matches!(self.state, State::Up { .. })
+    }
+
+    /// The first prompt id not yet used on the running servers (None: none running).
+    pub fn next_base(&self) -> Option<usize> {
+        match &self.state {
+            State::Up { next_base, .. } => Some(*next_base),
+            _ => None,
+        }
     }
 }
 
@@ -485,7 +532,10 @@ mod tests {
         let named = ids(&llama, &gs);
         let l = |s: &str| format!("h200-llama8b-q4_0-{s}");
         assert_eq!(named[0], vec![l("d512"), l("d4k"), l("p2k"), l("e2e")]);
-        assert_eq!(named[1..4], [vec![l("c4")], vec![l("c16")], vec![l("c64")]]);
+        // The n-gram cell right after the one-stream group (its competitor server carried:
+        // `carry`), then the concurrency cells.
+        assert_eq!(named[1], vec![l("spec-ngram")]);
+        assert_eq!(named[2..5], [vec![l("c4")], vec![l("c16")], vec![l("c64")]]);
         assert_eq!((gs[0].theirs.ctx, gs[0].theirs.slots), (4240, 1));
         assert_eq!(gs[0].ours.ctx, 4240);
         let vllm = of(&b, Competitor::Vllm);
@@ -493,14 +543,18 @@ mod tests {
         let named = ids(&vllm, &gv);
         let v = |s: &str| format!("h200-llama8b-{s}");
         assert_eq!(
-            named[1],
+            named[1..3],
+            [vec![v("bf16-spec-ngram")], vec![v("bf16-spec-draft")]]
+        );
+        assert_eq!(
+            named[3],
             vec![v("bf16-c4"), v("bf16-c16"), v("bf16-c64")],
             "one --batched-decode server, vLLM at 64 sequences"
         );
-        assert_eq!(gv[1].theirs.slots, 64);
+        assert_eq!(gv[3].theirs.slots, 64);
         // fp8 (our Q8_0): c4, c16 and c64 all --batched-decode --mmv (since session 23: c4
         // had no --mmv before, a group of its own), one server.
-        assert_eq!(named[3], vec![v("fp8-c4"), v("fp8-c16"), v("fp8-c64")]);
+        assert_eq!(named[5], vec![v("fp8-c4"), v("fp8-c16"), v("fp8-c64")]);
         for (cells, gs, vs) in [
             (&llama, &gs, Competitor::LlamaCpp),
             (&vllm, &gv, Competitor::Vllm),
@@ -544,7 +598,8 @@ mod tests {
         for vs in [Competitor::LlamaCpp, Competitor::Vllm] {
             let cells = of(&b, vs);
             let before = plan::plan(&cells, vs, None, false).unwrap();
-            let after = plan::plan(&cells, vs, None, true).unwrap();
+            // Without carrying the competitor across groups (`carry`'s tests).
+            let after = plan::plan_with(&cells, vs, None, true, false).unwrap();
             let gs = groups(&cells, vs, true);
             let starts = after.cells.iter().filter(|e| e.start_s > 0.0).count();
             assert_eq!(starts, gs.len(), "{vs:?}");

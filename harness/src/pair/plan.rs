@@ -36,7 +36,7 @@ use crate::synth::shapes::{self, Arch};
 use crate::synth::tensors::{Mix, Role, inventory};
 
 use super::Competitor;
-use super::group::Group;
+use super::group::{Group, TheirSpec, their_spec};
 
 /// A device call's hard limit is 600 s; a cell estimated above this needs a background run
 /// polled over several calls.
@@ -189,6 +189,9 @@ pub struct CellEstimate {
     /// The cell whose servers this one reuses (its start counted there, 0 here;
     /// [`super::group`]).
     pub reuses: Option<String>,
+    /// The cell of an earlier group whose competitor server this one's group is carried
+    /// on ([`super::carry`]): its start here is ours only.
+    pub carries: Option<String>,
 }
 
 impl CellEstimate {
@@ -263,11 +266,7 @@ pub fn estimate(cell: &Cell, vs: Competitor, made: &mut BTreeSet<String>) -> Res
             synth_s += synth_8b_s(&s.quant) * sz.params / refs.params;
         }
     }
-    let their_start = match vs {
-        Competitor::LlamaCpp => LLAMA_START_S,
-        Competitor::Vllm => VLLM_START_S,
-        Competitor::Transformers => TRANSFORMERS_START_S,
-    };
+    let their_start = their_start_s(vs);
     // Our server loads its draft too.
     let draft_bytes = match draft_synth(cell) {
         Some(d) => sizes(&d)?.file_bytes,
@@ -291,7 +290,17 @@ pub fn estimate(cell: &Cell, vs: Competitor, made: &mut BTreeSet<String>) -> Res
         timed_s,
         blocked: why,
         reuses: None,
+        carries: None,
     })
+}
+
+/// The competitor's server start.
+pub fn their_start_s(vs: Competitor) -> f64 {
+    match vs {
+        Competitor::LlamaCpp => LLAMA_START_S,
+        Competitor::Vllm => VLLM_START_S,
+        Competitor::Transformers => TRANSFORMERS_START_S,
+    }
 }
 
 /// One-off seconds of a window against `vs`: cold start, NVRTC, the competitor's setup.
@@ -338,33 +347,75 @@ impl Plan {
     }
 }
 
-/// The group of servers running after the cells charged so far: the group and the id of
-/// the cell that started it.
-type Running = Option<(Group, String)>;
+/// The servers running after the cells charged so far.
+#[derive(Clone)]
+struct Running {
+    /// Our server's group and the id of the cell that started it.
+    group: Group,
+    first: String,
+    /// The competitor's server as started, and the cell it was started for (`first`, or a
+    /// cell of an earlier group where it was carried).
+    theirs: TheirSpec,
+    theirs_for: String,
+}
 
 /// Charge `cell` (index `i`) its start only where it begins a new group of servers
-/// (`reuse`: [`super::group`]); returns the servers running after it.
+/// (`reuse`: [`super::group`]), and only our start where the competitor's server running
+/// covers its needs (`carry`: [`super::carry`]; the run also asks that the whole group be
+/// covered: where a later cell of a carried group outgrows the carried server, the run
+/// starts both at the group's first cell, and the plan charges that start to the later
+/// cell: the same total); returns the servers running after it.
 fn charge_start(
-    running: &Running,
+    running: &Option<Running>,
     i: usize,
     cell: &Cell,
     vs: Competitor,
-    reuse: bool,
+    (reuse, carry): (bool, bool),
     e: &mut CellEstimate,
-) -> Running {
+) -> Option<Running> {
     if e.blocked.is_some() {
         return running.clone();
     }
-    if reuse && let Some((g, first)) = running {
-        if let Some(j) = g.joined(cell, vs) {
-            let mut g = g.clone();
+    if reuse && let Some(r) = running {
+        if let Some(j) = r.group.joined(cell, vs) {
+            let mut g = r.group.clone();
             g.push(i, j);
             e.start_s = 0.0;
-            e.reuses = Some(first.clone());
-            return Some((g, first.clone()));
+            e.reuses = Some(r.first.clone());
+            let carried = r.theirs_for != r.first;
+            if carried && r.theirs.covers(&g.theirs) {
+                return Some(Running {
+                    group: g,
+                    ..r.clone()
+                });
+            }
+            if carried {
+                e.start_s = their_start_s(vs);
+            }
+            return Some(Running {
+                theirs: g.theirs.clone(),
+                theirs_for: r.first.clone(),
+                group: g,
+                first: r.first.clone(),
+            });
+        }
+        if carry && r.theirs.covers(&their_spec(cell, vs)) {
+            e.start_s -= their_start_s(vs);
+            e.carries = Some(r.theirs_for.clone());
+            return Some(Running {
+                group: Group::of(i, cell, vs),
+                first: cell.id.clone(),
+                ..r.clone()
+            });
         }
     }
-    Some((Group::of(i, cell, vs), cell.id.clone()))
+    let g = Group::of(i, cell, vs);
+    Some(Running {
+        theirs: g.theirs.clone(),
+        theirs_for: cell.id.clone(),
+        group: g,
+        first: cell.id.clone(),
+    })
 }
 
 /// Plan `cells` (already filtered to `vs`) in file order. With a budget, take each
@@ -372,16 +423,30 @@ fn charge_start(
 /// does not fit is passed over, a later smaller one may still be taken); the synth cost of
 /// a checkpoint is charged to the first selected cell that needs it, and (`reuse`) the
 /// servers' start to the first selected cell of each group of cells sharing them (a cell
-/// that joins the servers of the cell selected before it starts nothing).
+/// that joins the servers of the cell selected before it starts nothing, and the first
+/// cell of a group that takes the competitor's server of the group before starts ours
+/// only: [`super::carry`], estimated without sharding and as if every cell passed).
 pub fn plan(cells: &[&Cell], vs: Competitor, budget_s: Option<f64>, reuse: bool) -> Result<Plan> {
+    plan_with(cells, vs, budget_s, reuse, reuse)
+}
+
+/// [`plan`], carrying the competitor's server across groups only where `carry` (and
+/// `reuse`) says so.
+pub fn plan_with(
+    cells: &[&Cell],
+    vs: Competitor,
+    budget_s: Option<f64>,
+    reuse: bool,
+    carry: bool,
+) -> Result<Plan> {
     let setup = setup_s(vs);
     // The full list: synth and starts charged in file order.
     let mut made = BTreeSet::new();
-    let mut running: Running = None;
+    let mut running: Option<Running> = None;
     let mut all = Vec::new();
     for (i, c) in cells.iter().enumerate() {
         let mut e = estimate(c, vs, &mut made)?;
-        running = charge_start(&running, i, c, vs, reuse, &mut e);
+        running = charge_start(&running, i, c, vs, (reuse, carry), &mut e);
         all.push(e);
     }
     let mut selected = Vec::new();
@@ -389,12 +454,12 @@ pub fn plan(cells: &[&Cell], vs: Competitor, budget_s: Option<f64>, reuse: bool)
         None => selected.extend(all.iter().filter(|e| e.blocked.is_none()).cloned()),
         Some(b) => {
             let mut made = BTreeSet::new();
-            let mut running: Running = None;
+            let mut running: Option<Running> = None;
             let mut used = setup;
             for (i, c) in cells.iter().enumerate() {
                 let mut trial = made.clone();
                 let mut e = estimate(c, vs, &mut trial)?;
-                let after = charge_start(&running, i, c, vs, reuse, &mut e);
+                let after = charge_start(&running, i, c, vs, (reuse, carry), &mut e);
                 if e.blocked.is_none() && used + e.total_s() <= b {
                     used += e.total_s();
                     made = trial;
@@ -445,6 +510,12 @@ pub fn render(p: &Plan, vs: Competitor, budget_s: Option<f64>) -> String {
             }
             if let Some(first) = &e.reuses {
                 note.push(format!("start 0: reuses the servers of {first}"));
+            }
+            if let Some(first) = &e.carries {
+                note.push(format!(
+                    "start: ours only, the {} server of {first} carried",
+                    vs.name()
+                ));
             }
             if e.total_s() > CALL_LIMIT_S {
                 note.push("over one 600 s call: run it in the background, polled".into());

@@ -1,13 +1,15 @@
 //! The two arms' servers of `harness pair`: starting both for a group of cells ([`group`]:
-//! the group's union of limits), checking they still answer, stopping them; the
-//! competitor's server (llama-server or vLLM) behind one type; and the safetensors folder
-//! vLLM loads for a cell.
+//! the group's union of limits), or only ours where the competitor's is carried from the
+//! group before ([`super::carry`]), checking they still answer, stopping them; the competitor's
+//! server (llama-server or vLLM) behind one type; and the safetensors folder vLLM loads for
+//! a cell.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
+use super::carry::Origins;
 use super::{Competitor, PairArgs, group, vllm};
 use crate::bench::cells::{Cell, DeviceKind, SynthRef};
 use crate::bench::llama_server::{LlamaServer, ServerOptions};
@@ -15,7 +17,8 @@ use crate::bench::serve_load::{self, AssayServer, Protocol};
 use crate::bench::{llamacpp, model_path};
 use crate::env::EnvArgs;
 
-/// Both servers of a group of cells ([`group`]), started once.
+/// Both servers of a group of cells ([`group`]), started once (the competitor's perhaps
+/// for an earlier group: [`super::carry`]).
 pub(super) struct Servers {
     pub(super) ours: AssayServer,
     pub(super) theirs: TheirServer,
@@ -24,13 +27,77 @@ pub(super) struct Servers {
     pub(super) protocol: Protocol,
     pub(super) bin: PathBuf,
     pub(super) backend: &'static str,
-    /// The cell they were started for.
-    pub(super) started_for: String,
-    /// Seconds the start took (charged to that cell's wall time).
-    pub(super) start_s: f64,
+    /// The cell each server was started for and what its start took (charged to that
+    /// cell's wall time), and the competitor's server as started.
+    pub(super) origins: Origins,
+}
+
+/// The competitor's server just started.
+struct Theirs {
+    server: TheirServer,
+    version: String,
+    engine: &'static str,
+    protocol: Protocol,
+    start_s: f64,
+}
+
+/// Our server just started.
+struct Ours {
+    server: AssayServer,
+    bin: PathBuf,
+    backend: &'static str,
+    start_s: f64,
 }
 
 impl Servers {
+    /// Start both servers of group `g` (its union of limits) for its cell `cell`: the
+    /// competitor's first (a missing build fails before our server loads).
+    pub(super) fn start(
+        env: &EnvArgs,
+        args: &PairArgs,
+        cell: &Cell,
+        g: &group::Group,
+    ) -> Result<Servers> {
+        let t = start_theirs(env, args, cell, g)?;
+        // Ours failing drops (stops) theirs.
+        let o = start_ours(env, args, cell, g)?;
+        Ok(Servers {
+            ours: o.server,
+            theirs: t.server,
+            their_version: t.version,
+            their_engine: t.engine,
+            protocol: t.protocol,
+            bin: o.bin,
+            backend: o.backend,
+            origins: Origins {
+                ours_for: cell.id.clone(),
+                ours_start_s: o.start_s,
+                theirs_for: cell.id.clone(),
+                theirs_start_s: t.start_s,
+                theirs: g.theirs.clone(),
+            },
+        })
+    }
+
+    /// Stop our server and start ours for group `g`'s cell `cell`, keeping the competitor's
+    /// (carried: [`super::carry::carries`] said it serves `g`). On an error the caller stops both.
+    pub(super) fn restart_ours(
+        &mut self,
+        env: &EnvArgs,
+        args: &PairArgs,
+        cell: &Cell,
+        g: &group::Group,
+    ) -> Result<()> {
+        self.ours.stop();
+        let o = start_ours(env, args, cell, g)?;
+        self.ours = o.server;
+        self.bin = o.bin;
+        self.backend = o.backend;
+        self.origins.ours_for = cell.id.clone();
+        self.origins.ours_start_s = o.start_s;
+        Ok(())
+    }
+
     /// Whether both still answer `/health`.
     pub(super) fn alive(&self) -> bool {
         let t = Duration::from_secs(5);
@@ -45,13 +112,8 @@ impl Servers {
     }
 }
 
-/// Start the servers of group `g` (its union of limits) for its cell `cell`.
-pub(super) fn start_servers(
-    env: &EnvArgs,
-    args: &PairArgs,
-    cell: &Cell,
-    g: &group::Group,
-) -> Result<Servers> {
+/// Start the competitor's server of group `g` (its union of limits) for its cell `cell`.
+fn start_theirs(env: &EnvArgs, args: &PairArgs, cell: &Cell, g: &group::Group) -> Result<Theirs> {
     let t0 = Instant::now();
     let timeout = Duration::from_secs(args.timeout_s);
     // vLLM's safetensors first: a BF16 checkpoint is then made once, with its copy, and
@@ -67,9 +129,7 @@ pub(super) fn start_servers(
         _ => None,
     };
     let (_, path) = model_path(env, cell)?;
-
-    // The competitor first: a missing build fails before our server loads.
-    let (theirs, their_version, their_engine, protocol) = match args.vs {
+    let (server, version, engine, protocol) = match args.vs {
         Competitor::LlamaCpp => {
             let home = args
                 .llama_cpp_home
@@ -149,6 +209,20 @@ pub(super) fn start_servers(
             )
         }
     };
+    Ok(Theirs {
+        server,
+        version,
+        engine,
+        protocol,
+        start_s: t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// Start our server of group `g` (its union of limits) for its cell `cell`.
+fn start_ours(env: &EnvArgs, args: &PairArgs, cell: &Cell, g: &group::Group) -> Result<Ours> {
+    let t0 = Instant::now();
+    let timeout = Duration::from_secs(args.timeout_s);
+    let (_, path) = model_path(env, cell)?;
     let bin = crate::bench::assay_bin(args.assay_bin.as_ref())?;
     let backend = if cell.device == DeviceKind::Gpu {
         "cuda"
@@ -168,16 +242,11 @@ pub(super) fn start_servers(
     // cells), recorded with the arm's flags: the same for every cell of the group.
     flags.extend(g.ours.serve_flags.iter().cloned());
     let log = std::env::temp_dir().join(format!("assay-serve-pair-{}.log", cell.id));
-    let ours = AssayServer::start(&bin, &path, &flags, &log, timeout)?;
-    Ok(Servers {
-        ours,
-        theirs,
-        their_version,
-        their_engine,
-        protocol,
+    let server = AssayServer::start(&bin, &path, &flags, &log, timeout)?;
+    Ok(Ours {
+        server,
         bin,
         backend,
-        started_for: cell.id.clone(),
         start_s: t0.elapsed().as_secs_f64(),
     })
 }
