@@ -85,14 +85,9 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::bench::cells::{Board, Cell};
+    use crate::pair::group::tests::board;
     use crate::pair::group::{groups, prompt_span, their_spec};
-    use crate::pair::{Competitor, applies, load_cells, plan};
-    use std::path::Path;
-
-    fn board() -> Board {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        load_cells(&root.join("boards/h200.toml")).unwrap()
-    }
+    use crate::pair::{Competitor, applies, plan};
 
     fn of(b: &Board, vs: Competitor) -> Vec<&Cell> {
         b.cells.iter().filter(|c| applies(c, vs)).collect()

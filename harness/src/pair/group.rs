@@ -401,14 +401,15 @@ impl Lifecycle {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::bench::cells::Board;
     use crate::pair::{applies, load_cells, plan};
     use std::path::Path;
 
-    fn board() -> Board {
+    /// The real boards/h200.toml (also for `carry`'s tests).
+    pub(crate) fn board() -> Board {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         load_cells(&root.join("boards/h200.toml")).unwrap()
     }
