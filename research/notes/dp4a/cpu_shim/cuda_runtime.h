@@ -51,3 +51,15 @@ cudaError_t cudaEventSynchronize(cudaEvent_t);
 cudaError_t cudaEventElapsedTime(float*, cudaEvent_t, cudaEvent_t);
 cudaError_t cudaEventDestroy(cudaEvent_t);
 cudaError_t cudaLaunchKernel(const void*, dim3, dim3, void**, size_t, cudaStream_t);
+// Function attributes and occupancy (the kernel units' host halves; host_view.h).
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+struct cudaFuncAttributes {
+    int numRegs;
+    size_t localSizeBytes;
+};
+template <class T>
+cudaError_t cudaFuncSetAttribute(T* entry, cudaFuncAttribute attr, int value);
+template <class T>
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, T* entry);
+template <class T>
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* n, T func, int block, size_t smem);
