@@ -120,9 +120,12 @@ __device__ __forceinline__ void dp_finish(float (&acc)[NT][GLU ? 2 * R : R], int
 // weight blocks, 16-byte loads contiguous across the lanes, the block index clamped to the
 // row so that no load sits behind a guard), then block by block in order (guarded) and
 // token by token: the activation block (2 x 16 bytes + 8 from L1), then per unit one idot
-// (8 dp4a) and one dp_acc. The weights are read once per launch whatever ntok (<= NT).
-template <class Q, int R, int NT, bool GLU, int U>
-__global__ void __launch_bounds__(DP_WARPS * 32, 2) dp_wa_kernel(DpArgs a) {
+// (8 dp4a) and one dp_acc. The weights are read once per launch whatever ntok (<= NT); each
+// activation block read serves the NU units of the group (x traffic ~ 1 / NU).
+// MINB: resident blocks per SM the kernel is compiled for (2: at most 128 registers; 1: up to
+// 255, for the many accumulators of R = 4 gate+up / R = 8 rows at 8 tokens).
+template <class Q, int R, int NT, bool GLU, int U, int MINB = 2>
+__global__ void __launch_bounds__(DP_WARPS * 32, MINB) dp_wa_kernel(DpArgs a) {
     constexpr int NU = GLU ? 2 * R : R;
     constexpr int QV = Q::QB / 16;
     const int lane = threadIdx.x & 31;

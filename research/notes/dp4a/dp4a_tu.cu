@@ -25,18 +25,18 @@ cudaError_t prep(K kern, size_t sm, int* bps, int* regs, int* lmem) {
 
 // Design wa: no shared memory; default grid one warp per row group (as the engine's
 // multi-row entries); any grid works (grid-stride).
-template <class Q, int R, bool GLU, int U, int NT>
+template <class Q, int R, bool GLU, int U, int NT, int MINB = 2>
 struct WaK {
     static size_t smem(int, int) { return 0; }
     static cudaError_t prepare(int, int, int* bps, int* regs, int* lmem) {
-        return prep(dp_wa_kernel<Q, R, NT, GLU, U>, 0, bps, regs, lmem);
+        return prep(dp_wa_kernel<Q, R, NT, GLU, U, MINB>, 0, bps, regs, lmem);
     }
     static int grid(int rows, int, int, int) {
         const int groups = (rows + R - 1) / R;
         return (groups + DP_WARPS - 1) / DP_WARPS;
     }
     static cudaError_t launch(const DpArgs& a, int grid, cudaStream_t s) {
-        dp_wa_kernel<Q, R, NT, GLU, U><<<grid, DP_WARPS * 32, 0, s>>>(a);
+        dp_wa_kernel<Q, R, NT, GLU, U, MINB><<<grid, DP_WARPS * 32, 0, s>>>(a);
         return cudaGetLastError();
     }
 };
@@ -62,25 +62,29 @@ struct WrK {
 
 }  // namespace
 
-#define WA_ROW(NAME, Q, FMT, R, GLU, U, NT)                                                  \
-    {NAME, "wa", FMT, GLU ? DP_GLU : DP_LIN, NT, false, R, &WaK<Q, R, GLU, U, NT>::smem,      \
-     &WaK<Q, R, GLU, U, NT>::prepare, &WaK<Q, R, GLU, U, NT>::grid, &WaK<Q, R, GLU, U, NT>::launch}
+#define WA_ROW(NAME, Q, FMT, R, GLU, U, NT, MINB)                                            \
+    {NAME, "wa", FMT, GLU ? DP_GLU : DP_LIN, NT, false, R, &WaK<Q, R, GLU, U, NT, MINB>::smem, \
+     &WaK<Q, R, GLU, U, NT, MINB>::prepare, &WaK<Q, R, GLU, U, NT, MINB>::grid,               \
+     &WaK<Q, R, GLU, U, NT, MINB>::launch}
 #define WR_ROW(NAME, Q, FMT, R, GLU, D, NT)                                                  \
     {NAME, "wr", FMT, GLU ? DP_GLU : DP_LIN, NT, false, R, &WrK<Q, R, GLU, D, NT>::smem,      \
      &WrK<Q, R, GLU, D, NT>::prepare, &WrK<Q, R, GLU, D, NT>::grid, &WrK<Q, R, GLU, D, NT>::launch}
-#define WA_CFG(NAME, Q, FMT, R, GLU, U)                                                     \
-    WA_ROW(NAME, Q, FMT, R, GLU, U, 1), WA_ROW(NAME, Q, FMT, R, GLU, U, 2),                 \
-    WA_ROW(NAME, Q, FMT, R, GLU, U, 4), WA_ROW(NAME, Q, FMT, R, GLU, U, 8)
+#define WA_CFG(NAME, Q, FMT, R, GLU, U, MINB)                                               \
+    WA_ROW(NAME, Q, FMT, R, GLU, U, 1, MINB), WA_ROW(NAME, Q, FMT, R, GLU, U, 2, MINB),     \
+    WA_ROW(NAME, Q, FMT, R, GLU, U, 4, MINB), WA_ROW(NAME, Q, FMT, R, GLU, U, 8, MINB)
 #define WR_CFG(NAME, Q, FMT, R, GLU, D)                                                     \
     WR_ROW(NAME, Q, FMT, R, GLU, D, 1), WR_ROW(NAME, Q, FMT, R, GLU, D, 2),                 \
     WR_ROW(NAME, Q, FMT, R, GLU, D, 4), WR_ROW(NAME, Q, FMT, R, GLU, D, 8)
 
 #if DPART == 1
 static const DpKernel kDp[] = {
-    WA_CFG("wa glu R1 U2", DpQ4_0, dpref::FMT_Q4_0, 1, true, 2),
-    WA_CFG("wa glu R2 U1", DpQ4_0, dpref::FMT_Q4_0, 2, true, 1),
-    WA_CFG("wa R2 U2", DpQ4_0, dpref::FMT_Q4_0, 2, false, 2),
-    WA_CFG("wa R4 U1", DpQ4_0, dpref::FMT_Q4_0, 4, false, 1),
+    WA_CFG("wa glu R1 U2", DpQ4_0, dpref::FMT_Q4_0, 1, true, 2, 2),
+    WA_CFG("wa glu R2 U1", DpQ4_0, dpref::FMT_Q4_0, 2, true, 1, 2),
+    // 4 rows of each matrix per warp: x read once per 8 units; up to 255 registers (1 block
+    // per SM at 4 and 8 tokens: 147-189 registers under NVRTC)
+    WA_CFG("wa glu R4 U1 b1", DpQ4_0, dpref::FMT_Q4_0, 4, true, 1, 1),
+    WA_CFG("wa R2 U2", DpQ4_0, dpref::FMT_Q4_0, 2, false, 2, 2),
+    WA_CFG("wa R4 U1", DpQ4_0, dpref::FMT_Q4_0, 4, false, 1, 2),
 };
 int dp4a_kernels_1(const DpKernel** out) {
     *out = kDp;
@@ -107,10 +111,13 @@ int dp4a_kernels_2(const DpKernel** out) {
 }
 #elif DPART == 3
 static const DpKernel kDp[] = {
-    WA_CFG("wa glu R1 U2", DpQ8_0, dpref::FMT_Q8_0, 1, true, 2),
-    WA_CFG("wa glu R2 U1", DpQ8_0, dpref::FMT_Q8_0, 2, true, 1),
-    WA_CFG("wa R2 U2", DpQ8_0, dpref::FMT_Q8_0, 2, false, 2),
-    WA_CFG("wa R4 U1", DpQ8_0, dpref::FMT_Q8_0, 4, false, 1),
+    WA_CFG("wa glu R1 U2", DpQ8_0, dpref::FMT_Q8_0, 1, true, 2, 2),
+    WA_CFG("wa glu R2 U1", DpQ8_0, dpref::FMT_Q8_0, 2, true, 1, 2),
+    // 4 rows of each matrix per warp: x read once per 8 units; up to 255 registers (1 block
+    // per SM at 4 and 8 tokens: 147-189 registers under NVRTC)
+    WA_CFG("wa glu R4 U1 b1", DpQ8_0, dpref::FMT_Q8_0, 4, true, 1, 1),
+    WA_CFG("wa R2 U2", DpQ8_0, dpref::FMT_Q8_0, 2, false, 2, 2),
+    WA_CFG("wa R4 U1", DpQ8_0, dpref::FMT_Q8_0, 4, false, 1, 2),
 };
 int dp4a_kernels_3(const DpKernel** out) {
     *out = kDp;

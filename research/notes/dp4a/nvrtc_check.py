@@ -27,13 +27,14 @@ def expand(text, seen, out):
             continue
         out.append(line)
 
-# The configurations of dp4a_tu.cu: (design, format, R, GLU, U or D).
-CFGS = [("wa", "DpQ4_0", 1, "true", 2), ("wa", "DpQ4_0", 2, "true", 1), ("wa", "DpQ4_0", 2, "false", 2),
-        ("wa", "DpQ4_0", 4, "false", 1), ("wr", "DpQ4_0", 1, "true", 6), ("wr", "DpQ4_0", 2, "true", 4),
-        ("wr", "DpQ4_0", 2, "false", 4), ("wr", "DpQ4_0", 4, "false", 3),
-        ("wa", "DpQ8_0", 1, "true", 2), ("wa", "DpQ8_0", 2, "true", 1), ("wa", "DpQ8_0", 2, "false", 2),
-        ("wa", "DpQ8_0", 4, "false", 1), ("wr", "DpQ8_0", 1, "true", 6), ("wr", "DpQ8_0", 2, "true", 3),
-        ("wr", "DpQ8_0", 2, "false", 4), ("wr", "DpQ8_0", 4, "false", 3)]
+# The configurations of dp4a_tu.cu: (design, format, R, GLU, U or D[, MINB]).
+CFGS = []
+for q in ("DpQ4_0", "DpQ8_0"):
+    CFGS += [("wa", q, 1, "true", "2, 2"), ("wa", q, 2, "true", "1, 2"), ("wa", q, 4, "true", "1, 1"),
+             ("wa", q, 2, "false", "2, 2"), ("wa", q, 4, "false", "1, 2")]
+CFGS += [("wr", "DpQ4_0", 1, "true", 6), ("wr", "DpQ4_0", 2, "true", 4), ("wr", "DpQ4_0", 2, "false", 4),
+         ("wr", "DpQ4_0", 4, "false", 3), ("wr", "DpQ8_0", 1, "true", 6), ("wr", "DpQ8_0", 2, "true", 3),
+         ("wr", "DpQ8_0", 2, "false", 4), ("wr", "DpQ8_0", 4, "false", 3)]
 
 def dp4a_src():
     s = '#include "dp4a.cuh"\ntemplate __global__ void dp_quant_kernel<DP_WARPS>(const float*, int, signed char*, int2*);\n'
