@@ -10,6 +10,7 @@ mod progress;
 mod promote;
 mod receipts;
 mod report;
+mod requant;
 mod synth;
 
 use std::process::ExitCode;
@@ -32,6 +33,8 @@ enum Command {
     Gate(gate::GateArgs),
     /// Write a synthetic checkpoint with a real model's exact shapes.
     Synth(synth::SynthArgs),
+    /// Re-quantize a GGUF checkpoint's matrices to one format (e.g. a Q4_0 draft model).
+    Requant(requant::RequantArgs),
     /// Write a tokenizer donor for `synth` without tensors (the donor's metadata only).
     SynthDonor(synth::donor::SynthDonorArgs),
     /// Run the bench cells of boards/*.toml; one receipt row per cell.
@@ -53,6 +56,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Gate(a) => gate::run(&cli.env, &a),
         Command::Synth(a) => synth::run(&cli.env, &a),
+        Command::Requant(a) => requant::run(&cli.env, &a),
         Command::SynthDonor(a) => synth::donor::run(&cli.env, &a),
         Command::Bench(a) => bench::run(&cli.env, &a),
         Command::Pair(a) => pair::run(&cli.env, &a),

@@ -98,8 +98,9 @@ fn default_arms() -> Vec<String> {
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct SpecCell {
-    /// `ngram`, `draft:<catalog name>`, or `draft:synth:<QUANT>` (the cell's synthetic
-    /// checkpoint, same shape and seed, in another format).
+    /// `ngram`, `draft:<catalog name>`, `draft:synth:<QUANT>` (the cell's synthetic
+    /// checkpoint, same shape and seed, in another format), or `draft:requant:<FORMAT>:<name>`
+    /// (a catalog model's matrices re-quantized: crate::requant).
     pub proposer: String,
     /// Largest depth.
     pub k: usize,

@@ -182,7 +182,16 @@ pub(crate) fn draft_path(env: &EnvArgs, cell: &Cell) -> Result<Option<PathBuf>> 
         };
         return Ok(Some(synth_path(env, &cell.id, &d)?.1));
     }
-    Ok(Some(engine::catalog::resolve(name, &env.models_dir()?)?))
+    Ok(Some(resolve_draft(name, &env.models_dir()?)?))
+}
+
+/// A draft named by a catalog name or path, or `requant:<FORMAT>:<model>` (that model's
+/// matrices re-quantized, made in the models folder on first use: crate::requant).
+pub(crate) fn resolve_draft(name: &str, models_dir: &Path) -> Result<PathBuf> {
+    match name.strip_prefix("requant:") {
+        Some(spec) => crate::requant::resolve(spec, models_dir),
+        None => Ok(engine::catalog::resolve(name, models_dir)?),
+    }
 }
 
 /// A catalog model (the cell's, or its draft's) that is not in the models folder: GPU
@@ -196,7 +205,12 @@ fn missing_model(env: &EnvArgs, cell: &Cell) -> Option<String> {
         .spec
         .as_ref()
         .and_then(|s| s.proposer.strip_prefix("draft:"))
-        .filter(|d| !d.starts_with("synth:"));
+        .filter(|d| !d.starts_with("synth:"))
+        .map(|d| match d.strip_prefix("requant:") {
+            // requant:<FORMAT>:<model>: the source model must be there.
+            Some(r) => r.split_once(':').map_or(r, |(_, m)| m),
+            None => d,
+        });
     for name in cell.model.iter().map(String::as_str).chain(draft) {
         if engine::catalog::resolve(name, &dir).is_err() {
             return Some(format!(

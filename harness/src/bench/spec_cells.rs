@@ -107,7 +107,7 @@ impl TextArm {
             .and_then(|s| s.proposer.strip_prefix("draft:"))
         {
             Some(name) => {
-                let dpath = engine::catalog::resolve(name, models_dir)?;
+                let dpath = super::resolve_draft(name, models_dir)?;
                 Some(Arc::new(reference(&dpath, threads)?))
             }
             None => None,
