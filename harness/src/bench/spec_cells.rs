@@ -161,7 +161,11 @@ impl TextArm {
                         d.clone(),
                         self.r.model(),
                         self.r.program().shape.n_vocab,
-                        sp.proposer.clone(),
+                        // DraftModel names itself `draft:<name>`.
+                        sp.proposer
+                            .strip_prefix("draft:")
+                            .unwrap_or(&sp.proposer)
+                            .to_owned(),
                         &greedy,
                     )?),
                     None => Box::new(NgramProposer::default()),
