@@ -1,4 +1,5 @@
 #!/bin/bash
+# The Q4_0 draft: target/release/harness requant Qwen2.5-Coder-0.5B-Instruct --to Q4_0 -o /tmp/q05-q4_0.gguf (session 32, 8 s).
 cd /work/main
 for cls in short-code medium-code long-agentic; do
  for d in Qwen2.5-Coder-0.5B-Instruct /tmp/q05-q4_0.gguf; do
