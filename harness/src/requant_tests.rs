@@ -14,11 +14,17 @@ fn tiny(dir: &Path, format: QuantFormat) -> PathBuf {
     p
 }
 
-#[test]
-fn matrices_take_the_target_and_everything_else_is_copied() {
+/// A temporary folder holding a tiny Q8_0 checkpoint, and an output path in it.
+fn q8_setup() -> (tempfile::TempDir, PathBuf, PathBuf) {
     let d = tempfile::tempdir().unwrap();
     let input = tiny(d.path(), QuantFormat::Q8_0);
     let out = d.path().join("out.gguf");
+    (d, input, out)
+}
+
+#[test]
+fn matrices_take_the_target_and_everything_else_is_copied() {
+    let (d, input, out) = q8_setup();
     let s = requant_file(&input, &out, QuantFormat::Q4_0, &[]).unwrap();
     let a = GgufModel::open(&input).unwrap();
     let b = GgufModel::open(&out).unwrap();
@@ -88,9 +94,7 @@ fn first_logits(path: &Path) -> Vec<f32> {
 
 #[test]
 fn keep_copies_a_named_tensor_and_an_unknown_name_is_an_error() {
-    let d = tempfile::tempdir().unwrap();
-    let input = tiny(d.path(), QuantFormat::Q8_0);
-    let out = d.path().join("out.gguf");
+    let (_d, input, out) = q8_setup();
     requant_file(
         &input,
         &out,
@@ -112,9 +116,7 @@ fn keep_copies_a_named_tensor_and_an_unknown_name_is_an_error() {
 
 #[test]
 fn rows_that_do_not_fit_the_target_are_copied_and_listed() {
-    let d = tempfile::tempdir().unwrap();
-    let input = tiny(d.path(), QuantFormat::Q8_0);
-    let out = d.path().join("out.gguf");
+    let (_d, input, out) = q8_setup();
     // Q4_K blocks hold 256 values; the tiny model's rows are 64 and 96 long.
     let s = requant_file(&input, &out, QuantFormat::Q4_K, &[]).unwrap();
     assert_eq!(s.converted, 0);
