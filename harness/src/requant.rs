@@ -85,7 +85,9 @@ pub fn requant_file(input: &Path, out: &Path, to: QuantFormat, keep: &[String]) 
     let mut plan: Vec<(bool, TensorSpec)> = Vec::with_capacity(header.tensors.len());
     for t in &header.tensors {
         let matrix = t.dims.len() >= 2;
-        let fits = t.dims[0] as usize % block == 0;
+        // A header may hold a tensor of no dimensions: never index blindly.
+        let row = t.dims.first().copied().unwrap_or(0) as usize;
+        let fits = row > 0 && row % block == 0;
         let kept = keep.iter().any(|k| k == &t.name);
         let convert = matrix && fits && !kept && t.format != to;
         if matrix && !fits && !kept {
@@ -129,8 +131,13 @@ pub fn requant_file(input: &Path, out: &Path, to: QuantFormat, keep: &[String]) 
         for ((convert, spec), t) in plan.iter().zip(&header.tensors) {
             let bytes = src.tensor_bytes(t);
             if *convert {
-                let data = convert_rows(bytes, t.format, to, t.dims[0] as usize)
-                    .with_context(|| format!("tensor {}", t.name))?;
+                let data = convert_rows(
+                    bytes,
+                    t.format,
+                    to,
+                    t.dims.first().copied().unwrap_or(0) as usize,
+                )
+                .with_context(|| format!("tensor {}", t.name))?;
                 w.write_tensor(&data)?;
                 summary.converted += 1;
                 summary.converted_bytes += data.len() as u64;
