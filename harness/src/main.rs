@@ -69,8 +69,77 @@ fn main() -> ExitCode {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", error_text(&e));
             ExitCode::from(2)
         }
+    }
+}
+
+/// The error and its causes joined by ": ", as `{:#}` would, but a cause whose text the
+/// message before it already ends with is left out: the engine's errors carry their source
+/// in their own text (`thiserror` `{0}`), so `{:#}` printed it twice.
+fn error_text(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    let mut last = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if !last.is_empty() && last.ends_with(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+        last = text;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_text;
+
+    /// An error that prints its source in its own text, as the engine's do.
+    #[derive(Debug)]
+    struct Outer(Inner);
+    impl std::fmt::Display for Outer {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "not a GGUF file: {}", self.0)
+        }
+    }
+    impl std::error::Error for Outer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[derive(Debug)]
+    struct Inner;
+    impl std::fmt::Display for Inner {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("bad magic [00, 01]")
+        }
+    }
+    impl std::error::Error for Inner {}
+
+    #[test]
+    fn a_cause_repeated_in_its_parent_is_printed_once() {
+        let e = anyhow::Error::new(Outer(Inner)).context("reading /m/x.gguf");
+        assert_eq!(
+            format!("{e:#}"),
+            "reading /m/x.gguf: not a GGUF file: bad magic [00, 01]: bad magic [00, 01]"
+        );
+        assert_eq!(
+            error_text(&e),
+            "reading /m/x.gguf: not a GGUF file: bad magic [00, 01]"
+        );
+    }
+
+    #[test]
+    fn distinct_causes_are_all_kept() {
+        let e = anyhow::anyhow!("disk full")
+            .context("writing out.gguf")
+            .context("requant");
+        assert_eq!(error_text(&e), "requant: writing out.gguf: disk full");
     }
 }
