@@ -21,7 +21,12 @@ Endpoints (what harness/src/pair and harness/src/bench/serve_load send):
                       then {"choices": [], "usage": {...}}, then [DONE]
 Greedy only (temperature 0; anything else is a 400). Requests are served one at a time
 (a lock): the arm is a reference, not a server under load, so the harness pairs it on
-single-stream cells. `ignore_eos` keeps generating through end-of-generation tokens
+single-stream cells. Every call into the model (load, warm-up, generate, top) runs on one
+model thread (`ModelThread`): transformers compiles the static-cache decode step with CUDA
+graphs, whose state torch keeps per thread, and a generate from an HTTP handler thread after
+a warm-up on the main thread failed with a bare `AssertionError` (session 36 on the H200;
+pytorch/pytorch#123177). The toy model checks the same rule, so the harness's protocol tests
+go red if a call leaves the model thread. `ignore_eos` keeps generating through end-of-generation tokens
 (`min_new_tokens`); without it the stop token ends the completion.
 """
 
@@ -32,6 +37,7 @@ import queue
 import sys
 import threading
 import time
+import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -42,7 +48,18 @@ class FakeModel:
     version = "fake-0"
     vocab = 1000
 
+    def __init__(self):
+        # The real arm's constraint (see the module docstring): the thread that built the
+        # model is the only one that may call it. Checked here so that tests without torch
+        # catch a call from a handler thread.
+        self.thread = threading.get_ident()
+
+    def check_thread(self):
+        if threading.get_ident() != self.thread:
+            raise AssertionError("the model was called from a thread other than the model thread")
+
     def logits(self, ids):
+        self.check_thread()
         h = 0
         for t in ids[-4:]:
             h = (h * 1_000_003 + t + 7) % 2_147_483_647
@@ -63,6 +80,45 @@ class FakeModel:
             emit(t)
 
 
+class ModelThread:
+    """One thread that makes every call into the model, in the order they are submitted."""
+
+    def __init__(self):
+        self.jobs = queue.Queue()
+        threading.Thread(target=self.loop, name="model", daemon=True).start()
+
+    def loop(self):
+        while True:
+            fn, done = self.jobs.get()
+            try:
+                value = fn()
+            except BaseException as e:  # the caller's error, reported to it, never this thread's end
+                traceback.print_exc()
+                done(None, e)
+            else:
+                done(value, None)
+
+    def submit(self, fn, done):
+        """Run fn() on the model thread; then done(value, None) or done(None, exception) there."""
+        self.jobs.put((fn, done))
+
+    def call(self, fn):
+        """Run fn() on the model thread and wait for its value (or raise its exception)."""
+        box = []
+        ev = threading.Event()
+
+        def done(value, err):
+            box.append((value, err))
+            ev.set()
+
+        self.submit(fn, done)
+        ev.wait()
+        value, err = box[0]
+        if err is not None:
+            raise err
+        return value
+
+
 class HfModel:
     """transformers' AutoModelForCausalLM on the GPU, greedy `generate` with a static cache."""
 
@@ -79,6 +135,10 @@ class HfModel:
         self.model = transformers.AutoModelForCausalLM.from_pretrained(path, torch_dtype=dt)
         self.model.to("cuda").eval()
         self.eos = self.model.generation_config.eos_token_id
+        # The static cache sized once for the whole context (transformers >= 5.x reads
+        # `max_cache_len`): later requests reuse the warm-up's cache and its compiled step
+        # instead of reallocating and recompiling for each new length.
+        self.sized_cache = hasattr(transformers.GenerationConfig(), "max_cache_len")
         # One warm-up generate: the static cache and its kernels are set up before /health.
         self.generate([1, 2, 3, 4], 4, True, lambda t: None)
 
@@ -118,13 +178,15 @@ class HfModel:
             attention_mask=torch.ones_like(x),
             pad_token_id=0,
         )
+        if self.sized_cache:
+            kw["max_cache_len"] = max(self.ctx, len(ids) + n)
         if ignore_eos:
             kw["min_new_tokens"] = n
         with torch.inference_mode():
             self.model.generate(x, **kw)
 
 
-def make_handler(model, lock):
+def make_handler(model, worker, lock):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
@@ -178,10 +240,10 @@ def make_handler(model, lock):
                     return
                 try:
                     out = []
-                    model.generate(prompt, max_tokens, ignore_eos, out.append)
+                    worker.call(lambda: model.generate(prompt, max_tokens, ignore_eos, out.append))
                     choice = {"index": 0, "text": "", "token_ids": out, "finish_reason": "length"}
                     if k:
-                        top = model.top(prompt, k)
+                        top = worker.call(lambda: model.top(prompt, k))
                         choice["logprobs"] = {
                             "tokens": [f"token_id:{out[0]}"],
                             "top_logprobs": [{f"token_id:{i}": lp for i, lp in top}],
@@ -200,16 +262,15 @@ def make_handler(model, lock):
             self.close_connection = True
             q = queue.Queue()
             err = []
+            finished = threading.Event()
 
-            def run():
-                try:
-                    model.generate(prompt, max_tokens, ignore_eos, q.put)
-                except Exception as e:
+            def done(_value, e):
+                if e is not None:
                     err.append(f"{type(e).__name__}: {e}")
                 q.put(None)
+                finished.set()
 
-            th = threading.Thread(target=run, daemon=True)
-            th.start()
+            worker.submit(lambda: model.generate(prompt, max_tokens, ignore_eos, q.put), done)
             count = 0
             try:
                 while True:
@@ -227,7 +288,7 @@ def make_handler(model, lock):
                 self.wfile.flush()
             except (BrokenPipeError, ConnectionResetError):
                 pass
-            th.join()
+            finished.wait()
 
     return Handler
 
@@ -241,15 +302,13 @@ def main():
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--ctx", type=int, default=4096)
     a = ap.parse_args()
-    t0 = time.time()
-    if a.fake:
-        model = FakeModel()
-    elif a.model:
-        model = HfModel(a.model, a.dtype, a.ctx)
-    else:
+    if not (a.fake or a.model):
         ap.error("--model DIR or --fake")
+    t0 = time.time()
+    worker = ModelThread()
+    model = worker.call(lambda: FakeModel() if a.fake else HfModel(a.model, a.dtype, a.ctx))
     sys.stderr.write(f"{model.name} {model.version} ready in {time.time() - t0:.1f} s on {a.host}:{a.port}\n")
-    srv = ThreadingHTTPServer((a.host, a.port), make_handler(model, threading.Lock()))
+    srv = ThreadingHTTPServer((a.host, a.port), make_handler(model, worker, threading.Lock()))
     srv.serve_forever()
 
 
