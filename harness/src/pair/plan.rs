@@ -103,15 +103,18 @@ pub const HASH_GB_S: f64 = 1.0;
 /// The agreement request (16 greedy tokens per arm) and bookkeeping per cell.
 pub const AGREE_S: f64 = 3.0;
 
-/// `harness synth` on the Llama-3.1-8B shape, by format, idle 16-core machine: Q4_0 ~48 s,
-/// Q8_0 20.7 s (research/notes/final-s4/synth.log); BF16 (a cast, written twice: GGUF and
-/// safetensors) and the K-quant mixes were not timed (assumed).
+/// `harness synth` on the Llama-3.1-8B shape, by format, 16-core machine: Q4_0 ~48 s,
+/// Q8_0 20.7 s (research/notes/final-s4/synth.log); BF16 written twice (GGUF and
+/// safetensors) 336 s and Q4_K_M 519 s for Qwen3-8B's 8.19 B parameters (session 36's window,
+/// research/notes/s36/device/psynth.log; the 120 s assumed before was 4x low, and is what
+/// made session 36's plan put Gemma-3-12B's Q4_K_M in the window). Other K mixes assumed
+/// like Q4_K_M.
 pub fn synth_8b_s(quant: &str) -> f64 {
     match quant.to_ascii_uppercase().as_str() {
         "Q4_0" => 48.0,
         "Q8_0" => 21.0,
-        "BF16" => 45.0,
-        q if q.ends_with("_M") => 120.0,
+        "BF16" => 330.0,
+        q if q.ends_with("_M") => 510.0,
         _ => 60.0,
     }
 }

@@ -104,7 +104,7 @@ fn the_estimate_meets_the_session_anchors() {
         &mut made,
     )
     .unwrap();
-    assert!((fp8.synth_s - 66.0).abs() < 0.5, "{fp8:?}");
+    assert!((fp8.synth_s - 351.0).abs() < 0.5, "{fp8:?}");
     assert!(fp8.start_s > d.start_s);
 }
 
