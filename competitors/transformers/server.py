@@ -26,8 +26,8 @@ model thread (`ModelThread`): transformers compiles the static-cache decode step
 graphs, whose state torch keeps per thread, and a generate from an HTTP handler thread after
 a warm-up on the main thread failed with a bare `AssertionError` (session 36 on the H200;
 pytorch/pytorch#123177). The toy model checks the same rule, so the harness's protocol tests
-go red if a call leaves the model thread. `ignore_eos` keeps generating through end-of-generation tokens
-(`min_new_tokens`); without it the stop token ends the completion.
+go red if a call leaves the model thread. `ignore_eos` keeps generating through
+end-of-generation tokens (`min_new_tokens`); without it the stop token ends the completion.
 """
 
 import argparse
