@@ -3,7 +3,7 @@
 reference arm): Hugging Face transformers' `generate` with a static KV cache, behind the
 small part of the OpenAI completions protocol the harness speaks, on token ids.
 
-    python3 server.py --model DIR --port PORT [--dtype bfloat16] [--ctx N]
+    python3 server.py --model DIR --port PORT [--dtype bfloat16] [--ctx N] [--device cuda|cpu]
     python3 server.py --fake --port PORT      # no torch: a deterministic toy model
 
 DIR is the `<stem>.hf/` folder `harness synth` writes next to a BF16 synthetic GGUF
@@ -120,20 +120,22 @@ class ModelThread:
 
 
 class HfModel:
-    """transformers' AutoModelForCausalLM on the GPU, greedy `generate` with a static cache."""
+    """transformers' AutoModelForCausalLM on `device` (the GPU; `cpu` for the harness's CPU
+    cells), greedy `generate` with a static cache."""
 
     name = "transformers"
 
-    def __init__(self, path, dtype, ctx):
+    def __init__(self, path, dtype, ctx, device="cuda"):
         import torch
         import transformers
 
         self.torch = torch
         self.version = transformers.__version__
         self.ctx = ctx
+        self.device = device
         dt = getattr(torch, dtype)
-        self.model = transformers.AutoModelForCausalLM.from_pretrained(path, torch_dtype=dt)
-        self.model.to("cuda").eval()
+        self.model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=dt)
+        self.model.to(device).eval()
         self.eos = self.model.generation_config.eos_token_id
         # The static cache sized once for the whole context (transformers >= 5.x reads
         # `max_cache_len`): later requests reuse the warm-up's cache and its compiled step
@@ -145,7 +147,7 @@ class HfModel:
     def top(self, ids, k):
         torch = self.torch
         with torch.inference_mode():
-            x = torch.tensor([ids], device="cuda")
+            x = torch.tensor([ids], device=self.device)
             row = self.model(x).logits[0, -1].float().log_softmax(-1)
             v, i = torch.topk(row, k)
         return list(zip(i.tolist(), v.tolist()))
@@ -169,7 +171,7 @@ class HfModel:
             def end(self):
                 pass
 
-        x = torch.tensor([ids], device="cuda")
+        x = torch.tensor([ids], device=self.device)
         kw = dict(
             max_new_tokens=n,
             do_sample=False,
@@ -200,7 +202,10 @@ def make_handler(model, worker, lock):
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Connection", "close")
             self.end_headers()
-            self.wfile.write(body)
+            try:
+                self.wfile.write(body)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client read what it needed (the status line) and closed
             self.close_connection = True
 
         def do_GET(self):
@@ -301,12 +306,13 @@ def main():
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--ctx", type=int, default=4096)
+    ap.add_argument("--device", default="cuda", help="torch device: cuda (the GPU cells) or cpu")
     a = ap.parse_args()
     if not (a.fake or a.model):
         ap.error("--model DIR or --fake")
     t0 = time.time()
     worker = ModelThread()
-    model = worker.call(lambda: FakeModel() if a.fake else HfModel(a.model, a.dtype, a.ctx))
+    model = worker.call(lambda: FakeModel() if a.fake else HfModel(a.model, a.dtype, a.ctx, a.device))
     sys.stderr.write(f"{model.name} {model.version} ready in {time.time() - t0:.1f} s on {a.host}:{a.port}\n")
     srv = ThreadingHTTPServer((a.host, a.port), make_handler(model, worker, threading.Lock()))
     srv.serve_forever()

@@ -318,10 +318,13 @@ fn check_pair_cell(c: &Cell) -> std::result::Result<(), String> {
     if c.runs < 5 || c.batch == 0 || c.gen_tokens < 2 {
         return Err("a pairing cell has runs >= 5, batch >= 1, gen_tokens >= 2".into());
     }
-    // A CPU cell pairs our CPU backend with llama.cpp's CPU build (the whole flow of
-    // `harness pair` on a machine without a GPU); vLLM runs on the GPU only.
-    if c.device != DeviceKind::Gpu && c.vs.iter().any(|v| v != "llama.cpp") {
-        return Err("a CPU pairing cell pairs with llama.cpp only (vLLM needs the GPU)".into());
+    // A CPU cell pairs our CPU backend with llama.cpp's CPU build or with transformers on
+    // the CPU (the whole flow of `harness pair` on a machine without a GPU); vLLM runs on
+    // the GPU only.
+    if c.device != DeviceKind::Gpu && c.vs.iter().any(|v| v == "vllm") {
+        return Err(
+            "a CPU pairing cell pairs with llama.cpp or transformers (vLLM needs the GPU)".into(),
+        );
     }
     if let Some(sp) = &c.spec
         && (sp.k == 0

@@ -196,6 +196,11 @@ fn start_theirs(env: &EnvArgs, args: &PairArgs, cell: &Cell, g: &group::Group) -
                 &args.vllm_python,
                 &script,
                 dir.as_deref(),
+                if cell.device == DeviceKind::Gpu {
+                    "cuda"
+                } else {
+                    "cpu"
+                },
                 g.theirs.ctx,
                 &log,
                 timeout,

@@ -148,11 +148,35 @@ fn formats_differ_only_for_vllm_quantization() {
 #[test]
 fn the_cells_files_parse_as_boards() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    for f in ["boards/h200.toml", "tools/pair-smoke.toml"] {
+    for f in [
+        "boards/h200.toml",
+        "tools/pair-smoke.toml",
+        "competitors/transformers/cpu-check.toml",
+    ] {
         let b = load_cells(&root.join(f)).unwrap();
         assert!(!b.cells.is_empty(), "{f}");
         assert!(b.cells.iter().all(|c| c.runs >= 5 && c.batch >= 1), "{f}");
     }
+}
+
+#[test]
+fn a_cpu_cell_pairs_with_llama_cpp_or_transformers_never_vllm() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let check = root.join("competitors/transformers/cpu-check.toml");
+    let b = load_cells(&check).unwrap();
+    let c = &b.cells[0];
+    assert_eq!(c.device, crate::bench::cells::DeviceKind::Cpu);
+    assert!(applies(c, Competitor::Transformers));
+    assert!(!applies(c, Competitor::Vllm));
+    // The same cell against vLLM is refused at load, with the reason.
+    let t = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(&check)
+        .unwrap()
+        .replace("vs = [\"transformers\"]", "vs = [\"transformers\", \"vllm\"]");
+    let p = t.path().join("cells.toml");
+    std::fs::write(&p, text).unwrap();
+    let e = format!("{:#}", load_cells(&p).unwrap_err());
+    assert!(e.contains("vLLM needs the GPU"), "{e}");
 }
 
 #[test]

@@ -103,11 +103,13 @@ impl VllmServer {
 
     /// Start competitors/transformers/server.py (`script`) on `model` (the same safetensors
     /// folder vLLM loads; `None`: its `--fake` toy model, for tests without torch) and wait
-    /// for its `/health` (it answers once the model is loaded and warmed up).
+    /// for its `/health` (it answers once the model is loaded and warmed up). `device` is
+    /// torch's (`cuda` for the GPU cells, `cpu` for the CPU cells).
     pub fn start_transformers(
         python: &str,
         script: &Path,
         model: Option<&Path>,
+        device: &str,
         ctx: usize,
         log: &Path,
         ready_timeout: Duration,
@@ -133,6 +135,8 @@ impl VllmServer {
             port.to_string(),
             "--ctx".into(),
             ctx.to_string(),
+            "--device".into(),
+            device.into(),
         ];
         match model {
             Some(m) => args.extend(["--model".into(), m.display().to_string()]),
@@ -300,6 +304,7 @@ mod tests {
             "python3",
             &root.join("competitors/transformers/server.py"),
             None,
+            "cpu",
             656,
             &log,
             Duration::from_secs(60),
