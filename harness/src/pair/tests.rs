@@ -170,9 +170,10 @@ fn a_cpu_cell_pairs_with_llama_cpp_or_transformers_never_vllm() {
     assert!(!applies(c, Competitor::Vllm));
     // The same cell against vLLM is refused at load, with the reason.
     let t = tempfile::tempdir().unwrap();
-    let text = std::fs::read_to_string(&check)
-        .unwrap()
-        .replace("vs = [\"transformers\"]", "vs = [\"transformers\", \"vllm\"]");
+    let text = std::fs::read_to_string(&check).unwrap().replace(
+        "vs = [\"transformers\"]",
+        "vs = [\"transformers\", \"vllm\"]",
+    );
     let p = t.path().join("cells.toml");
     std::fs::write(&p, text).unwrap();
     let e = format!("{:#}", load_cells(&p).unwrap_err());
