@@ -132,6 +132,10 @@ pub struct PairArgs {
     /// included); with `--plan`, only show the selection.
     #[arg(long)]
     pub budget_s: Option<f64>,
+    /// With `--plan` / `--budget-s`: keep the cells that already have a current receipt
+    /// (what an engine change would make stale: the whole re-pairing's device time).
+    #[arg(long)]
+    pub include_current: bool,
     /// Start both servers for every cell (default: consecutive cells whose servers one
     /// start covers share it, `pair::group`).
     #[arg(long)]
@@ -519,7 +523,12 @@ pub fn run(env: &EnvArgs, args: &PairArgs) -> Result<bool> {
             }
         );
     }
-    if args.plan || args.budget_s.is_some() {
+    if args.include_current && !(args.plan || args.budget_s.is_some()) {
+        bail!(
+            "--include-current goes with --plan or --budget-s (a run pairs every cell it is given)"
+        );
+    }
+    if (args.plan || args.budget_s.is_some()) && !args.include_current {
         // A cell that already has a current receipt measured as the cell is defined today
         // (what `harness board` shows: green, or red when newer) is done: the plan and the
         // budget leave it out, so the next window's `--budget-s` takes the next slice.
@@ -534,6 +543,8 @@ pub fn run(env: &EnvArgs, args: &PairArgs) -> Result<bool> {
                 before - cells.len()
             );
         }
+    }
+    if args.plan || args.budget_s.is_some() {
         let p = plan::plan(&cells, args.vs, args.budget_s, !args.no_reuse)?;
         print!("{}", plan::render(&p, args.vs, args.budget_s));
         if args.plan {
