@@ -3,11 +3,12 @@
 reference arm): Hugging Face transformers' `generate` with a static KV cache, behind the
 small part of the OpenAI completions protocol the harness speaks, on token ids.
 
-    python3 server.py --model DIR --port PORT [--dtype bfloat16] [--ctx N] [--device cuda|cpu]
+    python3 server.py --model DIR|FILE.gguf --port PORT [--dtype D] [--ctx N] [--device cuda|cpu]
     python3 server.py --fake --port PORT      # no torch: a deterministic toy model
 
 DIR is the `<stem>.hf/` folder `harness synth` writes next to a BF16 synthetic GGUF
-(config.json + safetensors), the weights vLLM loads too. The GPU image has torch and
+(config.json + safetensors), the weights vLLM loads too; FILE.gguf a real model's GGUF (the
+harness's CPU cells of catalog models), dequantized by transformers on load. The GPU image has torch and
 transformers; nothing is carried for this arm.
 
 Endpoints (what harness/src/pair and harness/src/bench/serve_load send):
@@ -33,6 +34,7 @@ end-of-generation tokens (`min_new_tokens`); without it the stop token ends the 
 import argparse
 import json
 import math
+import os
 import queue
 import sys
 import threading
@@ -133,8 +135,16 @@ class HfModel:
         self.version = transformers.__version__
         self.ctx = ctx
         self.device = device
-        dt = getattr(torch, dtype)
-        self.model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=dt)
+        if path.endswith(".gguf"):
+            # A real model's GGUF (the harness's CPU cells of a catalog model): transformers
+            # dequantizes it on load (needs the `gguf` and `accelerate` packages); f32 by
+            # default, the closest to the dequantized values our reference computes with.
+            dt = getattr(torch, dtype or "float32")
+            d, f = os.path.split(os.path.abspath(path))
+            self.model = transformers.AutoModelForCausalLM.from_pretrained(d, gguf_file=f, dtype=dt)
+        else:
+            dt = getattr(torch, dtype or "bfloat16")
+            self.model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=dt)
         self.model.to(device).eval()
         self.eos = self.model.generation_config.eos_token_id
         # The static cache sized once for the whole context (transformers >= 5.x reads
@@ -304,7 +314,8 @@ def main():
     ap.add_argument("--fake", action="store_true", help="a toy model, no torch (protocol tests)")
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, required=True)
-    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--dtype", default=None,
+                    help="torch dtype (default: bfloat16 for a safetensors folder, float32 for a .gguf)")
     ap.add_argument("--ctx", type=int, default=4096)
     ap.add_argument("--device", default="cuda", help="torch device: cuda (the GPU cells) or cpu")
     a = ap.parse_args()

@@ -188,6 +188,9 @@ fn start_theirs(env: &EnvArgs, args: &PairArgs, cell: &Cell, g: &group::Group) -
             let dir = match (&vllm_dir, args.transformers_fake) {
                 (_, true) => None,
                 (Some(d), false) => Some(d.clone()),
+                // A real model's cell (no synth): transformers reads the very GGUF our arm
+                // serves (dequantized on load; needs the `gguf` and `accelerate` packages).
+                (None, false) if cell.synth.is_none() => Some(path.clone()),
                 (None, false) => Some(vllm_model_dir(env, cell, &path)?),
             };
             let log = std::env::temp_dir().join(format!("transformers-{}.log", cell.id));
