@@ -84,6 +84,7 @@ impl Competitor {
 }
 
 #[derive(clap::Args, Debug)]
+#[command(group(clap::ArgGroup::new("planning").args(["plan", "budget_s"]).multiple(true)))]
 pub struct PairArgs {
     /// The competitor.
     #[arg(long)]
@@ -134,7 +135,7 @@ pub struct PairArgs {
     pub budget_s: Option<f64>,
     /// With `--plan` / `--budget-s`: keep the cells that already have a current receipt
     /// (what an engine change would make stale: the whole re-pairing's device time).
-    #[arg(long)]
+    #[arg(long, requires = "planning")]
     pub include_current: bool,
     /// Start both servers for every cell (default: consecutive cells whose servers one
     /// start covers share it, `pair::group`).
@@ -521,11 +522,6 @@ pub fn run(env: &EnvArgs, args: &PairArgs) -> Result<bool> {
             } else {
                 " and --only"
             }
-        );
-    }
-    if args.include_current && !(args.plan || args.budget_s.is_some()) {
-        bail!(
-            "--include-current goes with --plan or --budget-s (a run pairs every cell it is given)"
         );
     }
     if (args.plan || args.budget_s.is_some()) && !args.include_current {

@@ -218,6 +218,36 @@ fn llama_server_args_pass_through_in_order_after_the_standard_flags() {
     assert!(w.a.llama_server_args.is_empty());
 }
 
+#[test]
+fn include_current_goes_with_plan_or_budget_only() {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct W {
+        #[command(flatten)]
+        a: PairArgs,
+    }
+    let base = [
+        "pair",
+        "--vs",
+        "vllm",
+        "--cells",
+        "x.toml",
+        "--include-current",
+    ];
+    // Alone it is refused: a run pairs every cell it is given anyway.
+    assert!(W::try_parse_from(base).is_err());
+    for extra in [
+        &["--plan"][..],
+        &["--budget-s", "900"],
+        &["--plan", "--budget-s", "900"],
+    ] {
+        let w = W::try_parse_from(base.iter().chain(extra)).unwrap();
+        assert!(w.a.include_current, "{extra:?}");
+    }
+    let w = W::try_parse_from(["pair", "--vs", "vllm", "--cells", "x.toml", "--plan"]).unwrap();
+    assert!(!w.a.include_current);
+}
+
 /// Every batched cell of the published board whose weights have tensor-core decode products
 /// (Q4_0, Q8_0) serves them with `--mmv` (our best flags at 4 rows and more: boards/h200.toml's
 /// header), whichever competitor it faces: session 23 found the four FP8 (our Q8_0) c4 cells

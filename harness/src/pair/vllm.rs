@@ -312,6 +312,8 @@ mod tests {
         .unwrap();
         assert_eq!(s.version, "fake-0");
         assert!(s.flags.contains(&"--fake".to_owned()));
+        let dev = s.flags.iter().position(|f| f == "--device").unwrap();
+        assert_eq!(s.flags[dev + 1], "cpu");
         let t = Target {
             addr: SocketAddr::from((Ipv4Addr::LOCALHOST, s.port)),
             model: "bench".into(),
